@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything Nexus needs to build and test, from Debian's packages
+# (and the npm registry for the OpenAI Node SDK used by one test).
+# Idempotent: safe to run on every CI run and on a developer machine.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+pkgs=(
+  build-essential cmake ninja-build pkg-config clang lld
+  libboost-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libpcre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  curl
+)
+# Node.js: the machine image ships NodeSource's nodejs (which bundles npm and
+# conflicts with Debian's npm package); fall back to Debian's when absent.
+command -v node >/dev/null || pkgs+=(nodejs)
+command -v npm >/dev/null || pkgs+=(npm)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The OpenAI Node SDK, for the client-compatibility test (tests/node).
+if [ ! -d "$here/tests/node/node_modules/openai" ]; then
+  (cd "$here/tests/node" && npm install --no-audit --no-fund --silent)
+fi

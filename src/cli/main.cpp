@@ -1,0 +1,53 @@
+// nexus: one binary, subcommands registered by src/cli/cmd_*.cpp.
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <memory>
+
+#include "cli/command.h"
+#include "util/error.h"
+
+namespace nexus::cli {
+
+std::vector<Command>& command_registry() {
+  static std::vector<Command> registry;
+  return registry;
+}
+
+std::string default_model_path() {
+  namespace fs = std::filesystem;
+  const fs::path rel = fs::path("..") / "shared" / "models" / "stories260K.gguf";
+  for (const fs::path& root : {fs::path(NEXUS_SOURCE_DIR), fs::current_path()}) {
+    fs::path p = root / rel;
+    if (fs::exists(p)) return fs::weakly_canonical(p).string();
+  }
+  return (fs::path(NEXUS_SOURCE_DIR) / rel).lexically_normal().string();
+}
+
+}  // namespace nexus::cli
+
+int main(int argc, char** argv) {
+  using namespace nexus::cli;
+  CLI::App app{"nexus: a low-latency LLM inference engine and server"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "nexus 0.1.0");
+
+  std::function<int()> run;
+  for (const Command& c : command_registry()) {
+    CLI::App* sub = app.add_subcommand(c.name, c.description);
+    auto fn = std::make_shared<std::function<int()>>();
+    *fn = c.setup(*sub);
+    sub->callback([fn, &run] { run = *fn; });
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run ? run() : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nexus: error: %s\n", e.what());
+    return 1;
+  }
+}
