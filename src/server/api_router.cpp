@@ -1,0 +1,94 @@
+#include "server/api_router.h"
+
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+#include "server/prompt_builder.h"
+
+namespace nexus::server {
+
+using nlohmann::json;
+
+namespace {
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string_view strip_query(std::string_view target) {
+  const size_t q = target.find('?');
+  return q == std::string_view::npos ? target : target.substr(0, q);
+}
+
+std::string_view strip_v1(std::string_view path) {
+  return path.starts_with("/v1/") ? path.substr(3) : path;
+}
+
+HttpReply method_not_allowed(std::string_view method, std::string_view path, const char* allow) {
+  HttpReply r = error_reply(ApiError(405, std::string("Method ") + std::string(method) + " is not allowed on " +
+                                              std::string(path) + "; use " + allow + ".",
+                                     "", "method_not_allowed"));
+  r.headers.emplace_back("Allow", allow);
+  return r;
+}
+
+}  // namespace
+
+HttpReply error_reply(const ApiError& e) { return HttpReply{e.status, error_body(e), {}}; }
+
+ApiRouter::ApiRouter(Backend& backend) : backend_(backend), created_(unix_now()) {}
+
+HttpReply ApiRouter::queue_full() {
+  HttpReply r = error_reply(ApiError(429, "The server is busy: the request queue is full. Retry shortly.", "",
+                                     "queue_full", "rate_limit_error"));
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+RouteResult ApiRouter::route(std::string_view method, std::string_view target, std::string_view body) const {
+  const std::string_view path = strip_query(target);
+  const std::string_view p = strip_v1(path);
+  const bool get = method == "GET";
+  const bool post = method == "POST";
+  if (p == "/completions" || p == "/chat/completions") {
+    if (!post) return method_not_allowed(method, path, "POST");
+    return completion(p == "/completions" ? Endpoint::Completions : Endpoint::ChatCompletions, body);
+  }
+  if (p == "/models") {
+    if (!get) return method_not_allowed(method, path, "GET");
+    json model = {{"id", backend_.model_id()}, {"object", "model"}, {"created", created_},
+                  {"owned_by", "nexus"}, {"meta", {{"n_ctx", backend_.n_ctx()}, {"n_vocab", backend_.n_vocab()}}}};
+    return HttpReply{200, json{{"object", "list"}, {"data", json::array({model})}}.dump(), {}};
+  }
+  if (path == "/health") {
+    if (!get) return method_not_allowed(method, path, "GET");
+    return HttpReply{200, R"({"status":"ok"})", {}};
+  }
+  return error_reply(ApiError(404, "Unknown path: " + std::string(path), "", "not_found", "not_found_error"));
+}
+
+RouteResult ApiRouter::completion(Endpoint endpoint, std::string_view body) const {
+  try {
+    ApiRequest req = parse_api_request(endpoint, body);
+    PendingGeneration g;
+    g.request = build_generation(req, backend_);
+    ResponseMeta meta;
+    meta.endpoint = endpoint;
+    meta.stream = req.stream;
+    meta.include_usage = req.stream && req.include_usage;
+    meta.model = backend_.model_id();
+    meta.id = make_response_id(endpoint);
+    meta.created = unix_now();
+    g.formatter = std::make_unique<CompletionFormatter>(std::move(meta));
+    return g;
+  } catch (const ApiError& e) {
+    return error_reply(e);
+  } catch (const std::exception& e) {
+    // e.g. a tokenizer failure: the request was fine, the server was not.
+    return error_reply(ApiError(500, std::string("internal error: ") + e.what(), "", "", "server_error"));
+  }
+}
+
+}  // namespace nexus::server

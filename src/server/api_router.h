@@ -1,0 +1,59 @@
+// ApiRouter: method + path + body -> a ready reply, or a generation to run.
+//
+// Routes (a query string is ignored; the paths also answer without "/v1"):
+//   POST /v1/completions          generation (prompt)
+//   POST /v1/chat/completions     generation (messages)
+//   GET  /v1/models               {"object":"list","data":[{"id":…,"object":"model",…}]}
+//   GET  /health                  {"status":"ok"}
+// Unknown path: 404 not_found_error; known path, other method: 405 with Allow.
+// All errors use ApiError's JSON shape. Pure: no I/O, safe from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/api_error.h"
+#include "server/backend.h"
+#include "server/openai_response.h"
+
+namespace nexus::server {
+
+struct HttpReply {
+  int status = 200;
+  std::string body;  // JSON
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+};
+
+HttpReply error_reply(const ApiError& e);
+
+struct PendingGeneration {
+  GenerationRequest request;
+  std::unique_ptr<CompletionFormatter> formatter;
+};
+
+using RouteResult = std::variant<HttpReply, PendingGeneration>;
+
+class ApiRouter {
+ public:
+  explicit ApiRouter(Backend& backend);
+
+  RouteResult route(std::string_view method, std::string_view target, std::string_view body) const;
+
+  // 429 for when Backend::submit refuses (queue full), with Retry-After.
+  static HttpReply queue_full();
+
+  Backend& backend() const { return backend_; }
+
+ private:
+  RouteResult completion(Endpoint endpoint, std::string_view body) const;
+
+  Backend& backend_;
+  int64_t created_;  // unix seconds at startup, reported by /v1/models
+};
+
+}  // namespace nexus::server

@@ -1,0 +1,23 @@
+#include "server/backend.h"
+
+#include "tokenizer/tokenizer.h"
+
+namespace nexus::server {
+
+EngineBackend::EngineBackend(Engine& engine, std::string model_id, ChatFamily family)
+    : engine_(engine), model_id_(std::move(model_id)), family_(family) {}
+
+int32_t EngineBackend::n_ctx() const { return engine_.n_ctx(); }
+
+int32_t EngineBackend::n_vocab() const { return engine_.tokenizer().n_vocab(); }
+
+std::vector<int32_t> EngineBackend::tokenize(std::string_view text, bool parse_special) const {
+  const Tokenizer& tok = engine_.tokenizer();
+  return tok.encode(text, tok.add_bos_default(), parse_special);
+}
+
+std::shared_ptr<RequestHandle> EngineBackend::submit(GenerationRequest req, EventCallback on_event) {
+  return engine_.submit(std::move(req), std::move(on_event));
+}
+
+}  // namespace nexus::server

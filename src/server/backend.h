@@ -1,0 +1,52 @@
+// Backend: what the HTTP server needs from the inference side. The real one
+// wraps an Engine (EngineBackend below); tests substitute a scripted fake so
+// the HTTP layer can be exercised without a model.
+//
+// Threading: every method may be called from any I/O thread concurrently.
+// submit() follows Engine::submit's contract: on_event runs on a thread the
+// caller does not own, must not block, and the last event has done = true.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/chat_template.h"
+
+namespace nexus::server {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // The id clients must name in "model" (or omit): general.name or file stem.
+  virtual const std::string& model_id() const = 0;
+  virtual int32_t n_ctx() const = 0;     // tokens: prompt + completion must fit
+  virtual int32_t n_vocab() const = 0;
+  virtual ChatFamily chat_family() const = 0;
+  virtual std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const = 0;
+  // nullptr when the queue is full (HTTP 429).
+  virtual std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event) = 0;
+};
+
+// Backend over a running Engine (which must outlive it). BOS follows the
+// tokenizer's default (tokenizer.ggml.add_bos_token).
+class EngineBackend final : public Backend {
+ public:
+  EngineBackend(Engine& engine, std::string model_id, ChatFamily family);
+  const std::string& model_id() const override { return model_id_; }
+  int32_t n_ctx() const override;
+  int32_t n_vocab() const override;
+  ChatFamily chat_family() const override { return family_; }
+  std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const override;
+  std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event) override;
+
+ private:
+  Engine& engine_;
+  std::string model_id_;
+  ChatFamily family_;
+};
+
+}  // namespace nexus::server

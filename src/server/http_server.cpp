@@ -1,0 +1,116 @@
+#include "server/http_server.h"
+
+#include <future>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <fmt/format.h>
+
+#include "server/http_session.h"
+#include "util/error.h"
+
+namespace nexus::server {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+struct HttpServer::Impl {
+  Impl(Backend& backend, HttpServerOptions opts)
+      : ctx(backend, std::move(opts)), acceptor(net::make_strand(ioc)) {}
+
+  void close_acceptor() {
+    boost::system::error_code ec;
+    acceptor.close(ec);
+  }
+
+  void do_accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](boost::system::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+      if (!ec) {
+        ctx.connections_accepted.fetch_add(1, std::memory_order_relaxed);
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);  // SSE chunks are small; send them now
+        std::make_shared<HttpSession>(std::move(socket), ctx)->start();
+      }
+      // On errors such as EMFILE, keep accepting: the next attempt may work.
+      do_accept();
+    });
+  }
+
+  // Order matters: handlers still queued in ioc when it is destroyed may hold
+  // the last reference to a session, whose destructor touches ctx.
+  ServerContext ctx;
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  std::vector<std::thread> threads;
+  std::string host;
+  uint16_t port = 0;
+  bool started = false;
+  bool stopped = false;
+};
+
+HttpServer::HttpServer(Backend& backend, HttpServerOptions opts)
+    : impl_(std::make_unique<Impl>(backend, std::move(opts))) {
+  Impl& s = *impl_;
+  const HttpServerOptions& o = s.ctx.opts;
+  boost::system::error_code ec;
+  const auto addr = net::ip::make_address(o.host, ec);
+  if (ec) throw Error(fmt::format("invalid listen address '{}': {}", o.host, ec.message()));
+  const tcp::endpoint ep(addr, o.port);
+  s.acceptor.open(ep.protocol(), ec);
+  if (!ec) s.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(ep, ec);
+  if (!ec) s.acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) throw Error(fmt::format("cannot listen on {}:{}: {}", o.host, o.port, ec.message()));
+  s.host = o.host;
+  s.port = s.acceptor.local_endpoint().port();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::start() {
+  Impl& s = *impl_;
+  if (s.started) return;
+  s.started = true;
+  net::post(s.acceptor.get_executor(), [&s] { s.do_accept(); });
+  const int n = std::max(1, s.ctx.opts.io_threads);
+  for (int i = 0; i < n; ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
+}
+
+void HttpServer::stop() {
+  Impl& s = *impl_;
+  if (s.stopped) return;
+  s.stopped = true;
+  if (!s.started) return s.close_acceptor();
+  // Close the acceptor on its strand and wait: after that no new session
+  // can appear, so the loop below reaches them all.
+  std::promise<void> closed;
+  net::post(s.acceptor.get_executor(), [&s, &closed] {
+    s.close_acceptor();
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  {
+    std::unique_lock lock(s.ctx.mu);
+    for (auto& [ptr, weak] : s.ctx.sessions) {
+      if (auto session = weak.lock()) session->shutdown();
+    }
+    // Closing aborts every pending operation; the sessions then end on their
+    // own. Do not wait forever for one that is somehow stuck.
+    s.ctx.cv.wait_for(lock, std::chrono::seconds(2), [&s] { return s.ctx.sessions.empty(); });
+  }
+  s.ioc.stop();
+  for (std::thread& t : s.threads) t.join();
+  s.threads.clear();
+}
+
+uint16_t HttpServer::port() const { return impl_->port; }
+const std::string& HttpServer::host() const { return impl_->host; }
+uint64_t HttpServer::connections_accepted() const { return impl_->ctx.connections_accepted.load(); }
+uint64_t HttpServer::requests_served() const { return impl_->ctx.requests_served.load(); }
+
+}  // namespace nexus::server

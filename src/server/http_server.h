@@ -1,0 +1,64 @@
+// HttpServer: the HTTP/1.1 front of `nexus serve` (Boost.Beast).
+//
+// One acceptor and N I/O threads share one io_context; each connection is an
+// HttpSession (http_session.h) serialised by its own strand. Connections are
+// kept alive across requests, streamed (chunked SSE) or not. Limits:
+//   body_limit         request bodies above it get 413 and the connection is
+//                      closed (after draining what the client still sends)
+//   idle_timeout       a connection with no complete request for this long is
+//                      closed (covers idle keep-alive and slow headers/bodies)
+//   write_timeout      a write that makes no progress for this long closes it
+//   max_pending_bytes  output queued for a slow client above this cancels
+//                      its generation and closes the connection, so the
+//                      engine never waits for a client
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace nexus::server {
+
+class Backend;
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;                               // 0 = an ephemeral port (see port())
+  int io_threads = 2;
+  size_t body_limit = 1 << 20;                        // bytes
+  std::chrono::milliseconds idle_timeout{60'000};
+  std::chrono::milliseconds write_timeout{60'000};
+  size_t max_pending_bytes = 1 << 20;
+  // Called once per request ("POST /v1/completions 200 12.3ms") from an I/O
+  // thread; must be thread-safe. Empty = no log.
+  std::function<void(const std::string&)> log;
+};
+
+class HttpServer {
+ public:
+  // Binds and listens right away (throws nexus::Error when it cannot), so
+  // port() is valid before start(). `backend` must outlive the server.
+  HttpServer(Backend& backend, HttpServerOptions opts);
+  ~HttpServer();  // stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  void start();  // launches the I/O threads and starts accepting
+  // Stops accepting, cancels running generations, closes every connection
+  // and joins the I/O threads. Idempotent. After it returns the server posts
+  // nothing more and touches the backend no more.
+  void stop();
+
+  uint16_t port() const;
+  const std::string& host() const;
+  uint64_t connections_accepted() const;
+  uint64_t requests_served() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nexus::server

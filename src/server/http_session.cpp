@@ -1,0 +1,309 @@
+#include "server/http_session.h"
+
+#include <boost/asio/post.hpp>
+#include <fmt/format.h>
+
+namespace nexus::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr size_t kWatchdogRead = 4096;
+constexpr size_t kMaxDrain = 64u << 20;            // bytes discarded before closing
+constexpr std::chrono::seconds kLinger{5};
+
+std::string reply_head(int status, size_t content_length, bool keep_alive,
+                       const std::vector<std::pair<std::string, std::string>>& extra) {
+  const auto reason = http::obsolete_reason(http::int_to_status(static_cast<unsigned>(status)));
+  std::string h = fmt::format("HTTP/1.1 {} {}\r\nServer: nexus\r\nContent-Type: application/json\r\n"
+                              "Content-Length: {}\r\nConnection: {}\r\n",
+                              status, std::string_view(reason.data(), reason.size()), content_length,
+                              keep_alive ? "keep-alive" : "close");
+  for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+  return h + "\r\n";
+}
+
+}  // namespace
+
+void EventRelay::deliver(const GenerationEvent& ev) {
+  std::lock_guard lock(mu_);
+  if (!session_) return;
+  std::shared_ptr<HttpSession> s = session_;
+  net::post(s->executor(), [s, ev] { s->on_engine_event(ev); });
+  if (ev.done) session_.reset();
+}
+
+void EventRelay::detach() {
+  std::lock_guard lock(mu_);
+  session_.reset();
+}
+
+HttpSession::HttpSession(tcp::socket socket, ServerContext& ctx)
+    : stream_(std::move(socket)), ctx_(ctx), timer_(stream_.get_executor()) {}
+
+HttpSession::~HttpSession() {
+  std::lock_guard lock(ctx_.mu);
+  ctx_.sessions.erase(this);
+  ctx_.cv.notify_all();
+}
+
+void HttpSession::start() {
+  {
+    std::lock_guard lock(ctx_.mu);
+    ctx_.sessions.emplace(this, weak_from_this());
+  }
+  net::post(executor(), [self = shared_from_this()] { self->do_read(); });
+}
+
+void HttpSession::shutdown() {
+  net::post(executor(), [self = shared_from_this()] { self->close(); });
+}
+
+void HttpSession::do_read() {
+  if (closed_) return;
+  parser_.emplace();
+  parser_->body_limit(ctx_.opts.body_limit);
+  stream_.expires_after(ctx_.opts.idle_timeout);
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+}
+
+void HttpSession::on_header(beast::error_code ec) {
+  if (ec) return on_read_error(ec);
+  const auto& req = parser_->get();
+  if (beast::iequals(req[http::field::expect], "100-continue")) enqueue("HTTP/1.1 100 Continue\r\n\r\n");
+  if (parser_->is_done()) return on_body({});
+  stream_.expires_after(ctx_.opts.idle_timeout);
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
+}
+
+void HttpSession::on_body(beast::error_code ec) {
+  if (ec) return on_read_error(ec);
+  stream_.expires_never();
+  handle_request();
+}
+
+void HttpSession::on_read_error(beast::error_code ec) {
+  if (closed_) return;
+  const bool got_header = parser_ && parser_->is_header_done();
+  if (got_header) {
+    method_ = std::string(parser_->get().method_string());
+    target_ = std::string(parser_->get().target());
+  } else {
+    method_ = "-";
+    target_ = "-";
+  }
+  start_ = std::chrono::steady_clock::now();
+  keep_alive_ = false;
+  if (ec == http::error::body_limit) {
+    return send_reply(error_reply(ApiError(
+        413, fmt::format("The request body exceeds the limit of {} bytes.", ctx_.opts.body_limit), "",
+        "request_too_large")));
+  }
+  if (ec == http::error::header_limit) {
+    return send_reply(error_reply(ApiError(431, "The request headers are too large.", "", "headers_too_large")));
+  }
+  // A half-read request that is not an end of stream / timeout is malformed.
+  const bool benign = ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
+                      ec == net::error::operation_aborted || ec == net::error::connection_reset;
+  if (benign || (!got_header && buffer_.size() == 0)) return close();
+  send_reply(error_reply(ApiError(400, "Malformed HTTP request: " + ec.message(), "", "bad_http_request")));
+}
+
+void HttpSession::handle_request() {
+  const auto& req = parser_->get();
+  method_ = std::string(req.method_string());
+  target_ = std::string(req.target());
+  start_ = std::chrono::steady_clock::now();
+  keep_alive_ = req.keep_alive();
+  chunked_ = req.version() >= 11;
+  RouteResult result = ctx_.router.route(method_, target_, req.body());
+  if (auto* reply = std::get_if<HttpReply>(&result)) return send_reply(*reply);
+  start_generation(std::move(std::get<PendingGeneration>(result)));
+}
+
+void HttpSession::start_generation(PendingGeneration g) {
+  relay_ = std::make_shared<EventRelay>(shared_from_this());
+  handle_ = ctx_.router.backend().submit(std::move(g.request),
+                                         [relay = relay_](const GenerationEvent& ev) { relay->deliver(ev); });
+  if (!handle_) {
+    relay_->detach();
+    relay_.reset();
+    return send_reply(ApiRouter::queue_full());
+  }
+  generating_ = true;
+  overflow_ = false;
+  formatter_ = std::move(g.formatter);
+  if (formatter_->meta().stream) {
+    if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the end of the stream is the close
+    enqueue(fmt::format("HTTP/1.1 200 OK\r\nServer: nexus\r\nContent-Type: text/event-stream\r\n"
+                        "Cache-Control: no-cache\r\nConnection: {}\r\n{}\r\n",
+                        keep_alive_ ? "keep-alive" : "close", chunked_ ? "Transfer-Encoding: chunked\r\n" : ""));
+    enqueue_body(formatter_->stream_preamble());
+  }
+  // Watch for the client leaving, unless it already sent more (pipelining):
+  // those bytes belong to the next request, and a read pending on top of
+  // them could wait forever once this response is done.
+  if (!watchdog_pending_ && buffer_.size() == 0) arm_watchdog();
+}
+
+void HttpSession::on_engine_event(const GenerationEvent& ev) {
+  if (!generating_ || closed_) return;
+  if (ev.done) {
+    generating_ = false;
+    relay_.reset();
+    handle_.reset();
+  }
+  if (ev.done && ev.finish == FinishReason::Cancelled) {
+    // Cancelled by us: the client is gone or too slow. Nothing more to say.
+    log_request(formatter_->meta().stream ? 200 : 499, overflow_ ? " (client too slow)" : " (cancelled)");
+    return close();
+  }
+  std::string out = formatter_->on_event(ev);
+  if (formatter_->meta().stream) {
+    enqueue_body(out);
+    if (ev.done) {
+      if (chunked_) enqueue("0\r\n\r\n");
+      response_queued_ = true;
+      log_request(200);
+      if (!writing_) after_response_written();
+    }
+  } else if (ev.done) {
+    send_reply(HttpReply{formatter_->status(), std::move(out), {}});
+  }
+}
+
+void HttpSession::send_reply(const HttpReply& r) {
+  enqueue(reply_head(r.status, r.body.size(), keep_alive_, r.headers) + r.body);
+  response_queued_ = true;
+  log_request(r.status);
+}
+
+void HttpSession::enqueue(std::string_view bytes) {
+  if (closed_ || bytes.empty()) return;
+  pending_ += bytes;
+  if (generating_ && !overflow_ && pending_.size() > ctx_.opts.max_pending_bytes) {
+    overflow_ = true;  // the Cancelled event closes the connection
+    handle_->cancel();
+  }
+  if (!writing_) do_write();
+}
+
+void HttpSession::enqueue_body(std::string_view data) {
+  if (data.empty()) return;
+  if (!chunked_) return enqueue(data);
+  std::string chunk = fmt::format("{:x}\r\n", data.size());
+  chunk += data;
+  chunk += "\r\n";
+  enqueue(chunk);
+}
+
+void HttpSession::do_write() {
+  writing_ = true;
+  inflight_.swap(pending_);
+  pending_.clear();
+  stream_.expires_after(ctx_.opts.write_timeout);
+  net::async_write(stream_, net::buffer(inflight_),
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+}
+
+void HttpSession::on_write(beast::error_code ec) {
+  writing_ = false;
+  inflight_.clear();
+  if (closed_) return;
+  if (ec) {
+    if (generating_) log_request(formatter_->meta().stream ? 200 : 499, " (client gone)");
+    return close();
+  }
+  if (!pending_.empty()) return do_write();
+  if (response_queued_) after_response_written();
+}
+
+void HttpSession::after_response_written() {
+  response_queued_ = false;
+  formatter_.reset();
+  ctx_.requests_served.fetch_add(1, std::memory_order_relaxed);
+  if (!keep_alive_) return linger_close();
+  if (!watchdog_pending_) return do_read();
+  // The watchdog read is still pending: it now waits for the next request.
+  waiting_for_next_ = true;
+  timer_.expires_after(ctx_.opts.idle_timeout);
+  timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec && self->waiting_for_next_) self->close();
+  });
+}
+
+void HttpSession::arm_watchdog() {
+  watchdog_pending_ = true;
+  // Straight on the socket, not via the stream: no timeout while generating.
+  stream_.socket().async_read_some(
+      buffer_.prepare(kWatchdogRead),
+      [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_watchdog(ec, n); });
+}
+
+void HttpSession::on_watchdog(beast::error_code ec, size_t n) {
+  watchdog_pending_ = false;
+  if (closed_) return;
+  if (ec) {
+    if (generating_) {
+      log_request(formatter_->meta().stream ? 200 : 499, " (client gone)");
+      handle_->cancel();
+    }
+    return close();
+  }
+  buffer_.commit(n);
+  if (lingering_) {
+    drained_ += buffer_.size();
+    buffer_.consume(buffer_.size());
+    return drained_ < kMaxDrain ? arm_watchdog() : close();
+  }
+  if (waiting_for_next_) {
+    waiting_for_next_ = false;
+    timer_.cancel();
+    return do_read();
+  }
+  // Otherwise the next request started while this one runs: stop watching
+  // (see start_generation); after_response_written reads it.
+}
+
+void HttpSession::linger_close() {
+  // Half-close, then drain what the client still sends (e.g. the rest of an
+  // oversized body): closing with unread data would reset the connection and
+  // could destroy the reply before the client reads it.
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  lingering_ = true;
+  buffer_.consume(buffer_.size());
+  timer_.expires_after(kLinger);
+  timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec) self->close();
+  });
+  if (!watchdog_pending_) arm_watchdog();
+}
+
+void HttpSession::close() {
+  if (closed_) return;
+  closed_ = true;
+  if (handle_) handle_->cancel();
+  if (relay_) relay_->detach();
+  relay_.reset();
+  handle_.reset();
+  generating_ = false;
+  timer_.cancel();
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.close();
+}
+
+void HttpSession::log_request(int status, const char* note) {
+  if (!ctx_.opts.log) return;
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  ctx_.opts.log(fmt::format("{} {} {} {:.1f}ms{}", method_, target_, status, ms, note));
+}
+
+}  // namespace nexus::server

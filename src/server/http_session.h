@@ -1,0 +1,125 @@
+// HttpSession: one client connection (internal to HttpServer).
+//
+// Everything a session does runs on its strand. Per request it reads the
+// header (answering "Expect: 100-continue"), then the body (body_limit), asks
+// the ApiRouter, and either queues a reply or submits a generation.
+//
+// Output goes through one byte queue with at most one async_write in flight;
+// whatever accumulates meanwhile leaves in the next write. Engine events reach
+// the session through an EventRelay: the engine thread only copies the event
+// and posts it to the strand, so a slow client never blocks the engine; if
+// the queue passes max_pending_bytes the generation is cancelled.
+//
+// While a generation runs, a read stays pending on the socket: EOF or an
+// error there (the client went away) cancels the generation at its next token.
+// Bytes that arrive instead (a pipelined request) are kept for the next
+// request. Streams use chunked transfer encoding so the connection stays
+// reusable after `data: [DONE]`.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "server/api_router.h"
+#include "server/http_server.h"
+
+namespace nexus::server {
+
+class HttpSession;
+
+// State shared by the server and its sessions.
+struct ServerContext {
+  ServerContext(Backend& backend, HttpServerOptions o) : router(backend), opts(std::move(o)) {}
+  ApiRouter router;
+  HttpServerOptions opts;
+  std::atomic<uint64_t> connections_accepted{0};
+  std::atomic<uint64_t> requests_served{0};
+  // Live sessions, for stop(); guarded by mu. cv signals a session's end.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unordered_map<HttpSession*, std::weak_ptr<HttpSession>> sessions;
+};
+
+// Carries events from the engine thread to a session's strand; detach()
+// makes later events vanish (session closed or server stopping).
+class EventRelay {
+ public:
+  explicit EventRelay(std::shared_ptr<HttpSession> s) : session_(std::move(s)) {}
+  void deliver(const GenerationEvent& ev);  // engine thread
+  void detach();
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<HttpSession> session_;
+};
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(boost::asio::ip::tcp::socket socket, ServerContext& ctx);
+  ~HttpSession();
+  void start();     // registers with the context and starts reading
+  void shutdown();  // thread-safe: cancel the generation, close the socket
+  void on_engine_event(const GenerationEvent& ev);  // on the strand
+  boost::asio::any_io_executor executor() { return stream_.get_executor(); }
+
+ private:
+  void do_read();
+  void on_header(boost::beast::error_code ec);
+  void on_body(boost::beast::error_code ec);
+  void on_read_error(boost::beast::error_code ec);
+  void handle_request();
+  void start_generation(PendingGeneration g);
+  void send_reply(const HttpReply& r);
+  void enqueue(std::string_view bytes);
+  void enqueue_body(std::string_view data);  // chunk-framed when chunked_
+  void do_write();
+  void on_write(boost::beast::error_code ec);
+  void after_response_written();
+  void arm_watchdog();
+  void on_watchdog(boost::beast::error_code ec, size_t n);
+  void linger_close();
+  void close();
+  void log_request(int status, const char* note = "");
+
+  boost::beast::tcp_stream stream_;
+  ServerContext& ctx_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  boost::asio::steady_timer timer_;  // idle wait after a response, or linger
+
+  // The current request.
+  std::string method_, target_;
+  std::chrono::steady_clock::time_point start_;
+  bool keep_alive_ = true;
+  bool chunked_ = false;
+
+  // Output queue.
+  std::string pending_, inflight_;
+  bool writing_ = false;
+  bool response_queued_ = false;  // the whole response is in the queue
+
+  // The running generation.
+  std::shared_ptr<EventRelay> relay_;
+  std::shared_ptr<RequestHandle> handle_;
+  std::unique_ptr<CompletionFormatter> formatter_;
+  bool generating_ = false;
+  bool overflow_ = false;
+
+  bool watchdog_pending_ = false;
+  bool waiting_for_next_ = false;  // response done; the pending read awaits the next request
+  bool lingering_ = false;
+  size_t drained_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace nexus::server

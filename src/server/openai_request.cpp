@@ -1,0 +1,265 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "server/api_error.h"
+
+namespace nexus::server {
+
+using nlohmann::json;
+
+bool is_valid_utf8(std::string_view s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) { ++i; continue; }
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    else return false;
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+namespace {
+
+const char* type_name(const json& v) {
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+ApiError type_error(const std::string& name, const char* expected, const json& got) {
+  return bad_request(fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name,
+                                 expected, type_name(got)),
+                     name, "invalid_type");
+}
+
+// The field, or nullptr when absent or null.
+const json* field(const json& obj, const char* name) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<double> get_number(const json& obj, const char* name, double lo, double hi) {
+  const json* v = field(obj, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) throw type_error(name, "a number", *v);
+  const double d = v->get<double>();
+  if (!(d >= lo && d <= hi)) {
+    throw bad_request(fmt::format("Invalid '{}': expected a value in [{}, {}], but got {} instead.",
+                                  name, lo, hi, d),
+                      name, "invalid_value");
+  }
+  return d;
+}
+
+// Integers; integral floats (2.0) are accepted, values beyond int64 saturate.
+std::optional<int64_t> get_integer(const json& obj, const char* name) {
+  const json* v = field(obj, name);
+  if (!v) return std::nullopt;
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    return u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+               ? std::numeric_limits<int64_t>::max()
+               : static_cast<int64_t>(u);
+  }
+  if (v->is_number_integer()) return v->get<int64_t>();
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d)) {
+      if (d >= 9.2e18) return std::numeric_limits<int64_t>::max();
+      if (d <= -9.2e18) return std::numeric_limits<int64_t>::min();
+      return static_cast<int64_t>(d);
+    }
+  }
+  throw type_error(name, "an integer", *v);
+}
+
+std::optional<bool> get_bool(const json& obj, const char* name) {
+  const json* v = field(obj, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) throw type_error(name, "a boolean", *v);
+  return v->get<bool>();
+}
+
+void parse_prompt(const json& body, ApiRequest& r) {
+  const json* p = field(body, "prompt");
+  if (!p) throw bad_request("Missing required parameter: 'prompt'.", "prompt", "missing_required_parameter");
+  if (p->is_string()) { r.prompt = p->get<std::string>(); return; }
+  if (!p->is_array()) throw type_error("prompt", "a string or an array", *p);
+  if (p->empty()) throw bad_request("Invalid 'prompt': the array is empty.", "prompt", "invalid_value");
+  const json* tokens = p;
+  if ((*p)[0].is_string()) {
+    if (p->size() != 1) {
+      throw bad_request("Invalid 'prompt': only one prompt per request is supported.", "prompt", "invalid_value");
+    }
+    r.prompt = (*p)[0].get<std::string>();
+    return;
+  }
+  if ((*p)[0].is_array()) {  // [[ids...]]
+    if (p->size() != 1) {
+      throw bad_request("Invalid 'prompt': only one prompt per request is supported.", "prompt", "invalid_value");
+    }
+    tokens = &(*p)[0];
+  }
+  for (const json& t : *tokens) {
+    if (!t.is_number_integer()) {
+      throw bad_request("Invalid 'prompt': expected a string, an array of one string, or an array of token ids.",
+                        "prompt", "invalid_type");
+    }
+    r.prompt_tokens.push_back(t.is_number_unsigned() && t.get<uint64_t>() > INT64_MAX ? INT64_MAX : t.get<int64_t>());
+  }
+  if (r.prompt_tokens.empty()) throw bad_request("Invalid 'prompt': the token array is empty.", "prompt", "invalid_value");
+  r.prompt_is_tokens = true;
+}
+
+std::string message_content(const json& m, size_t i, const std::string& role) {
+  const std::string name = fmt::format("messages[{}].content", i);
+  const json* c = field(m, "content");
+  if (!c) {
+    if (role == "assistant") return "";  // e.g. a turn that only made tool calls
+    throw bad_request(fmt::format("Missing required parameter: '{}'.", name), name, "missing_required_parameter");
+  }
+  if (c->is_string()) return c->get<std::string>();
+  if (!c->is_array()) throw type_error(name, "a string or an array of content parts", *c);
+  std::string text;
+  for (size_t k = 0; k < c->size(); ++k) {
+    const json& part = (*c)[k];
+    const std::string pname = fmt::format("{}[{}]", name, k);
+    if (!part.is_object()) throw type_error(pname, "an object", part);
+    const json* type = field(part, "type");
+    if (!type || !type->is_string() || type->get<std::string>() != "text") {
+      throw bad_request(fmt::format("Invalid '{}.type': only \"text\" content parts are supported.", pname),
+                        pname + ".type", "invalid_value");
+    }
+    const json* t = field(part, "text");
+    if (!t || !t->is_string()) throw type_error(pname + ".text", "a string", t ? *t : json());
+    if (k > 0) text += '\n';
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+void parse_messages(const json& body, ApiRequest& r) {
+  const json* ms = field(body, "messages");
+  if (!ms) throw bad_request("Missing required parameter: 'messages'.", "messages", "missing_required_parameter");
+  if (!ms->is_array()) throw type_error("messages", "an array", *ms);
+  if (ms->empty()) {
+    throw bad_request("Invalid 'messages': empty array. Expected an array with minimum length 1.", "messages",
+                      "empty_array");
+  }
+  for (size_t i = 0; i < ms->size(); ++i) {
+    const json& m = (*ms)[i];
+    const std::string name = fmt::format("messages[{}]", i);
+    if (!m.is_object()) throw type_error(name, "an object", m);
+    const json* role = field(m, "role");
+    if (!role) throw bad_request(fmt::format("Missing required parameter: '{}.role'.", name), name + ".role",
+                                 "missing_required_parameter");
+    if (!role->is_string()) throw type_error(name + ".role", "a string", *role);
+    std::string rs = role->get<std::string>();
+    if (rs == "developer") rs = "system";
+    if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool") {
+      throw bad_request(fmt::format("Invalid '{}.role': '{}' is not one of system, developer, user, assistant, tool.",
+                                    name, rs),
+                        name + ".role", "invalid_value");
+    }
+    std::string content = message_content(m, i, rs);
+    r.messages.push_back({std::move(rs), std::move(content)});
+  }
+}
+
+void parse_stop(const json& body, ApiRequest& r) {
+  const json* s = field(body, "stop");
+  if (!s) return;
+  if (s->is_string()) {
+    if (!s->get<std::string>().empty()) r.stop.push_back(s->get<std::string>());
+    return;
+  }
+  if (!s->is_array()) throw type_error("stop", "a string or an array of strings", *s);
+  if (s->size() > 4) throw bad_request("Invalid 'stop': at most 4 stop sequences are allowed.", "stop", "invalid_value");
+  for (const json& e : *s) {
+    if (!e.is_string()) throw type_error("stop", "a string or an array of strings", e);
+    if (!e.get<std::string>().empty()) r.stop.push_back(e.get<std::string>());
+  }
+}
+
+void parse_sampling(const json& body, ApiRequest& r) {
+  SamplingParams& s = r.sampling;
+  if (auto v = get_number(body, "temperature", 0, 2)) s.temperature = static_cast<float>(*v);
+  if (auto v = get_number(body, "top_p", 0, 1)) s.top_p = static_cast<float>(*v);
+  if (auto v = get_number(body, "min_p", 0, 1)) s.min_p = static_cast<float>(*v);
+  if (auto v = get_number(body, "frequency_penalty", -2, 2)) s.frequency_penalty = static_cast<float>(*v);
+  if (auto v = get_number(body, "presence_penalty", -2, 2)) s.presence_penalty = static_cast<float>(*v);
+  if (auto v = get_number(body, "repeat_penalty", 0, 1e9)) {
+    if (*v <= 0) throw bad_request("Invalid 'repeat_penalty': expected a value > 0.", "repeat_penalty", "invalid_value");
+    s.repeat_penalty = static_cast<float>(*v);
+  }
+  if (auto v = get_integer(body, "top_k")) {
+    if (*v < 0) throw bad_request("Invalid 'top_k': expected a value >= 0.", "top_k", "invalid_value");
+    s.top_k = static_cast<int32_t>(std::min<int64_t>(*v, std::numeric_limits<int32_t>::max()));
+  }
+  if (auto v = get_integer(body, "seed")) s.seed = static_cast<uint64_t>(*v);
+}
+
+}  // namespace
+
+ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
+  if (!is_valid_utf8(body)) throw bad_request("The request body is not valid UTF-8.", "", "invalid_utf8");
+  json doc;
+  try {
+    doc = json::parse(body);
+  } catch (const json::exception& e) {
+    throw bad_request(fmt::format("We could not parse the JSON body of your request: {}", e.what()), "",
+                      "invalid_json");
+  }
+  if (!doc.is_object()) throw bad_request("The request body must be a JSON object.", "", "invalid_json");
+
+  ApiRequest r;
+  r.endpoint = endpoint;
+  if (const json* m = field(doc, "model")) {
+    if (!m->is_string()) throw type_error("model", "a string", *m);
+    r.model = m->get<std::string>();
+  }
+  if (endpoint == Endpoint::Completions) parse_prompt(doc, r);
+  else parse_messages(doc, r);
+
+  r.max_tokens = get_integer(doc, "max_tokens");
+  if (endpoint == Endpoint::ChatCompletions) {
+    if (auto v = get_integer(doc, "max_completion_tokens")) r.max_tokens = v;
+  }
+  if (auto n = get_integer(doc, "n"); n && *n != 1) {
+    throw bad_request("Invalid 'n': only n = 1 is supported.", "n", "invalid_value");
+  }
+  parse_sampling(doc, r);
+  parse_stop(doc, r);
+  r.ignore_eos = get_bool(doc, "ignore_eos").value_or(false);
+  r.stream = get_bool(doc, "stream").value_or(false);
+  if (const json* so = field(doc, "stream_options")) {
+    if (!so->is_object()) throw type_error("stream_options", "an object", *so);
+    r.include_usage = get_bool(*so, "include_usage").value_or(false);
+  }
+  return r;
+}
+
+}  // namespace nexus::server

@@ -1,0 +1,65 @@
+// Parsing and validation of the request bodies of POST /v1/completions and
+// POST /v1/chat/completions, following OpenAI's API reference.
+//
+// This is the one place where request fields are checked: every problem
+// becomes an ApiError (HTTP 400, type "invalid_request_error", `param` naming
+// the field). Checks that need the model (model id, token ids, context
+// length, max_tokens limit) are in prompt_builder.h.
+//
+// Accepted fields (null counts as absent; unknown fields are ignored):
+//   model                 string; optional
+//   prompt                completions: string | [string] | [int...] | [[int...]]
+//   messages              chat: non-empty array of {role, content}; role one of
+//                         system, developer (treated as system), user,
+//                         assistant, tool; content a string, an array of
+//                         {"type":"text","text":...} parts (joined with "\n"),
+//                         or null for assistant messages
+//   max_tokens            integer (chat: max_completion_tokens wins when both)
+//   temperature [0,2]  top_p [0,1]  top_k >= 0  min_p [0,1]
+//   frequency_penalty [-2,2]  presence_penalty [-2,2]  repeat_penalty > 0
+//   seed                  integer (any sign; used bit-for-bit)
+//   stop                  string | array of at most 4 strings ("" ignored)
+//   stream                bool;  stream_options.include_usage bool
+//   n                     1 only (400 otherwise)
+//   ignore_eos            bool (llama.cpp extension)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+#include "server/chat_template.h"
+
+namespace nexus::server {
+
+enum class Endpoint { Completions, ChatCompletions };
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::Completions;
+  std::string model;                   // "" when absent
+  // Completions: the prompt as text, or as token ids when prompt_is_tokens.
+  std::string prompt;
+  std::vector<int64_t> prompt_tokens;  // unchecked ids (range checked later)
+  bool prompt_is_tokens = false;
+  // Chat completions.
+  std::vector<ChatMessage> messages;
+  std::optional<int64_t> max_tokens;   // as given; may be <= 0 or huge (checked later)
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool stream = false;
+  bool include_usage = false;          // stream_options.include_usage
+};
+
+// Parses `body` (the raw HTTP body). Throws ApiError(400) on invalid UTF-8,
+// malformed JSON, a non-object body, a field of the wrong type or out of
+// range, or a missing/empty prompt or messages.
+ApiRequest parse_api_request(Endpoint endpoint, std::string_view body);
+
+// Strict UTF-8 check (RFC 3629: no overlongs, no surrogates, <= U+10FFFF).
+bool is_valid_utf8(std::string_view s);
+
+}  // namespace nexus::server

@@ -1,0 +1,134 @@
+#include "server/openai_response.h"
+
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "server/api_error.h"
+#include "server/sse.h"
+
+namespace nexus::server {
+
+using nlohmann::json;
+
+namespace {
+
+const char* finish_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: break;
+  }
+  return "error";
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json timings_json(const GenerationEvent& ev) {
+  const double tokens_per_s =
+      ev.timings.decode_s > 0 && ev.usage.completion_tokens > 1
+          ? (ev.usage.completion_tokens - 1) / ev.timings.decode_s
+          : 0.0;
+  return {{"queue_ms", ev.timings.queue_s * 1e3},
+          {"prefill_ms", ev.timings.prefill_s * 1e3},
+          {"ttft_ms", ev.timings.ttft_s * 1e3},
+          {"decode_ms", ev.timings.decode_s * 1e3},
+          {"decode_tokens_per_s", tokens_per_s}};
+}
+
+std::string error_payload(const GenerationEvent& ev) {
+  return error_body(ApiError(500, "generation failed: " + ev.error, "", "", "server_error"));
+}
+
+}  // namespace
+
+std::string make_response_id(Endpoint endpoint) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}-{:016x}{:08x}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", rng(),
+                     static_cast<uint32_t>(rng()));
+}
+
+CompletionFormatter::CompletionFormatter(ResponseMeta meta) : meta_(std::move(meta)) {}
+
+std::string CompletionFormatter::chunk(const std::string& text, const char* finish_reason,
+                                       const GenerationEvent* last) const {
+  const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
+  json choice = {{"index", 0}, {"logprobs", nullptr},
+                 {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}};
+  if (chat) {
+    choice["delta"] = finish_reason ? json::object() : json{{"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  json c = {{"id", meta_.id},
+            {"object", chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", meta_.created},
+            {"model", meta_.model},
+            {"choices", json::array({choice})}};
+  if (meta_.include_usage) c["usage"] = nullptr;
+  if (last) c["timings"] = timings_json(*last);
+  return sse_event(dump(c));
+}
+
+std::string CompletionFormatter::stream_preamble() const {
+  if (!meta_.stream || meta_.endpoint != Endpoint::ChatCompletions) return {};
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr},
+                 {"delta", {{"role", "assistant"}, {"content", ""}}}};
+  json c = {{"id", meta_.id},           {"object", "chat.completion.chunk"}, {"created", meta_.created},
+            {"model", meta_.model},     {"choices", json::array({choice})}};
+  if (meta_.include_usage) c["usage"] = nullptr;
+  return sse_event(dump(c));
+}
+
+std::string CompletionFormatter::on_event(const GenerationEvent& ev) {
+  const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
+  if (meta_.stream) {
+    std::string out;
+    if (!ev.text.empty()) out += chunk(ev.text, nullptr, nullptr);
+    if (!ev.done) return out;
+    if (ev.finish == FinishReason::Error) {
+      out += sse_event(error_payload(ev));
+    } else {
+      out += chunk("", finish_name(ev.finish), &ev);
+      if (meta_.include_usage) {
+        json u = {{"id", meta_.id},       {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", meta_.created}, {"model", meta_.model},
+                  {"choices", json::array()}, {"usage", usage_json(ev.usage)}};
+        out += sse_event(dump(u));
+      }
+    }
+    out += kSseDone;
+    return out;
+  }
+
+  text_ += ev.text;
+  if (!ev.done) return {};
+  if (ev.finish == FinishReason::Error) {
+    status_ = 500;
+    return error_payload(ev);
+  }
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_name(ev.finish)}};
+  if (chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text_}};
+  } else {
+    choice["text"] = text_;
+  }
+  json body = {{"id", meta_.id},
+               {"object", chat ? "chat.completion" : "text_completion"},
+               {"created", meta_.created},
+               {"model", meta_.model},
+               {"choices", json::array({choice})},
+               {"usage", usage_json(ev.usage)},
+               {"timings", timings_json(ev)}};
+  return dump(body);
+}
+
+}  // namespace nexus::server

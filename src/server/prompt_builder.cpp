@@ -1,0 +1,72 @@
+#include "server/prompt_builder.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "server/api_error.h"
+
+namespace nexus::server {
+
+namespace {
+
+std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend) {
+  if (req.endpoint == Endpoint::ChatCompletions) {
+    const ChatFamily family = backend.chat_family();
+    return backend.tokenize(render_chat(family, req.messages), uses_special_tokens(family));
+  }
+  if (!req.prompt_is_tokens) return backend.tokenize(req.prompt, true);
+  std::vector<int32_t> ids;
+  ids.reserve(req.prompt_tokens.size());
+  for (int64_t t : req.prompt_tokens) {
+    if (t < 0 || t >= backend.n_vocab()) {
+      throw bad_request(fmt::format("Invalid 'prompt': token id {} is outside the vocabulary [0, {}).", t,
+                                    backend.n_vocab()),
+                        "prompt", "invalid_value");
+    }
+    ids.push_back(static_cast<int32_t>(t));
+  }
+  return ids;
+}
+
+}  // namespace
+
+GenerationRequest build_generation(const ApiRequest& req, const Backend& backend) {
+  if (!req.model.empty() && req.model != backend.model_id()) {
+    throw bad_request(fmt::format("The model '{}' does not exist; this server serves '{}'.", req.model,
+                                  backend.model_id()),
+                      "model", "model_not_found");
+  }
+  const int32_t n_ctx = backend.n_ctx();
+  if (req.max_tokens) {
+    if (*req.max_tokens <= 0) {
+      throw bad_request(fmt::format("Invalid 'max_tokens': expected a value >= 1, but got {}.", *req.max_tokens),
+                        "max_tokens", "invalid_value");
+    }
+    if (*req.max_tokens > n_ctx) {
+      throw bad_request(fmt::format("Invalid 'max_tokens': {} exceeds this model's context length of {} tokens.",
+                                    *req.max_tokens, n_ctx),
+                        "max_tokens", "invalid_value");
+    }
+  }
+
+  GenerationRequest g;
+  g.prompt = prompt_tokens(req, backend);
+  const std::string param = req.endpoint == Endpoint::ChatCompletions ? "messages" : "prompt";
+  if (g.prompt.empty()) throw bad_request(fmt::format("Invalid '{}': it encodes to no tokens.", param), param, "invalid_value");
+  const auto n_prompt = static_cast<int64_t>(g.prompt.size());
+  if (n_prompt >= n_ctx) {
+    throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, your {} is {} "
+                                  "tokens, which leaves no room for a completion.",
+                                  n_ctx, param, n_prompt),
+                      param, "context_length_exceeded");
+  }
+  const int64_t wanted = req.max_tokens.value_or(kDefaultMaxTokens);
+  g.sampling = req.sampling;
+  g.stop.max_tokens = static_cast<int32_t>(std::min<int64_t>(wanted, n_ctx - n_prompt));
+  g.stop.stop = req.stop;
+  g.stop.ignore_eos = req.ignore_eos;
+  return g;
+}
+
+}  // namespace nexus::server

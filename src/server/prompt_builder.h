@@ -1,0 +1,30 @@
+// prompt_builder: a parsed ApiRequest + the model -> the GenerationRequest
+// the engine runs. Holds the checks that need the model:
+//   model          must equal Backend::model_id() when given    400 model_not_found
+//   prompt ids     each in [0, n_vocab)                          400 invalid_value
+//   prompt length  1 <= tokens < n_ctx (room for one new token)  400 context_length_exceeded
+//   max_tokens     1 <= max_tokens <= n_ctx                      400 invalid_value
+// max_tokens defaults to kDefaultMaxTokens (256). The effective limit is
+// min(max_tokens, n_ctx - prompt tokens): a completion that reaches the end
+// of the context stops with finish_reason "length".
+//
+// Prompts: completions tokenize the prompt text with BOS per the tokenizer
+// default and special tokens parsed (as llama.cpp's server does, so a client
+// may write a template by hand); token-id prompts are used as given. Chat
+// renders the messages with the model's chat template (chat_template.h).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/engine.h"
+#include "server/backend.h"
+#include "server/openai_request.h"
+
+namespace nexus::server {
+
+inline constexpr int32_t kDefaultMaxTokens = 256;
+
+// Throws ApiError (400) as listed above.
+GenerationRequest build_generation(const ApiRequest& req, const Backend& backend);
+
+}  // namespace nexus::server

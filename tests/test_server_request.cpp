@@ -1,0 +1,230 @@
+// Request parsing/validation and prompt building for the OpenAI endpoints
+// (src/server/openai_request.h, prompt_builder.h), without a network.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/api_error.h"
+#include "server/openai_request.h"
+#include "server/prompt_builder.h"
+#include "support/fake_backend.h"
+
+using namespace nexus;
+using namespace nexus::server;
+using nlohmann::json;
+
+namespace {
+
+// The ApiError thrown by parsing `body`, or a failure if none is.
+ApiError parse_error(Endpoint ep, const std::string& body) {
+  try {
+    parse_api_request(ep, body);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << body;
+  return ApiError(0, "");
+}
+
+ApiError build_error(const std::string& body, test::FakeBackend& b, Endpoint ep = Endpoint::Completions) {
+  const ApiRequest r = parse_api_request(ep, body);
+  try {
+    build_generation(r, b);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << body;
+  return ApiError(0, "");
+}
+
+}  // namespace
+
+TEST(ServerRequest, CompletionFieldsAreRead) {
+  const ApiRequest r = parse_api_request(Endpoint::Completions, R"({
+    "model":"m","prompt":"hello","max_tokens":7,"temperature":0,"top_p":0.5,"top_k":3,"min_p":0.1,
+    "frequency_penalty":0.5,"presence_penalty":-0.5,"repeat_penalty":1.1,"seed":-1,
+    "stop":["a","","b"],"stream":true,"stream_options":{"include_usage":true},"n":1,"ignore_eos":true,
+    "unknown_field":{"x":1}})");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt, "hello");
+  EXPECT_FALSE(r.prompt_is_tokens);
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 3);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.repeat_penalty, 1.1f);
+  ASSERT_TRUE(r.sampling.seed.has_value());
+  EXPECT_EQ(*r.sampling.seed, UINT64_MAX);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.ignore_eos);
+}
+
+TEST(ServerRequest, DefaultsFollowOpenAI) {
+  const ApiRequest r = parse_api_request(Endpoint::Completions, R"({"prompt":"x","temperature":null})");
+  EXPECT_EQ(r.model, "");
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_EQ(r.sampling.top_p, 1.0f);
+  EXPECT_FALSE(r.stream);
+  EXPECT_TRUE(r.stop.empty());
+}
+
+TEST(ServerRequest, PromptForms) {
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":["one"]})").prompt, "one");
+  const ApiRequest ids = parse_api_request(Endpoint::Completions, R"({"prompt":[1,2,3]})");
+  EXPECT_TRUE(ids.prompt_is_tokens);
+  EXPECT_EQ(ids.prompt_tokens, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":[[4,5]]})").prompt_tokens,
+            (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":["a","b"]})").param, "prompt");
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":[]})").param, "prompt");
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":[1,"a"]})").param, "prompt");
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":5})").param, "prompt");
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"model":"x"})").code, "missing_required_parameter");
+}
+
+TEST(ServerRequest, ChatMessages) {
+  const ApiRequest r = parse_api_request(Endpoint::ChatCompletions, R"({"messages":[
+      {"role":"developer","content":"be nice"},
+      {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+      {"role":"assistant","content":null}],
+      "max_tokens":3,"max_completion_tokens":9})");
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "a\nb");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.max_tokens, 9);  // max_completion_tokens wins
+
+  EXPECT_EQ(parse_error(Endpoint::ChatCompletions, R"({})").param, "messages");
+  EXPECT_EQ(parse_error(Endpoint::ChatCompletions, R"({"messages":[]})").code, "empty_array");
+  EXPECT_EQ(parse_error(Endpoint::ChatCompletions, R"({"messages":"hi"})").param, "messages");
+  EXPECT_EQ(parse_error(Endpoint::ChatCompletions, R"({"messages":[{"role":"wizard","content":"x"}]})").param,
+            "messages[0].role");
+  EXPECT_EQ(parse_error(Endpoint::ChatCompletions, R"({"messages":[{"content":"x"}]})").param, "messages[0].role");
+  EXPECT_EQ(parse_error(Endpoint::ChatCompletions, R"({"messages":[{"role":"user"}]})").param,
+            "messages[0].content");
+  EXPECT_EQ(parse_error(Endpoint::ChatCompletions,
+                        R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})")
+                .param,
+            "messages[0].content[0].type");
+}
+
+TEST(ServerRequest, TypeAndRangeErrorsNameTheField) {
+  struct Case { const char* body; const char* param; };
+  const Case cases[] = {
+      {R"({"prompt":"x","temperature":"hot"})", "temperature"},
+      {R"({"prompt":"x","temperature":2.5})", "temperature"},
+      {R"({"prompt":"x","top_p":1.5})", "top_p"},
+      {R"({"prompt":"x","top_k":-1})", "top_k"},
+      {R"({"prompt":"x","top_k":1.5})", "top_k"},
+      {R"({"prompt":"x","min_p":-0.1})", "min_p"},
+      {R"({"prompt":"x","presence_penalty":3})", "presence_penalty"},
+      {R"({"prompt":"x","frequency_penalty":"a"})", "frequency_penalty"},
+      {R"({"prompt":"x","repeat_penalty":0})", "repeat_penalty"},
+      {R"({"prompt":"x","max_tokens":"ten"})", "max_tokens"},
+      {R"({"prompt":"x","stream":"yes"})", "stream"},
+      {R"({"prompt":"x","n":2})", "n"},
+      {R"({"prompt":"x","stop":["a","b","c","d","e"]})", "stop"},
+      {R"({"prompt":"x","stop":[1]})", "stop"},
+      {R"({"prompt":"x","model":7})", "model"},
+      {R"({"prompt":"x","seed":"s"})", "seed"},
+      {R"({"prompt":"x","ignore_eos":1})", "ignore_eos"},
+      {R"({"prompt":"x","stream_options":true})", "stream_options"},
+  };
+  for (const Case& c : cases) {
+    const ApiError e = parse_error(Endpoint::Completions, c.body);
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_EQ(e.type, "invalid_request_error") << c.body;
+  }
+}
+
+TEST(ServerRequest, MalformedBodies) {
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":)").code, "invalid_json");
+  EXPECT_EQ(parse_error(Endpoint::Completions, "").code, "invalid_json");
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"(["prompt"])").code, "invalid_json");
+  EXPECT_EQ(parse_error(Endpoint::Completions, "{\"prompt\":\"\xff\xfe\"}").code, "invalid_utf8");
+  // An overlong encoding of '/' and a UTF-16 surrogate are not UTF-8 either.
+  EXPECT_EQ(parse_error(Endpoint::Completions, "{\"prompt\":\"\xc0\xaf\"}").code, "invalid_utf8");
+  EXPECT_EQ(parse_error(Endpoint::Completions, "{\"prompt\":\"\xed\xa0\x80\"}").code, "invalid_utf8");
+}
+
+TEST(ServerRequest, Utf8Validator) {
+  EXPECT_TRUE(is_valid_utf8(""));
+  EXPECT_TRUE(is_valid_utf8("plain ascii"));
+  EXPECT_TRUE(is_valid_utf8("h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));  // é € 😀
+  EXPECT_FALSE(is_valid_utf8("\xc3"));                  // truncated
+  EXPECT_FALSE(is_valid_utf8("\xe2\x82"));              // truncated
+  EXPECT_FALSE(is_valid_utf8("\x80"));                  // lone continuation
+  EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));      // > U+10FFFF
+  EXPECT_FALSE(is_valid_utf8("\xe0\x80\x80"));          // overlong
+}
+
+TEST(ServerPromptBuilder, ModelAndMaxTokensChecks) {
+  test::FakeBackend b(/*n_ctx=*/64);
+  EXPECT_EQ(build_error(R"({"prompt":"x","model":"gpt-4"})", b).code, "model_not_found");
+  EXPECT_EQ(build_error(R"({"prompt":"x","model":"gpt-4"})", b).param, "model");
+  EXPECT_EQ(build_error(R"({"prompt":"x","max_tokens":0})", b).param, "max_tokens");
+  EXPECT_EQ(build_error(R"({"prompt":"x","max_tokens":-5})", b).param, "max_tokens");
+  const ApiError huge = build_error(R"({"prompt":"x","max_tokens":1000000000000})", b);
+  EXPECT_EQ(huge.param, "max_tokens");
+  EXPECT_NE(std::string(huge.what()).find("64"), std::string::npos) << huge.what();  // names the limit
+
+  // Served id, or no model at all, is fine.
+  EXPECT_NO_THROW(build_generation(parse_api_request(Endpoint::Completions, R"({"prompt":"x","model":"fake-model"})"), b));
+}
+
+TEST(ServerPromptBuilder, ContextLength) {
+  test::FakeBackend b(/*n_ctx=*/16);
+  // BOS + 15 bytes = 16 tokens: no room for a completion.
+  const ApiError e = build_error(R"({"prompt":"123456789012345"})", b);
+  EXPECT_EQ(e.code, "context_length_exceeded");
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_EQ(build_error(R"({"messages":[{"role":"user","content":"a long message"}]})", b,
+                        Endpoint::ChatCompletions).code,
+            "context_length_exceeded");
+  // 15 tokens fit; max_tokens is clamped to the room left (1).
+  GenerationRequest g = build_generation(parse_api_request(Endpoint::Completions, R"({"prompt":"12345678901234"})"), b);
+  EXPECT_EQ(g.prompt.size(), 15u);
+  EXPECT_EQ(g.stop.max_tokens, 1);
+}
+
+TEST(ServerPromptBuilder, BuildsTheGenerationRequest) {
+  test::FakeBackend b(/*n_ctx=*/512);
+  GenerationRequest g = build_generation(parse_api_request(Endpoint::Completions,
+      R"({"prompt":"ab","temperature":0,"stop":"x","ignore_eos":true,"seed":3})"), b);
+  EXPECT_EQ(g.prompt, (std::vector<int32_t>{1, 'a' + 2, 'b' + 2}));
+  EXPECT_EQ(g.stop.max_tokens, kDefaultMaxTokens);
+  EXPECT_EQ(g.stop.stop, std::vector<std::string>{"x"});
+  EXPECT_TRUE(g.stop.ignore_eos);
+  EXPECT_EQ(g.sampling.temperature, 0.0f);
+  EXPECT_EQ(g.sampling.seed, 3u);
+
+  g = build_generation(parse_api_request(Endpoint::Completions, R"({"prompt":[5,6],"max_tokens":4})"), b);
+  EXPECT_EQ(g.prompt, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(g.stop.max_tokens, 4);
+  EXPECT_EQ(build_error(R"({"prompt":[5,258]})", b).param, "prompt");
+  EXPECT_EQ(build_error(R"({"prompt":[-1]})", b).param, "prompt");
+
+  // Chat: the plain fallback template, tokenized.
+  g = build_generation(parse_api_request(Endpoint::ChatCompletions, R"({"messages":[{"role":"user","content":"hi"}]})"),
+                       b);
+  EXPECT_EQ(g.prompt, b.tokenize("User: hi\nAssistant:", false));
+}
+
+TEST(ServerApiError, JsonShape) {
+  const json j = json::parse(error_body(bad_request("bad \xff thing", "temperature", "invalid_value")));
+  ASSERT_TRUE(j.contains("error"));
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "temperature");
+  EXPECT_EQ(j["error"]["code"], "invalid_value");
+  EXPECT_TRUE(j["error"]["message"].is_string());
+  const json k = json::parse(error_body(ApiError(404, "nope")));
+  EXPECT_TRUE(k["error"]["param"].is_null());
+  EXPECT_TRUE(k["error"]["code"].is_null());
+}
