@@ -55,6 +55,7 @@ class FakeBackend final : public server::Backend {
     return h;
   }
 
+  size_t queued() const { std::lock_guard lock(mu_); return queue_.size(); }
   void hold() { std::lock_guard lock(mu_); held_ = true; }
   void release() {
     { std::lock_guard lock(mu_); held_ = false; }

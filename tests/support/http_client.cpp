@@ -89,7 +89,8 @@ void HttpClient::send(const std::string& method, const std::string& target, cons
   // A server may answer and stop reading before the body is sent (413):
   // that is not our failure; the response is read next.
   impl_->parser.emplace();
-  impl_->parser->body_limit(boost::none);
+  // Not boost::none: Beast 1.74 then rejects every Content-Length body.
+  impl_->parser->body_limit(std::uint64_t{1} << 30);
   impl_->consumed = 0;
 }
 

@@ -1,0 +1,135 @@
+// Bad requests over HTTP: each gets the right status and an OpenAI-style
+// error body, and the same connection then serves a valid request.
+#include <gtest/gtest.h>
+
+#include "support/server_fixture.h"
+
+using namespace nexus;
+using namespace nexus::test;
+using nlohmann::json;
+
+namespace {
+
+struct BadCase {
+  const char* name;
+  const char* path;
+  std::string body;
+  int status;
+  const char* param;  // nullptr: null
+  const char* code;   // nullptr: don't check
+};
+
+// FakeBackend's context is 64 tokens.
+const BadCase kCases[] = {
+    {"MalformedJson", "/v1/completions", R"({"prompt": "x",)", 400, nullptr, "invalid_json"},
+    {"BodyNotAnObject", "/v1/completions", R"("prompt")", 400, nullptr, "invalid_json"},
+    {"EmptyBody", "/v1/chat/completions", "", 400, nullptr, "invalid_json"},
+    {"InvalidUtf8", "/v1/completions", "{\"prompt\":\"caf\xe9\"}", 400, nullptr, "invalid_utf8"},
+    {"WrongFieldType", "/v1/completions", R"({"prompt":"x","temperature":"hot"})", 400, "temperature", "invalid_type"},
+    {"OutOfRange", "/v1/completions", R"({"prompt":"x","top_p":7})", 400, "top_p", "invalid_value"},
+    {"MissingPrompt", "/v1/completions", R"({"max_tokens":3})", 400, "prompt", "missing_required_parameter"},
+    {"MissingMessages", "/v1/chat/completions", R"({"model":"fake-model"})", 400, "messages",
+     "missing_required_parameter"},
+    {"EmptyMessages", "/v1/chat/completions", R"({"messages":[]})", 400, "messages", "empty_array"},
+    {"MessageWithoutRole", "/v1/chat/completions", R"({"messages":[{"content":"x"}]})", 400, "messages[0].role",
+     nullptr},
+    {"UnknownModel", "/v1/chat/completions", R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})", 400,
+     "model", "model_not_found"},
+    {"MaxTokensZero", "/v1/completions", R"({"prompt":"x","max_tokens":0})", 400, "max_tokens", "invalid_value"},
+    {"MaxTokensNegative", "/v1/completions", R"({"prompt":"x","max_tokens":-1})", 400, "max_tokens", "invalid_value"},
+    {"MaxTokensHuge", "/v1/completions", R"({"prompt":"x","max_tokens":100000})", 400, "max_tokens", "invalid_value"},
+    {"MaxCompletionTokensHuge", "/v1/chat/completions",
+     R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":65})", 400, "max_tokens", "invalid_value"},
+    {"PromptTooLong", "/v1/completions", R"({"prompt":")" + std::string(100, 'a') + R"("})", 400, "prompt",
+     "context_length_exceeded"},
+    {"ChatTooLong", "/v1/chat/completions",
+     R"({"messages":[{"role":"user","content":")" + std::string(100, 'a') + R"("}]})", 400, "messages",
+     "context_length_exceeded"},
+    {"TokenIdOutOfRange", "/v1/completions", R"({"prompt":[1,99999]})", 400, "prompt", "invalid_value"},
+    {"NMoreThanOne", "/v1/completions", R"({"prompt":"x","n":2})", 400, "n", "invalid_value"},
+    {"TooManyStops", "/v1/completions", R"({"prompt":"x","stop":["a","b","c","d","e"]})", 400, "stop", nullptr},
+    {"StreamNotBool", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", 400,
+     "stream", "invalid_type"},
+    {"ImageContentPart", "/v1/chat/completions",
+     R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]})", 400,
+     "messages[0].content[0].type", nullptr},
+};
+
+class ServerBadInput : public ServerFixture, public ::testing::WithParamInterface<BadCase> {};
+
+}  // namespace
+
+TEST_P(ServerBadInput, RejectedThenNextRequestSucceeds) {
+  const BadCase& c = GetParam();
+  auto client = connect();
+  const json e = expect_error(client->post(c.path, c.body), c.status);
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  if (c.param) {
+    EXPECT_EQ(e["param"], c.param);
+  } else {
+    EXPECT_TRUE(e["param"].is_null()) << e.dump();
+  }
+  if (c.code) {
+    EXPECT_EQ(e["code"], c.code);
+  }
+  EXPECT_EQ(backend->started, 0);  // nothing reached the engine
+
+  const HttpResponse ok = client->post(c.path, std::string(c.path).find("chat") != std::string::npos
+                                                   ? R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1})"
+                                                   : R"({"prompt":"x","max_tokens":1})");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(server->connections_accepted(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ServerBadInput, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+class ServerErrors : public ServerFixture {};
+
+TEST_F(ServerErrors, TenMegabyteBodyGets413AndServerKeepsServing) {
+  auto c = connect();
+  const std::string big = R"({"prompt":")" + std::string(10u << 20, 'a') + R"("})";
+  const HttpResponse r = c->post("/v1/completions", big);
+  const json e = expect_error(r, 413);
+  EXPECT_FALSE(r.keep_alive);
+  EXPECT_TRUE(c->wait_closed_by_peer());
+  EXPECT_EQ(backend->started, 0);
+  auto c2 = connect();
+  EXPECT_EQ(c2->post("/v1/completions", R"({"prompt":"x","max_tokens":1})").status, 200);
+}
+
+TEST_F(ServerErrors, BodyJustUnderTheLimitIsParsed) {
+  auto c = connect();
+  // ~1 MiB of prompt: accepted by HTTP, then refused for the context length.
+  const std::string body = R"({"prompt":")" + std::string((1u << 20) - 32, 'a') + R"("})";
+  EXPECT_EQ(expect_error(c->post("/v1/completions", body), 400)["code"], "context_length_exceeded");
+}
+
+TEST_F(ServerErrors, QueueFullGives429WithRetryAfter) {
+  server.reset();
+  backend = std::make_unique<FakeBackend>(64, /*max_queue=*/1);
+  start_server();
+  backend->hold();
+  auto a = connect();
+  auto b = connect();
+  a->send("POST", "/v1/completions", R"({"prompt":"x","max_tokens":1})");  // queued (worker held)
+  ASSERT_TRUE(FakeBackend::wait_for([&] { return backend->queued() == 1; }));
+  // The queue holds one: a second request must be refused.
+  const HttpResponse r = b->post("/v1/completions", R"({"prompt":"x","max_tokens":1})");
+  const json e = expect_error(r, 429);
+  EXPECT_EQ(r.header("retry-after"), "1");
+  EXPECT_EQ(e["code"], "queue_full");
+  backend->release();
+  a->read_header();
+  EXPECT_EQ(a->finish().status, 200);
+  EXPECT_EQ(b->post("/v1/completions", R"({"prompt":"x","max_tokens":1})").status, 200);
+}
+
+TEST_F(ServerErrors, MalformedHttpGets400) {
+  auto c = connect();
+  c->write_raw("BLAH\x01 / HTTP/1.1\r\n\r\n");
+  std::string reply = c->read_raw_some();
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  auto c2 = connect();
+  EXPECT_EQ(c2->get("/health").status, 200);
+}
