@@ -4,9 +4,9 @@
 //
 // Register tiles: one weight row against up to kTile tokens, the weight block
 // loaded once per tile. Each (row, token) keeps two 8-lane float accumulators
-// (even / odd blocks) so the FMA chain is not the bottleneck; the order of
-// operations per (row, token) does not depend on the tile, so any n_tokens
-// gives the same bits.
+// (even / odd blocks or column groups) so one FMA chain is not the
+// bottleneck; the order of operations per (row, token) does not depend on the
+// tile, so any n_tokens gives the same bits.
 //
 // Internal to the two variant files: everything is in an anonymous namespace.
 #pragma once
@@ -32,44 +32,58 @@ inline float hsum(__m256 v) {
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
+// One block of one weight row against T tokens' blocks, into acc[0..T).
 template <class Isa, int T>
-void q8_0_tile(const BlockQ8_0* wb, int64_t n_blocks, const BlockQ8Act* x, int64_t n_tokens_stride, float* y,
-               int64_t ldy) {
-  __m256 acc[T][2];
-  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs));
-    const __m256i aw = _mm256_sign_epi8(w, w);  // |w| as u8; the sign moves to x
-    const float dw = half_to_float(wb[b].d);
-    for (int t = 0; t < T; ++t) {
-      const BlockQ8Act& xb = x[t * n_tokens_stride + b];
-      const __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs)), w);
-      const __m256 p = _mm256_cvtepi32_ps(Isa::dot_u8s8(aw, sx));
-      acc[t][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb.d), p, acc[t][b & 1]);
-    }
+inline void q8_0_block(const BlockQ8_0& wb, const BlockQ8Act* xb, int64_t stride, __m256* acc) {
+  const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs));
+  const __m256i aw = _mm256_sign_epi8(w, w);  // |w| as u8; the sign moves to x
+  const float dw = half_to_float(wb.d);
+  for (int t = 0; t < T; ++t) {
+    const BlockQ8Act& x = xb[t * stride];
+    const __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs)), w);
+    const __m256 p = _mm256_cvtepi32_ps(Isa::dot_u8s8(aw, sx));
+    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), p, acc[t]);
   }
-  for (int t = 0; t < T; ++t) y[t * ldy] = hsum(_mm256_add_ps(acc[t][0], acc[t][1]));
 }
 
 template <class Isa, int T>
-void q4_0_tile(const BlockQ4_0* wb, int64_t n_blocks, const BlockQ8Act* x, int64_t n_tokens_stride, float* y,
-               int64_t ldy) {
-  __m256 acc[T][2];
-  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+inline void q4_0_block(const BlockQ4_0& wb, const BlockQ8Act* xb, int64_t stride, __m256* acc) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.qs));
   const __m128i low4 = _mm_set1_epi8(0x0f);
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[b].qs));
-    // Values 0..15 as u8, in x's order: low nibbles are values 0..15, high ones 16..31.
-    const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), low4), _mm_and_si128(raw, low4));
-    const float dw = half_to_float(wb[b].d);
-    for (int t = 0; t < T; ++t) {
-      const BlockQ8Act& xb = x[t * n_tokens_stride + b];
-      __m256i s = Isa::dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs)));
-      s = _mm256_sub_epi32(s, _mm256_setr_epi32(8 * xb.qsum, 0, 0, 0, 0, 0, 0, 0));  // (q - 8) . x
-      acc[t][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb.d), _mm256_cvtepi32_ps(s), acc[t][b & 1]);
-    }
+  // Values 0..15 as u8, in x's order: low nibbles are values 0..15, high ones 16..31.
+  const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), low4), _mm_and_si128(raw, low4));
+  const float dw = half_to_float(wb.d);
+  for (int t = 0; t < T; ++t) {
+    const BlockQ8Act& x = xb[t * stride];
+    __m256i s = Isa::dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs)));
+    s = _mm256_sub_epi32(s, _mm256_setr_epi32(8 * x.qsum, 0, 0, 0, 0, 0, 0, 0));  // (q - 8) . x
+    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(s), acc[t]);
   }
-  for (int t = 0; t < T; ++t) y[t * ldy] = hsum(_mm256_add_ps(acc[t][0], acc[t][1]));
+}
+
+// A weight row against T tokens: even blocks into one set of accumulators,
+// odd blocks into another, so two FMA chains run at once.
+template <class Isa, int T, class Block, void (*kStep)(const Block&, const BlockQ8Act*, int64_t, __m256*)>
+inline void quant_tile(const Block* wb, int64_t n_blocks, const BlockQ8Act* x, int64_t stride, float* y, int64_t ldy) {
+  __m256 even[T], odd[T];
+  for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < n_blocks; b += 2) {
+    kStep(wb[b], x + b, stride, even);
+    kStep(wb[b + 1], x + b + 1, stride, odd);
+  }
+  if (b < n_blocks) kStep(wb[b], x + b, stride, even);
+  for (int t = 0; t < T; ++t) y[t * ldy] = hsum(_mm256_add_ps(even[t], odd[t]));
+}
+
+template <class Isa, int T>
+void q8_0_tile(const BlockQ8_0* wb, int64_t n_blocks, const BlockQ8Act* x, int64_t stride, float* y, int64_t ldy) {
+  quant_tile<Isa, T, BlockQ8_0, q8_0_block<Isa, T>>(wb, n_blocks, x, stride, y, ldy);
+}
+
+template <class Isa, int T>
+void q4_0_tile(const BlockQ4_0* wb, int64_t n_blocks, const BlockQ8Act* x, int64_t stride, float* y, int64_t ldy) {
+  quant_tile<Isa, T, BlockQ4_0, q4_0_block<Isa, T>>(wb, n_blocks, x, stride, y, ldy);
 }
 
 struct LoadF32 {
@@ -92,17 +106,24 @@ struct LoadBF16 {
 
 template <class Load, int T>
 void float_tile(const uint8_t* row, int64_t n_cols, const float* x, float* y, int64_t ldy) {
-  __m256 acc[T][2];
-  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-  const int64_t n8 = n_cols & ~int64_t{7};
-  for (int64_t c = 0; c < n8; c += 8) {
-    const __m256 w = Load::load(row, c);
-    for (int t = 0; t < T; ++t)
-      acc[t][(c >> 3) & 1] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + t * n_cols + c), acc[t][(c >> 3) & 1]);
+  __m256 even[T], odd[T];
+  for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
+  const int64_t n16 = n_cols & ~int64_t{15}, n8 = n_cols & ~int64_t{7};
+  int64_t c = 0;
+  for (; c < n16; c += 16) {
+    const __m256 w0 = Load::load(row, c), w1 = Load::load(row, c + 8);
+    for (int t = 0; t < T; ++t) {
+      even[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * n_cols + c), even[t]);
+      odd[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * n_cols + c + 8), odd[t]);
+    }
+  }
+  for (; c < n8; c += 8) {
+    const __m256 w0 = Load::load(row, c);
+    for (int t = 0; t < T; ++t) even[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * n_cols + c), even[t]);
   }
   for (int t = 0; t < T; ++t) {
-    float s = hsum(_mm256_add_ps(acc[t][0], acc[t][1]));
-    for (int64_t c = n8; c < n_cols; ++c) s += Load::at(row, c) * x[t * n_cols + c];
+    float s = hsum(_mm256_add_ps(even[t], odd[t]));
+    for (int64_t i = n8; i < n_cols; ++i) s += Load::at(row, i) * x[t * n_cols + i];
     y[t * ldy] = s;
   }
 }
