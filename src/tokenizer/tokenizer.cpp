@@ -53,16 +53,6 @@ int32_t VocabTokenizer::lookup(std::string_view text) const {
   return it == token_to_id_.end() ? -1 : it->second;
 }
 
-void VocabTokenizer::push_byte(uint8_t b, std::vector<int32_t>& out) const {
-  if (byte_tokens_[b] >= 0) {
-    out.push_back(byte_tokens_[b]);
-  } else if (unk_id_ >= 0) {
-    out.push_back(unk_id_);
-  }
-  // else: the vocabulary cannot express the byte at all; it is dropped
-  // (llama.cpp does the same for byte-level vocabularies).
-}
-
 std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_bos,
                                             bool parse_special) const {
   std::vector<int32_t> out;
