@@ -1,0 +1,81 @@
+// matmul(): picks the kernel table once, quantizes activations for the
+// integer kernels, and splits weight rows across the pool's threads.
+#include "kernels/matmul.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/act_quant.h"
+#include "kernels/cpu_features.h"
+#include "kernels/gemm_kernels.h"
+#include "kernels/thread_pool.h"
+#include "util/error.h"
+
+namespace nexus {
+namespace {
+
+const GemmKernels& select_kernels() {
+  const CpuFeatures& cpu = cpu_features();
+  const char* want = std::getenv("NEXUS_KERNELS");
+  const GemmKernels* avx512 = cpu.avx512_vnni ? gemm_kernels_avx512_vnni() : nullptr;
+  const GemmKernels* avx2 = cpu.avx2 ? gemm_kernels_avx2() : nullptr;
+  if (want && std::strcmp(want, "ref") == 0) return gemm_kernels_ref();
+  if (want && std::strcmp(want, "avx2") == 0 && avx2) return *avx2;
+  if (avx512) return *avx512;
+  if (avx2) return *avx2;
+  return gemm_kernels_ref();
+}
+
+// Below this many multiply-adds a product runs on the calling thread: waking
+// workers costs more than it saves.
+constexpr int64_t kMinParallelWork = 1 << 16;
+
+bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
+
+}  // namespace
+
+const GemmKernels& gemm_kernels() {
+  static const GemmKernels& k = select_kernels();
+  return k;
+}
+
+void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
+  const GemmKernels& k = gemm_kernels();
+  const int64_t n_rows = w.n_rows, n_cols = w.n_cols;
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  std::function<void(int64_t, int64_t)> rows;
+
+  // Reused across calls: no allocation per step once the largest batch was seen.
+  thread_local std::vector<BlockQ8Act> xq;
+  if (is_quantized(w.type)) {
+    const int64_t n_blocks = n_cols / 32;
+    xq.resize(static_cast<size_t>(n_tokens * n_blocks));
+    for (int64_t t = 0; t < n_tokens; ++t) quantize_act_q8(x + t * n_cols, xq.data() + t * n_blocks, n_cols);
+    const GemmQ8Fn fn = w.type == GgmlType::Q8_0 ? k.q8_0 : k.q4_0;
+    const BlockQ8Act* xqp = xq.data();
+    rows = [=, &w](int64_t r0, int64_t r1) { fn(wdata, w.row_bytes, r0, r1, n_blocks, xqp, n_tokens, y, n_rows); };
+  } else {
+    GemmFFn fn = nullptr;
+    switch (w.type) {
+      case GgmlType::F32: fn = k.f32; break;
+      case GgmlType::F16: fn = k.f16; break;
+      case GgmlType::BF16: fn = k.bf16; break;
+      default: throw Error("matmul: unsupported weight type " + std::string(ggml_type_name(w.type)));
+    }
+    rows = [=, &w](int64_t r0, int64_t r1) { fn(wdata, w.row_bytes, r0, r1, n_cols, x, n_tokens, y, n_rows); };
+  }
+  if (n_rows * n_cols * n_tokens < kMinParallelWork || pool.size() == 1) rows(0, n_rows);
+  else pool.parallel_for(n_rows, rows);
+}
+
+float dot_row(GgmlType type, const void* row, const float* x, int64_t n) {
+  ThreadPool one(1);
+  WeightView w{type, row, 1, n, ggml_row_size(type, static_cast<uint64_t>(n))};
+  float y = 0.0f;
+  matmul(w, x, &y, 1, one);
+  return y;
+}
+
+}  // namespace nexus
