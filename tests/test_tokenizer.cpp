@@ -104,7 +104,9 @@ TEST_P(VocabTest, EncodesTestStringsLikeLlamaCpp) {
 // decode(encode(s)) == s for every test string and every vocabulary, with no
 // exceptions: all five can represent any valid UTF-8 (byte fallback or
 // byte-level BPE), decode applies no clean-up of spaces, and the one leading
-// space SPM adds is stripped again.
+// space SPM adds is stripped again. (In general SPM cannot give back a
+// literal U+2581 "▁", which is its space marker and decodes as a space; no
+// test string contains one. Invalid UTF-8 is covered below.)
 TEST_P(VocabTest, RoundTripsTestStrings) {
   const std::string name = "tokenizers/ggml-vocab-" + GetParam() + ".gguf";
   NEXUS_REQUIRE_SHARED(path, name);
@@ -269,6 +271,8 @@ TEST(TokenizerPieces, ControlTokensAndLeadingSpace) {
   const std::vector<int32_t> ids = {1, hello};
   EXPECT_EQ(spm->decode(ids), "Hello");
   EXPECT_EQ(spm->decode(ids, /*strip_leading_space=*/false), " Hello");
+  // A literal "▁" in the input is indistinguishable from a space (SPM's marker).
+  EXPECT_EQ(spm->decode(spm->encode("a\xE2\x96\x81" "b", false)), "a b");
   EXPECT_THROW(spm->token_to_piece(-1), Error);
   EXPECT_THROW(spm->token_to_piece(spm->n_vocab()), Error);
 }

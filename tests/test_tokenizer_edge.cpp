@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "support/gguf_writer.h"
 #include "support/test_support.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -22,79 +23,41 @@
 namespace nexus {
 namespace {
 
-// Writes a GGUF v3 image with metadata only (no tensors).
+// A vocabulary-only GGUF image (test::GgufWriter) and the tokenizer read
+// from it; the GgufFile keeps pointing into this object.
 class GgufBuilder {
  public:
-  GgufBuilder& str(const std::string& k, const std::string& v) {
-    key(k, 8);
-    put_str(v);
-    return *this;
-  }
-  GgufBuilder& u32(const std::string& k, uint32_t v) {
-    key(k, 4);
-    put(v);
-    return *this;
-  }
-  GgufBuilder& boolean(const std::string& k, bool v) {
-    key(k, 7);
-    put(static_cast<uint8_t>(v));
-    return *this;
-  }
+  GgufBuilder& str(const std::string& k, const std::string& v) { return kv(k, w_.str(v)); }
+  GgufBuilder& u32(const std::string& k, uint32_t v) { return kv(k, w_.u32(v)); }
+  GgufBuilder& boolean(const std::string& k, bool v) { return kv(k, w_.boolean(v)); }
   GgufBuilder& strs(const std::string& k, const std::vector<std::string>& v) {
-    key(k, 9);
-    put(uint32_t{8});
-    put(uint64_t{v.size()});
-    for (const auto& s : v) put_str(s);
-    return *this;
+    return array(k, GgufValueType::STRING, v, [&](const std::string& x) { return w_.str(x); });
   }
   GgufBuilder& f32s(const std::string& k, const std::vector<float>& v) {
-    key(k, 9);
-    put(uint32_t{6});
-    put(uint64_t{v.size()});
-    for (float f : v) put(f);
-    return *this;
+    return array(k, GgufValueType::FLOAT32, v, [&](float x) { return w_.f32(x); });
   }
   GgufBuilder& i32s(const std::string& k, const std::vector<int32_t>& v) {
-    key(k, 9);
-    put(uint32_t{5});
-    put(uint64_t{v.size()});
-    for (int32_t i : v) put(i);
-    return *this;
+    return array(k, GgufValueType::INT32, v, [&](int32_t x) { return w_.i32(x); });
   }
-  // Parses the image; the GgufFile keeps pointing into this builder.
   std::unique_ptr<Tokenizer> tokenizer() {
-    std::vector<uint8_t> img;
-    auto app = [&](const auto& v) {
-      const auto* p = reinterpret_cast<const uint8_t*>(&v);
-      img.insert(img.end(), p, p + sizeof(v));
-    };
-    img.insert(img.end(), {'G', 'G', 'U', 'F'});
-    app(uint32_t{3});
-    app(uint64_t{0});
-    app(uint64_t{n_kv_});
-    img.insert(img.end(), body_.begin(), body_.end());
-    image_ = std::move(img);
+    image_ = w_.build();
     file_ = std::make_unique<GgufFile>(std::span<const uint8_t>(image_), "synthetic.gguf");
     return Tokenizer::from_gguf(*file_);
   }
 
  private:
-  template <class T>
-  void put(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    body_.insert(body_.end(), p, p + sizeof(v));
+  GgufBuilder& kv(const std::string& k, const test::GgufWriter::Value& v) {
+    w_.kv(k, v);
+    return *this;
   }
-  void put_str(const std::string& s) {
-    put(uint64_t{s.size()});
-    body_.insert(body_.end(), s.begin(), s.end());
+  template <class T, class F>
+  GgufBuilder& array(const std::string& k, GgufValueType t, const std::vector<T>& v, F enc) {
+    std::vector<test::GgufWriter::Value> items;
+    for (const T& x : v) items.push_back(enc(x));
+    return kv(k, w_.array(t, items));
   }
-  void key(const std::string& k, uint32_t type) {
-    put_str(k);
-    put(type);
-    ++n_kv_;
-  }
-  std::vector<uint8_t> body_, image_;
-  uint64_t n_kv_ = 0;
+  test::GgufWriter w_;
+  std::vector<uint8_t> image_;
   std::unique_ptr<GgufFile> file_;
 };
 
@@ -185,6 +148,7 @@ void expect_error(GgufBuilder& g, const std::string& needle) {
     ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("synthetic.gguf: ", 0), 0u) << "names the file: " << e.what();
   }
 }
 

@@ -15,12 +15,19 @@
 namespace nexus {
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
-  const std::optional<std::string> model = gguf.get_string("tokenizer.ggml.model");
-  if (!model) throw Error("tokenizer: tokenizer.ggml.model is missing in " + gguf.path());
-  if (*model == "llama") return std::make_unique<tok::SpmTokenizer>(gguf);
-  if (*model == "gpt2") return std::make_unique<tok::BpeTokenizer>(gguf);
-  throw Error("tokenizer: unsupported tokenizer model '" + *model +
-              "' (tokenizer.ggml.model; supported: llama, gpt2)");
+  try {
+    const std::optional<std::string> model = gguf.get_string("tokenizer.ggml.model");
+    if (!model) throw Error("tokenizer: tokenizer.ggml.model is missing");
+    if (*model == "llama") return std::make_unique<tok::SpmTokenizer>(gguf);
+    if (*model == "gpt2") return std::make_unique<tok::BpeTokenizer>(gguf);
+    throw Error("tokenizer: unsupported tokenizer model '" + *model +
+                "' (tokenizer.ggml.model; supported: llama, gpt2)");
+  } catch (const Error& e) {
+    // Name the file, unless the GGUF reader already did.
+    const std::string what = e.what();
+    if (what.rfind(gguf.path(), 0) == 0) throw;
+    throw Error(gguf.path() + ": " + what);
+  }
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool strip_leading_space) const {
