@@ -41,7 +41,9 @@ class LlamaContext {
   void truncate(int32_t n);
 
  private:
+  struct Activations;
   void forward(std::span<const int32_t> tokens, bool all_logits);
+  void attention(int32_t layer, int32_t n_tokens);
 
   const LlamaModel& model_;
   int32_t n_ctx_ = 0;
@@ -49,6 +51,7 @@ class LlamaContext {
   std::unique_ptr<ThreadPool> pool_;
   std::vector<float> k_cache_, v_cache_;  // [n_layer][n_ctx][n_embd_kv]
   std::vector<float> logits_;
+  std::unique_ptr<Activations> act_;
 };
 
 }  // namespace nexus

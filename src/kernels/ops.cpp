@@ -1,0 +1,49 @@
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace nexus {
+
+void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps) {
+  // Accumulate in double: the scale is one number per row, cheap to get right.
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void rope(float* x, int32_t n_head, int32_t head_dim, int32_t n_rot, int32_t pos, float freq_base) {
+  for (int32_t i = 0; i < n_rot; i += 2) {
+    const double theta = pos * std::pow(static_cast<double>(freq_base), -static_cast<double>(i) / n_rot);
+    const float c = static_cast<float>(std::cos(theta));
+    const float s = static_cast<float>(std::sin(theta));
+    for (int32_t h = 0; h < n_head; ++h) {
+      float* v = x + h * head_dim + i;
+      const float v0 = v[0], v1 = v[1];
+      v[0] = v0 * c - v1 * s;
+      v[1] = v0 * s + v1 * c;
+    }
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  const float max = *std::max_element(x, x + n);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+}  // namespace nexus

@@ -1,0 +1,161 @@
+// The llama forward pass over one sequence's batch of tokens. Reads like the
+// math in llama_model.h: buffers are named after what they hold, the kernels
+// (src/kernels) say how each step is computed.
+#include "model/llama_context.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "kernels/dequant.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/thread_pool.h"
+#include "model/llama_model.h"
+#include "util/error.h"
+
+namespace nexus {
+
+// Activations for a batch of n tokens, each buffer [n, width] row-major.
+struct LlamaContext::Activations {
+  std::vector<float> x;     // residual stream       [n, n_embd]
+  std::vector<float> xb;    // normed input          [n, n_embd]
+  std::vector<float> xb2;   // sub-layer output      [n, n_embd]
+  std::vector<float> q;     // queries               [n, n_embd]
+  std::vector<float> k;     // keys                  [n, n_embd_kv]
+  std::vector<float> v;     // values                [n, n_embd_kv]
+  std::vector<float> att;   // attention output      [n, n_embd]
+  std::vector<float> hb;    // FFN gate -> SwiGLU    [n, n_ff]
+  std::vector<float> hb2;   // FFN up                [n, n_ff]
+
+  void resize(const LlamaConfig& c, size_t n) {
+    for (auto* b : {&x, &xb, &xb2, &q, &att}) b->resize(n * c.n_embd);
+    for (auto* b : {&k, &v}) b->resize(n * c.n_embd_kv());
+    for (auto* b : {&hb, &hb2}) b->resize(n * c.n_ff);
+  }
+};
+
+LlamaContext::LlamaContext(const LlamaModel& model, int32_t n_ctx, int32_t n_threads)
+    : model_(model), act_(std::make_unique<Activations>()) {
+  const LlamaConfig& c = model.config();
+  n_ctx_ = n_ctx == 0 ? c.n_ctx_train : n_ctx;
+  if (n_ctx_ <= 0 || n_ctx_ > c.n_ctx_train)
+    throw Error("context size " + std::to_string(n_ctx_) + " must be in [1, " + std::to_string(c.n_ctx_train) +
+                "] (the model's training context)");
+  pool_ = std::make_unique<ThreadPool>(n_threads);
+  const size_t cache = static_cast<size_t>(c.n_layer) * n_ctx_ * c.n_embd_kv();
+  k_cache_.assign(cache, 0.0f);
+  v_cache_.assign(cache, 0.0f);
+}
+
+LlamaContext::~LlamaContext() = default;
+
+void LlamaContext::truncate(int32_t n) {
+  if (n < 0) n = 0;
+  if (n < n_past_) n_past_ = n;
+}
+
+std::span<const float> LlamaContext::eval(std::span<const int32_t> tokens) {
+  forward(tokens, false);
+  return {logits_.data(), static_cast<size_t>(model_.config().n_vocab)};
+}
+
+std::span<const float> LlamaContext::eval_all(std::span<const int32_t> tokens) {
+  forward(tokens, true);
+  return logits_;
+}
+
+void LlamaContext::forward(std::span<const int32_t> tokens, bool all_logits) {
+  const LlamaConfig& c = model_.config();
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  if (n == 0) throw Error("eval: no tokens");
+  if (n_past_ + n > n_ctx_)
+    throw Error("eval: " + std::to_string(n_past_ + n) + " tokens do not fit in the context of " +
+                std::to_string(n_ctx_));
+  for (int32_t id : tokens)
+    if (id < 0 || id >= c.n_vocab) throw Error("eval: token id " + std::to_string(id) + " out of range");
+
+  Activations& a = *act_;
+  a.resize(c, static_cast<size_t>(n));
+  const int64_t E = c.n_embd, KV = c.n_embd_kv(), F = c.n_ff;
+
+  for (int32_t t = 0; t < n; ++t)
+    dequantize_row(model_.tok_embd().type, model_.tok_embd().row(tokens[t]), &a.x[t * E], E);
+
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
+
+    // Attention block.
+    for (int32_t t = 0; t < n; ++t) rmsnorm(&a.xb[t * E], &a.x[t * E], L.attn_norm.f32(), E, c.rms_eps);
+    matmul(L.wq, a.xb.data(), a.q.data(), n, *pool_);
+    matmul(L.wk, a.xb.data(), a.k.data(), n, *pool_);
+    matmul(L.wv, a.xb.data(), a.v.data(), n, *pool_);
+    for (int32_t t = 0; t < n; ++t) {
+      rope(&a.q[t * E], c.n_head, c.head_dim, c.n_rot, n_past_ + t, c.rope_freq_base);
+      rope(&a.k[t * KV], c.n_head_kv, c.head_dim, c.n_rot, n_past_ + t, c.rope_freq_base);
+    }
+    const size_t layer_off = static_cast<size_t>(l) * n_ctx_ * KV;
+    std::memcpy(&k_cache_[layer_off + static_cast<size_t>(n_past_) * KV], a.k.data(), sizeof(float) * n * KV);
+    std::memcpy(&v_cache_[layer_off + static_cast<size_t>(n_past_) * KV], a.v.data(), sizeof(float) * n * KV);
+    attention(l, n);
+    matmul(L.wo, a.att.data(), a.xb2.data(), n, *pool_);
+    for (int64_t i = 0; i < n * E; ++i) a.x[i] += a.xb2[i];
+
+    // Feed-forward block (SwiGLU).
+    for (int32_t t = 0; t < n; ++t) rmsnorm(&a.xb[t * E], &a.x[t * E], L.ffn_norm.f32(), E, c.rms_eps);
+    matmul(L.w_gate, a.xb.data(), a.hb.data(), n, *pool_);
+    matmul(L.w_up, a.xb.data(), a.hb2.data(), n, *pool_);
+    swiglu(a.hb.data(), a.hb2.data(), n * F);
+    matmul(L.w_down, a.hb.data(), a.xb2.data(), n, *pool_);
+    for (int64_t i = 0; i < n * E; ++i) a.x[i] += a.xb2[i];
+  }
+
+  // Logits: of the last token only, unless every position is wanted.
+  const int32_t first = all_logits ? 0 : n - 1;
+  const int32_t n_out = n - first;
+  for (int32_t t = first; t < n; ++t)
+    rmsnorm(&a.xb[(t - first) * E], &a.x[t * E], model_.output_norm().f32(), E, c.rms_eps);
+  logits_.resize(static_cast<size_t>(n_out) * c.n_vocab);
+  matmul(model_.output(), a.xb.data(), logits_.data(), n_out, *pool_);
+  n_past_ += n;
+}
+
+// Causal scaled dot-product attention with GQA: query head h reads KV head
+// h / (n_head / n_head_kv). Token t of the batch sits at position n_past + t
+// and attends to positions [0, n_past + t].
+void LlamaContext::attention(int32_t layer, int32_t n_tokens) {
+  const LlamaConfig& c = model_.config();
+  Activations& a = *act_;
+  const int32_t hd = c.head_dim, KV = c.n_embd_kv(), group = c.n_head / c.n_head_kv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float* kc = &k_cache_[static_cast<size_t>(layer) * n_ctx_ * KV];
+  const float* vc = &v_cache_[static_cast<size_t>(layer) * n_ctx_ * KV];
+  const int64_t n_tasks = static_cast<int64_t>(n_tokens) * c.n_head;
+
+  auto heads = [&](int64_t begin, int64_t end) {
+    std::vector<float> score(static_cast<size_t>(n_past_ + n_tokens));
+    for (int64_t task = begin; task < end; ++task) {
+      const int32_t t = static_cast<int32_t>(task / c.n_head), h = static_cast<int32_t>(task % c.n_head);
+      const int32_t n_keys = n_past_ + t + 1;
+      const float* q = &a.q[static_cast<size_t>(t) * c.n_embd + h * hd];
+      const int32_t kv_off = (h / group) * hd;
+      for (int32_t p = 0; p < n_keys; ++p) {
+        const float* k = kc + static_cast<size_t>(p) * KV + kv_off;
+        float s = 0.0f;
+        for (int32_t i = 0; i < hd; ++i) s += q[i] * k[i];
+        score[p] = s * scale;
+      }
+      softmax(score.data(), n_keys);
+      float* out = &a.att[static_cast<size_t>(t) * c.n_embd + h * hd];
+      std::fill(out, out + hd, 0.0f);
+      for (int32_t p = 0; p < n_keys; ++p) {
+        const float* v = vc + static_cast<size_t>(p) * KV + kv_off;
+        for (int32_t i = 0; i < hd; ++i) out[i] += score[p] * v[i];
+      }
+    }
+  };
+  if (n_tasks * (n_past_ + n_tokens) * hd < (1 << 15)) heads(0, n_tasks);
+  else pool_->parallel_for(n_tasks, heads);
+}
+
+}  // namespace nexus

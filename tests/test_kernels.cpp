@@ -1,0 +1,221 @@
+// Kernels against hand-computed values and a float64 reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/dequant.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/thread_pool.h"
+
+using namespace nexus;
+
+TEST(Fp16, KnownValues) {
+  EXPECT_EQ(fp16_to_fp32(0x3c00), 1.0f);
+  EXPECT_EQ(fp16_to_fp32(0xc000), -2.0f);
+  EXPECT_EQ(fp16_to_fp32(0x3555), 0.333251953125f);
+  EXPECT_EQ(fp16_to_fp32(0x7bff), 65504.0f);
+  EXPECT_EQ(fp16_to_fp32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_TRUE(std::isinf(fp16_to_fp32(0x7c00)));
+  EXPECT_TRUE(std::isnan(fp16_to_fp32(0x7e00)));
+  EXPECT_EQ(fp32_to_fp16(1.0f), 0x3c00);
+  EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);  // ties to even -> inf
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // tie -> even (zero)
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.5f, -25)), 0x0001);
+}
+
+TEST(Fp16, RoundTripsEveryHalf) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = fp16_to_fp32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(fp32_to_fp16(f), h) << std::hex << h;
+  }
+}
+
+TEST(Bf16, KnownValues) {
+  EXPECT_EQ(bf16_to_fp32(0x3f80), 1.0f);
+  EXPECT_EQ(bf16_to_fp32(0xc040), -3.0f);
+  EXPECT_EQ(fp32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(fp32_to_bf16(1.00390625f), 0x3f80);  // exactly half an ulp: ties to even
+  EXPECT_EQ(fp32_to_bf16(1.01171875f), 0x3f82);  // 1.5 ulp: ties to even (up)
+}
+
+TEST(Dequant, Q8_0Block) {
+  BlockQ8_0 b{};
+  b.d = fp32_to_fp16(0.5f);
+  for (int j = 0; j < 32; ++j) b.qs[j] = static_cast<int8_t>(j - 16);
+  float out[32];
+  dequantize_row(GgmlType::Q8_0, &b, out, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(out[j], 0.5f * (j - 16)) << j;
+  b.qs[0] = -128;
+  b.qs[1] = 127;
+  dequantize_row(GgmlType::Q8_0, &b, out, 32);
+  EXPECT_EQ(out[0], -64.0f);
+  EXPECT_EQ(out[1], 63.5f);
+}
+
+TEST(Dequant, Q4_0Block) {
+  BlockQ4_0 b{};
+  b.d = fp32_to_fp16(2.0f);
+  // byte j: low nibble = value j, high nibble = value j + 16.
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>((j & 0x0f) | ((15 - j) << 4));
+  float out[32];
+  dequantize_row(GgmlType::Q4_0, &b, out, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(out[j], 2.0f * (j - 8)) << j;
+    EXPECT_EQ(out[j + 16], 2.0f * ((15 - j) - 8)) << j;
+  }
+}
+
+TEST(Dequant, F16AndBf16Rows) {
+  const uint16_t h[4] = {0x3c00, 0xbc00, 0x3800, 0x0000};  // 1, -1, 0.5, 0
+  const uint16_t b[4] = {0x3f80, 0xbf80, 0x3f00, 0x4049};  // 1, -1, 0.5, 3.140625
+  float out[4];
+  dequantize_row(GgmlType::F16, h, out, 4);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], -1.0f);
+  EXPECT_EQ(out[2], 0.5f);
+  EXPECT_EQ(out[3], 0.0f);
+  dequantize_row(GgmlType::BF16, b, out, 4);
+  EXPECT_EQ(out[2], 0.5f);
+  EXPECT_EQ(out[3], 3.140625f);
+}
+
+namespace {
+
+// A random weight of `type` with n_rows x n_cols values, and its exact
+// float values (what dequantization must give).
+struct RandomWeight {
+  std::vector<uint8_t> bytes;
+  std::vector<double> values;
+  WeightView view;
+};
+
+RandomWeight make_weight(GgmlType type, int64_t n_rows, int64_t n_cols, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  RandomWeight w;
+  const size_t row_bytes = ggml_row_size(type, n_cols);
+  w.bytes.resize(row_bytes * n_rows);
+  w.values.resize(static_cast<size_t>(n_rows * n_cols));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    uint8_t* row = w.bytes.data() + r * row_bytes;
+    for (int64_t c = 0; c < n_cols; ++c) {
+      const float f = u(rng);
+      switch (type) {
+        case GgmlType::F32: std::memcpy(row + 4 * c, &f, 4); break;
+        case GgmlType::F16: { uint16_t h = fp32_to_fp16(f); std::memcpy(row + 2 * c, &h, 2); break; }
+        case GgmlType::BF16: { uint16_t h = fp32_to_bf16(f); std::memcpy(row + 2 * c, &h, 2); break; }
+        case GgmlType::Q8_0: {
+          auto* b = reinterpret_cast<BlockQ8_0*>(row) + c / 32;
+          b->d = fp32_to_fp16(0.01f);
+          b->qs[c % 32] = static_cast<int8_t>(std::lround(f * 127));
+          break;
+        }
+        case GgmlType::Q4_0: {
+          auto* b = reinterpret_cast<BlockQ4_0*>(row) + c / 32;
+          b->d = fp32_to_fp16(0.125f);
+          const uint8_t q = static_cast<uint8_t>(std::lround((f + 1) * 7.5f));  // 0..15
+          const int j = c % 32;
+          if (j < 16) b->qs[j] = static_cast<uint8_t>((b->qs[j] & 0xf0) | q);
+          else b->qs[j - 16] = static_cast<uint8_t>((b->qs[j - 16] & 0x0f) | (q << 4));
+          break;
+        }
+        default: break;
+      }
+    }
+    std::vector<float> deq(static_cast<size_t>(n_cols));
+    dequantize_row(type, row, deq.data(), n_cols);
+    for (int64_t c = 0; c < n_cols; ++c) w.values[r * n_cols + c] = deq[c];
+  }
+  w.view = WeightView{type, w.bytes.data(), n_rows, n_cols, row_bytes};
+  return w;
+}
+
+}  // namespace
+
+class MatmulTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(MatmulTest, MatchesFloat64Reference) {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int64_t n_rows = 67, n_cols = 256;
+  RandomWeight w = make_weight(GetParam(), n_rows, n_cols, rng);
+  ThreadPool pool(2);
+  for (int64_t n_tokens : {1, 5}) {
+    std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));
+    for (float& v : x) v = u(rng);
+    std::vector<float> y(static_cast<size_t>(n_tokens * n_rows), NAN);
+    matmul(w.view, x.data(), y.data(), n_tokens, pool);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t r = 0; r < n_rows; ++r) {
+        double ref = 0, mag = 0;
+        for (int64_t c = 0; c < n_cols; ++c) {
+          ref += w.values[r * n_cols + c] * x[t * n_cols + c];
+          mag += std::abs(w.values[r * n_cols + c] * x[t * n_cols + c]);
+        }
+        // float32 accumulation of 256 products: error bounded relative to sum |w x|.
+        ASSERT_NEAR(y[t * n_rows + r], ref, 1e-5 * mag + 1e-7) << "row " << r << " token " << t;
+        // Decode (one token) and prefill (many) agree bit for bit.
+        EXPECT_EQ(y[t * n_rows + r], dot_row(w.view.type, w.view.row(r), &x[t * n_cols], n_cols));
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulTest,
+                         ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+                                           GgmlType::Q4_0),
+                         [](const auto& info) { return std::string(ggml_type_name(info.param)); });
+
+TEST(Ops, RmsNorm) {
+  const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f};
+  float out[4];
+  rmsnorm(out, x, w, 4, 0.0f);
+  const float rms = std::sqrt((1 + 4 + 9 + 16) / 4.0f);
+  EXPECT_NEAR(out[0], 1 / rms, 1e-6);
+  EXPECT_NEAR(out[2], 2 * 3 / rms, 1e-6);
+  EXPECT_NEAR(out[3], 0.5f * 4 / rms, 1e-6);
+}
+
+TEST(Ops, RopeRotatesAdjacentPairs) {
+  // head_dim 4, n_rot 4: pair (0,1) rotates by pos, pair (2,3) by pos * base^(-1/2).
+  float x[4] = {1, 0, 1, 0};
+  rope(x, 1, 4, 4, 3, 100.0f);
+  EXPECT_NEAR(x[0], std::cos(3.0), 1e-6);
+  EXPECT_NEAR(x[1], std::sin(3.0), 1e-6);
+  EXPECT_NEAR(x[2], std::cos(0.3), 1e-6);
+  EXPECT_NEAR(x[3], std::sin(0.3), 1e-6);
+}
+
+TEST(Ops, SoftmaxAndSwiglu) {
+  float s[3] = {10, 10, 10 - std::log(2.0f)};  // large values: max subtraction keeps exp finite
+  softmax(s, 3);
+  EXPECT_NEAR(s[0], 0.4, 1e-6);
+  EXPECT_NEAR(s[2], 0.2, 1e-6);
+  float g[2] = {0, 2};
+  const float up[2] = {5, 3};
+  swiglu(g, up, 2);
+  EXPECT_EQ(g[0], 0.0f);
+  EXPECT_NEAR(g[1], 2 / (1 + std::exp(-2.0)) * 3, 1e-5);
+}
+
+TEST(ThreadPool, CoversRangeExactlyOnceAndPropagatesErrors) {
+  ThreadPool pool(3);
+  for (int64_t n : {0, 1, 2, 7, 1000}) {
+    std::vector<int> hits(static_cast<size_t>(n), 0);
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ++hits[i];
+    });
+    for (int h : hits) ASSERT_EQ(h, 1);
+  }
+  EXPECT_THROW(pool.parallel_for(10, [](int64_t b, int64_t) { if (b > 0) throw std::runtime_error("x"); }),
+               std::runtime_error);
+  // The pool still works after an error.
+  int sum = 0;
+  std::mutex mu;
+  pool.parallel_for(10, [&](int64_t b, int64_t e) { std::lock_guard l(mu); sum += static_cast<int>(e - b); });
+  EXPECT_EQ(sum, 10);
+}
