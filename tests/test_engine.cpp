@@ -198,8 +198,8 @@ TEST(Engine, CancelFromTheCallbackStopsAtOnce) {
   req.stop.ignore_eos = true;
   int n = 0;
   auto h = engine.submit(std::move(req), [&, c, handle_f](const GenerationEvent& ev) {
-    c->on(ev);
     if (++n == 5) handle_f.get()->cancel();
+    c->on(ev);  // last: once the final event is in, the test may end
   });
   ASSERT_NE(h, nullptr);
   handle_p.set_value(h);
@@ -220,12 +220,12 @@ TEST(Engine, CancelFromAnotherThread) {
   req.stop.ignore_eos = true;
   bool first = true;
   auto h = engine.submit(std::move(req), [&, c, cancelled_f](const GenerationEvent& ev) {
-    c->on(ev);
     if (first) {  // hold the engine until the test thread has cancelled
       first = false;
       first_p.set_value();
       cancelled_f.wait();
     }
+    c->on(ev);  // last: once the final event is in, the test may end
   });
   ASSERT_NE(h, nullptr);
   first_p.get_future().wait();
@@ -312,12 +312,12 @@ TEST(Engine, FullQueueRefusesSubmissions) {
   bool first = true;
   ASSERT_NE(engine.submit(greedy_request({1, 403}, 3),
                           [&, ca, release_f](const GenerationEvent& ev) {
-                            ca->on(ev);
                             if (first) {  // keep the engine busy with this request
                               first = false;
                               entered_p.set_value();
                               release_f.wait();
                             }
+                            ca->on(ev);  // last: once the final event is in, the test may end
                           }),
             nullptr);
   entered_p.get_future().wait();  // a is running, the queue is empty
