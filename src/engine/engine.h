@@ -78,6 +78,7 @@ class RequestHandle {
 struct EngineOptions {
   int32_t n_threads = 0;       // worker threads for the kernels; 0 = hardware concurrency
   int32_t max_queue = 64;      // waiting requests; submit() refuses more
+  int32_t n_ctx = 0;           // context size (tokens); 0 = the model's n_ctx_train
 };
 
 class Engine {

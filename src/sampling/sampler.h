@@ -1,0 +1,77 @@
+// Sampler: picks the next token from a row of logits.
+//
+// The chain follows llama.cpp's default order (common/sampling.cpp):
+//   1. penalties over the last repeat_last_n tokens of the history
+//      (prompt + generated so far):
+//        repeat_penalty (CTRL, Keskar et al. 2019): logit > 0 ? logit / p : logit * p
+//        frequency / presence (OpenAI): logit -= count * freq + (count > 0) * presence
+//      repeat_last_n = -1 looks at the whole history, 0 disables the penalties.
+//   2. temperature <= 0: argmax (ties go to the lowest id) — deterministic, O(n_vocab).
+//   3. otherwise top_k, top_p (nucleus, Holtzman et al. 2019; probabilities of
+//      the untempered logits that survived top_k, as llama.cpp does), min_p
+//      (keep p >= min_p * p_max), temperature, softmax, one weighted draw.
+//
+// Randomness: std::mt19937_64 seeded with SamplingParams::seed, or from
+// std::random_device when it is absent (seed() reports which seed was used).
+// The draw turns 53 random bits into a double itself rather than using
+// std::uniform_real_distribution, whose output differs between standard
+// libraries: the same seed, logits and history give the same token anywhere.
+//
+// Cost per token: the penalties touch only the window; greedy is one pass;
+// top_k uses nth_element, top_p sorts only as large a prefix as it needs
+// (doubling chunks with partial_sort), min_p is one pass. No full sort of the
+// vocabulary unless the nucleus really spans it.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+
+namespace nexus {
+
+class Sampler {
+ public:
+  // Throws nexus::Error when a parameter is out of range (see validate) or
+  // n_vocab is not positive.
+  Sampler(const SamplingParams& params, int32_t n_vocab);
+
+  // Throws nexus::Error naming the first bad field: temperature, top_p,
+  // min_p, penalties must be finite; temperature >= 0; top_k >= 0;
+  // top_p and min_p in [0, 1]; repeat_penalty > 0; repeat_last_n >= -1.
+  static void validate(const SamplingParams& params);
+
+  // logits: [n_vocab], modified in place by the penalties.
+  // history: prompt + generated tokens; ids outside [0, n_vocab) are ignored.
+  // Returns a token id in [0, n_vocab). Throws nexus::Error when
+  // logits.size() != n_vocab.
+  int32_t sample(std::span<float> logits, std::span<const int32_t> history);
+
+  uint64_t seed() const { return seed_; }
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+
+  void apply_penalties(std::span<float> logits, std::span<const int32_t> history);
+  void top_k(int32_t k);
+  void top_p(float p);
+  void min_p(float p);
+  int32_t draw(float temperature);
+  double uniform01();  // [0, 1), 53 bits
+
+  SamplingParams params_;
+  int32_t n_vocab_;
+  uint64_t seed_;
+  std::mt19937_64 rng_;
+  std::vector<int32_t> counts_;      // [n_vocab], zero between calls
+  std::vector<Candidate> cands_;     // survivors of the filters
+  std::vector<double> probs_;
+};
+
+}  // namespace nexus
