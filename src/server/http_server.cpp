@@ -1,12 +1,14 @@
 #include "server/http_server.h"
 
 #include <future>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/strand.hpp>
 #include <fmt/format.h>
 
@@ -45,6 +47,9 @@ struct HttpServer::Impl {
   // the last reference to a session, whose destructor touches ctx.
   ServerContext ctx;
   net::io_context ioc;
+  // Keeps the I/O threads in run() until stop(), even at moments when no
+  // operation is pending (stop() still has handlers to post then).
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
   std::string host;
@@ -76,6 +81,7 @@ void HttpServer::start() {
   Impl& s = *impl_;
   if (s.started) return;
   s.started = true;
+  s.work.emplace(s.ioc.get_executor());
   net::post(s.acceptor.get_executor(), [&s] { s.do_accept(); });
   const int n = std::max(1, s.ctx.opts.io_threads);
   for (int i = 0; i < n; ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
@@ -94,15 +100,24 @@ void HttpServer::stop() {
     closed.set_value();
   });
   closed.get_future().wait();
+  std::vector<std::shared_ptr<HttpSession>> live;
   {
-    std::unique_lock lock(s.ctx.mu);
+    std::lock_guard lock(s.ctx.mu);
     for (auto& [ptr, weak] : s.ctx.sessions) {
-      if (auto session = weak.lock()) session->shutdown();
+      if (auto session = weak.lock()) live.push_back(std::move(session));
     }
+  }
+  // Outside the lock: dropping the last reference runs ~HttpSession, which
+  // takes ctx.mu.
+  for (auto& session : live) session->shutdown();
+  live.clear();
+  {
     // Closing aborts every pending operation; the sessions then end on their
     // own. Do not wait forever for one that is somehow stuck.
+    std::unique_lock lock(s.ctx.mu);
     s.ctx.cv.wait_for(lock, std::chrono::seconds(2), [&s] { return s.ctx.sessions.empty(); });
   }
+  s.work.reset();
   s.ioc.stop();
   for (std::thread& t : s.threads) t.join();
   s.threads.clear();

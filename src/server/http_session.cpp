@@ -166,11 +166,11 @@ void HttpSession::on_engine_event(const GenerationEvent& ev) {
   }
   std::string out = formatter_->on_event(ev);
   if (formatter_->meta().stream) {
+    if (ev.done) log_request(200);  // before the last bytes leave: the log is never behind the client
     enqueue_body(out);
     if (ev.done) {
       if (chunked_) enqueue("0\r\n\r\n");
       response_queued_ = true;
-      log_request(200);
       if (!writing_) after_response_written();
     }
   } else if (ev.done) {
@@ -179,9 +179,9 @@ void HttpSession::on_engine_event(const GenerationEvent& ev) {
 }
 
 void HttpSession::send_reply(const HttpReply& r) {
+  log_request(r.status);
   enqueue(reply_head(r.status, r.body.size(), keep_alive_, r.headers) + r.body);
   response_queued_ = true;
-  log_request(r.status);
 }
 
 void HttpSession::enqueue(std::string_view bytes) {
@@ -225,6 +225,7 @@ void HttpSession::on_write(beast::error_code ec) {
 }
 
 void HttpSession::after_response_written() {
+  if (closed_) return;
   response_queued_ = false;
   formatter_.reset();
   ctx_.requests_served.fetch_add(1, std::memory_order_relaxed);

@@ -1,0 +1,119 @@
+// `nexus serve`: the OpenAI-compatible HTTP server (src/server/) over one
+// model. Prints "listening on http://HOST:PORT" on stdout once it accepts
+// connections (with --port 0 the port is the one the OS picked), one line per
+// request on stderr, and stops cleanly on SIGINT/SIGTERM.
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <pthread.h>
+
+#include "cli/command.h"
+#include "engine/engine.h"
+#include "gguf/gguf_file.h"
+#include "model/llama_model.h"
+#include "server/backend.h"
+#include "server/chat_template.h"
+#include "server/http_server.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace nexus::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int32_t n_threads = 0;
+  int io_threads = 2;
+  int32_t n_ctx = 0;
+  int32_t max_queue = 64;
+  std::string chat_template = "auto";
+};
+
+server::ChatFamily pick_chat_family(const GgufFile& gguf, const std::string& choice) {
+  if (choice != "auto") {
+    auto f = server::chat_family_from_name(choice);
+    if (!f) throw Error("unknown --chat-template '" + choice + "'");
+    return *f;
+  }
+  std::optional<std::string> source;
+  try {
+    source = gguf.get_string("tokenizer.chat_template");
+  } catch (const Error&) {
+    // Not a string: treat as absent.
+  }
+  const server::ChatFamily f = server::detect_chat_family(source.value_or(""));
+  if (source && f == server::ChatFamily::Plain) {
+    std::fprintf(stderr, "nexus serve: chat template not recognised; using the plain fallback\n");
+  }
+  return f;
+}
+
+int serve(ServeArgs& a) {
+  if (a.model.empty()) a.model = default_model_path();
+  if (!std::filesystem::exists(a.model)) {
+    throw Error("model file not found: " + a.model + " (pass one with -m PATH)");
+  }
+  if (a.port < 0 || a.port > 65535) throw Error(fmt::format("invalid --port {}", a.port));
+
+  // Block the stop signals before any thread starts, so every thread
+  // inherits the mask and only sigwait() below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  GgufFile gguf(a.model);
+  std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(gguf);
+  LlamaModel model(gguf);
+  EngineOptions eopts;
+  eopts.n_threads = a.n_threads;
+  eopts.n_ctx = a.n_ctx;
+  eopts.max_queue = a.max_queue;
+  Engine engine(model, *tok, eopts);
+  server::EngineBackend backend(engine, model.config().name, pick_chat_family(gguf, a.chat_template));
+
+  server::HttpServerOptions opts;
+  opts.host = a.host;
+  opts.port = static_cast<uint16_t>(a.port);
+  opts.io_threads = a.io_threads;
+  opts.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  // Declared after the engine: destroyed (and stopped) first, so no engine
+  // event is posted to a server that is gone.
+  server::HttpServer http(backend, opts);
+  http.start();
+  std::fprintf(stderr, "model %s: n_ctx %d, chat template %s\n", backend.model_id().c_str(), backend.n_ctx(),
+               server::chat_family_name(backend.chat_family()));
+  std::printf("listening on http://%s:%u\n", http.host().c_str(), static_cast<unsigned>(http.port()));
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "nexus serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  http.stop();
+  return 0;
+}
+
+std::function<int()> setup(CLI::App& sub) {
+  auto a = std::make_shared<ServeArgs>();
+  sub.add_option("-m,--model", a->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
+  sub.add_option("--host", a->host, "address to listen on")->capture_default_str();
+  sub.add_option("--port", a->port, "TCP port; 0 = any free port (printed at startup)")->capture_default_str();
+  sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")->capture_default_str();
+  sub.add_option("--io-threads", a->io_threads, "HTTP I/O threads")->capture_default_str()->check(CLI::Range(1, 64));
+  sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens; 0 = the model's")->capture_default_str();
+  sub.add_option("--max-queue", a->max_queue, "waiting requests before HTTP 429")->capture_default_str();
+  sub.add_option("--chat-template", a->chat_template,
+                 "auto (from the GGUF), plain, chatml, llama3, gemma, phi3, zephyr, llama2, mistral")
+      ->capture_default_str();
+  return [a] { return serve(*a); };
+}
+
+const CommandRegistrar reg{{"serve", "serve the OpenAI-compatible HTTP API", setup}};
+
+}  // namespace
+}  // namespace nexus::cli
