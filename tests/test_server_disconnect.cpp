@@ -23,7 +23,7 @@ const char* kLong = R"({"prompt":"x","max_tokens":60})";  // fake n_ctx 64
 }  // namespace
 
 TEST_F(ServerLifecycle, StreamingClientDisconnectStopsGeneration) {
-  backend->token_delay = 2ms;  // 60 tokens: ~120 ms if never cancelled
+  backend->token_delay = 20ms;  // 60 tokens: 1.2 s if never cancelled
   start_server();
   {
     auto c = connect();
@@ -39,7 +39,7 @@ TEST_F(ServerLifecycle, StreamingClientDisconnectStopsGeneration) {
 }
 
 TEST_F(ServerLifecycle, NonStreamingClientDisconnectStopsGeneration) {
-  backend->token_delay = 2ms;
+  backend->token_delay = 20ms;
   start_server();
   {
     auto c = connect();
@@ -105,7 +105,8 @@ TEST_F(ServerLifecycle, PipelinedRequestsAreAnsweredInOrder) {
   size_t third = all.find("HTTP/1.1 200", second + 1);
   ASSERT_NE(third, std::string::npos) << all;
   EXPECT_NE(all.find("t0 t1 t2 ", first), std::string::npos);
-  EXPECT_EQ(backend->completed, 2);
+  // The fake counts a generation after its final event has been delivered.
+  EXPECT_TRUE(FakeBackend::wait_for([&] { return backend->completed == 2; }));
   EXPECT_EQ(backend->cancelled, 0);
 }
 
@@ -147,7 +148,7 @@ TEST_F(ServerLifecycle, ConcurrentClients) {
 }
 
 TEST_F(ServerLifecycle, StopCancelsRunningGenerations) {
-  backend->token_delay = 5ms;
+  backend->token_delay = 20ms;
   start_server();
   auto c = connect();
   c->send("POST", "/v1/completions", R"({"prompt":"x","max_tokens":60,"stream":true})");

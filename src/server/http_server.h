@@ -54,7 +54,7 @@ class HttpServer {
   uint16_t port() const;
   const std::string& host() const;
   uint64_t connections_accepted() const;
-  uint64_t requests_served() const;
+  uint64_t requests_served() const;  // requests answered (or abandoned by their client)
 
  private:
   struct Impl;

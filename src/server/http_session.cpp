@@ -228,7 +228,6 @@ void HttpSession::after_response_written() {
   if (closed_) return;
   response_queued_ = false;
   formatter_.reset();
-  ctx_.requests_served.fetch_add(1, std::memory_order_relaxed);
   if (!keep_alive_) return linger_close();
   if (!watchdog_pending_) return do_read();
   // The watchdog read is still pending: it now waits for the next request.
@@ -302,6 +301,9 @@ void HttpSession::close() {
 }
 
 void HttpSession::log_request(int status, const char* note) {
+  // Called once per answered request, before its last bytes are queued, so
+  // neither the count nor the log is behind what a client has seen.
+  ctx_.requests_served.fetch_add(1, std::memory_order_relaxed);
   if (!ctx_.opts.log) return;
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
   ctx_.opts.log(fmt::format("{} {} {} {:.1f}ms{}", method_, target_, status, ms, note));
