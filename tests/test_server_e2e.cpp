@@ -66,7 +66,7 @@ class ServerE2E : public ::testing::Test {
     eo.n_threads = 1;
     eo.n_ctx = 2048;
     engine_ = std::make_unique<Engine>(*model_, *tok_, eo);
-    inner_ = std::make_unique<server::EngineBackend>(*engine_, model_->config().name, server::ChatFamily::Plain);
+    inner_ = std::make_unique<server::EngineBackend>(*engine_, "stories260K", server::ChatFamily::Plain);
     backend_ = std::make_unique<ObservedBackend>(*inner_);
     server::HttpServerOptions o;
     o.port = 0;
@@ -121,7 +121,7 @@ TEST_F(ServerE2E, GreedyCompletionMatchesTheReference) {
   EXPECT_EQ(text.rfind(ref["text"].get<std::string>(), 0), 0u) << text;
   EXPECT_EQ(j["usage"]["completion_tokens"], ref["greedy_ids"].size());
   EXPECT_EQ(j["usage"]["prompt_tokens"], ref["prompt_ids"].size());
-  EXPECT_EQ(j["model"], model_->config().name);
+  EXPECT_EQ(j["model"], "stories260K");
 }
 
 TEST_F(ServerE2E, StreamedEqualsNonStreamedAtTemperatureZero) {
@@ -193,6 +193,8 @@ TEST(ServerProcess, ServeBinaryListensAnswersAndStopsOnSigterm) {
   ASSERT_GT(port, 0);
   HttpClient c("127.0.0.1", port);
   EXPECT_EQ(c.get("/health").body, R"({"status":"ok"})");
+  // The served id is the file stem, as in the README's examples.
+  EXPECT_EQ(json::parse(c.get("/v1/models").body)["data"][0]["id"], "stories260K");
   const HttpResponse r = c.post("/v1/chat/completions",
       R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"stream":true})");
   EXPECT_TRUE(split_sse(r.body).has_value()) << r.body;

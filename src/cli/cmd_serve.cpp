@@ -31,6 +31,7 @@ struct ServeArgs {
   int32_t n_ctx = 0;
   int32_t max_queue = 64;
   std::string chat_template = "auto";
+  std::string alias;
 };
 
 server::ChatFamily pick_chat_family(const GgufFile& gguf, const std::string& choice) {
@@ -75,7 +76,10 @@ int serve(ServeArgs& a) {
   eopts.n_ctx = a.n_ctx;
   eopts.max_queue = a.max_queue;
   Engine engine(model, *tok, eopts);
-  server::EngineBackend backend(engine, model.config().name, pick_chat_family(gguf, a.chat_template));
+  // The id clients name in "model": the file's stem (e.g. "stories260K"),
+  // which unlike general.name ("llama" in many files) tells models apart.
+  const std::string id = a.alias.empty() ? std::filesystem::path(a.model).stem().string() : a.alias;
+  server::EngineBackend backend(engine, id, pick_chat_family(gguf, a.chat_template));
 
   server::HttpServerOptions opts;
   opts.host = a.host;
@@ -110,6 +114,7 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--chat-template", a->chat_template,
                  "auto (from the GGUF), plain, chatml, llama3, gemma, phi3, zephyr, llama2, mistral")
       ->capture_default_str();
+  sub.add_option("--alias", a->alias, "model id served in /v1/models and accepted in \"model\" (default: file stem)");
   return [a] { return serve(*a); };
 }
 

@@ -7,7 +7,7 @@
 //                      closed (after draining what the client still sends)
 //   idle_timeout       a connection with no complete request for this long is
 //                      closed (covers idle keep-alive and slow headers/bodies)
-//   write_timeout      a write that makes no progress for this long closes it
+//   write_timeout      a write that does not complete within this closes it
 //   max_pending_bytes  output queued for a slow client above this cancels
 //                      its generation and closes the connection, so the
 //                      engine never waits for a client
