@@ -27,7 +27,9 @@ struct BenchModelOptions {
   std::vector<int32_t> n_gen = {128};          // tg tests (tokens); 0 entries are skipped
   int32_t n_threads = 0;                       // 0 = hardware concurrency
   int32_t reps = 3;
-  uint64_t bandwidth_bytes = uint64_t{1} << 30;  // buffer for the bandwidth run; 0 = skip it
+  // Buffer for the bandwidth run; 0 = skip it. From 1 GiB up it is raised to
+  // 4x the last-level cache when that is larger.
+  uint64_t bandwidth_bytes = uint64_t{1} << 30;
   int32_t bandwidth_runs = 5;
   std::function<void(const std::string&)> log;  // progress lines (optional)
 };
@@ -42,12 +44,13 @@ struct BenchModelRow {
 };
 
 struct BenchModelReport {
-  std::string model;         // general.name
+  std::string model;         // general.name (the file's stem when it is only the architecture)
   std::string path;
   std::string type;          // weight type of the layer matrices ("Q4_0")
   uint64_t size_bytes = 0;   // all tensor data
   uint64_t n_params = 0;     // all tensor elements
   uint64_t weight_bytes_per_token = 0;
+  uint64_t llc_bytes = 0;    // last-level cache size when the OS reports it, else 0
   int32_t n_threads = 0;
   double bandwidth_bytes_per_s = 0;  // 0 when not measured
   uint64_t bandwidth_buffer_bytes = 0;
