@@ -1,8 +1,8 @@
 // DRAM read bandwidth, measured the way a decode step reads weights: every
 // thread streams through its own contiguous slice of a buffer far larger than
 // the caches, summing 64-bit words with the widest vector loads the build has
-// (AVX-512, AVX2, or plain 64-bit loads), so the loop is bound by memory, not
-// by arithmetic. This is the ceiling for memory-bound decode:
+// (AVX-512, AVX2 in the x86-64-v3 baseline, or plain 64-bit loads; any of them
+// outruns DRAM), so the loop is bound by memory, not by arithmetic. This is the ceiling for memory-bound decode:
 // tokens/s <= bandwidth / weight bytes read per token.
 #pragma once
 
