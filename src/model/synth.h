@@ -71,9 +71,9 @@ void synth_validate(const SynthShape& shape);
 uint64_t synth_param_count(const SynthShape& shape);
 
 // Writes the model to `out_path` (atomically: nothing is left there on
-// failure). Throws nexus::Error for a bad shape or type, an unreadable
-// vocabulary file or one without tokenizer.ggml.tokens, a --vocab that
-// disagrees with it, or an I/O error.
+// failure). With a vocabulary file, n_vocab is its token count (shape.n_vocab
+// is ignored). Throws nexus::Error for a bad shape or type, an unreadable
+// vocabulary file or one without tokenizer.ggml.tokens, or an I/O error.
 SynthResult synth_model(const SynthOptions& opt, const std::string& out_path);
 
 }  // namespace nexus
