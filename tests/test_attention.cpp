@@ -5,7 +5,12 @@
 #include <random>
 #include <vector>
 
+#include <immintrin.h>
+
+#include <limits>
+
 #include "kernels/attention.h"
+#include "kernels/fast_exp.h"
 
 using namespace nexus;
 
@@ -49,4 +54,21 @@ TEST(Attention, SingleKeyReturnsItsValue) {
   float out[4];
   attention_head(q, k, v, 4, 1, 4, 1.0f, out);
   for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(out[i], v[i]);
+}
+
+TEST(FastExp, EightLanesMatchScalarAndStd) {
+  alignas(32) float x[8], y[8];
+  for (float base = -100.0f; base <= 0.0f; base += 0.37f) {
+    for (int i = 0; i < 8; ++i) x[i] = std::min(0.0f, base + i * 0.05f);
+    _mm256_store_ps(y, exp_nonpos8(_mm256_load_ps(x)));
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(y[i], exp_nonpos(x[i])) << x[i];
+      EXPECT_NEAR(y[i], std::exp(x[i]), 1e-6f * std::exp(x[i]) + (x[i] < -87.0f ? 1e-37f : 0.0f)) << x[i];
+    }
+  }
+  x[0] = -std::numeric_limits<float>::infinity();
+  x[1] = std::numeric_limits<float>::quiet_NaN();
+  _mm256_store_ps(y, exp_nonpos8(_mm256_load_ps(x)));
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[1], 0.0f);
 }
