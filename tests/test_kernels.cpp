@@ -6,7 +6,10 @@
 #include <random>
 #include <vector>
 
+#include "kernels/act_quant.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dequant.h"
+#include "kernels/gemm_kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant_blocks.h"
@@ -139,11 +142,17 @@ RandomWeight make_weight(GgmlType type, int64_t n_rows, int64_t n_cols, std::mt1
 
 class MatmulTest : public ::testing::TestWithParam<GgmlType> {};
 
+// matmul (the kernels this CPU selects) against a float64 reference. Float
+// weights: float32 accumulation only. Quantized weights: also the rounding of
+// the activations to 8 bits, bounded per block by |w| . (d_x / 2 + the fp16
+// rounding of d_x times 127), which the test computes and adds.
 TEST_P(MatmulTest, MatchesFloat64Reference) {
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const GgmlType type = GetParam();
+  const bool quantized = type == GgmlType::Q8_0 || type == GgmlType::Q4_0;
   const int64_t n_rows = 67, n_cols = 256;
-  RandomWeight w = make_weight(GetParam(), n_rows, n_cols, rng);
+  RandomWeight w = make_weight(type, n_rows, n_cols, rng);
   ThreadPool pool(2);
   for (int64_t n_tokens : {1, 5}) {
     std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));
@@ -152,16 +161,64 @@ TEST_P(MatmulTest, MatchesFloat64Reference) {
     matmul(w.view, x.data(), y.data(), n_tokens, pool);
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int64_t r = 0; r < n_rows; ++r) {
-        double ref = 0, mag = 0;
-        for (int64_t c = 0; c < n_cols; ++c) {
-          ref += w.values[r * n_cols + c] * x[t * n_cols + c];
-          mag += std::abs(w.values[r * n_cols + c] * x[t * n_cols + c]);
+        double ref = 0, mag = 0, quant_err = 0;
+        for (int64_t b = 0; b < n_cols / 32; ++b) {
+          double amax = 0, wabs = 0;
+          for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
+            ref += w.values[r * n_cols + c] * x[t * n_cols + c];
+            mag += std::abs(w.values[r * n_cols + c] * x[t * n_cols + c]);
+            amax = std::max(amax, std::abs(static_cast<double>(x[t * n_cols + c])));
+            wabs += std::abs(w.values[r * n_cols + c]);
+          }
+          const double d = amax / 127;
+          if (quantized) quant_err += wabs * (d / 2 + 127 * d * std::ldexp(1.0, -11));
         }
-        // float32 accumulation of 256 products: error bounded relative to sum |w x|.
-        ASSERT_NEAR(y[t * n_rows + r], ref, 1e-5 * mag + 1e-7) << "row " << r << " token " << t;
+        ASSERT_NEAR(y[t * n_rows + r], ref, 1e-5 * mag + quant_err + 1e-7) << "row " << r << " token " << t;
         // Decode (one token) and prefill (many) agree bit for bit.
         EXPECT_EQ(y[t * n_rows + r], dot_row(w.view.type, w.view.row(r), &x[t * n_cols], n_cols));
       }
+  }
+}
+
+// Every kernel table this CPU can run against the portable reference table:
+// the same integer sums and scales, so only float summation order differs.
+TEST_P(MatmulTest, SimdKernelsMatchReferenceKernels) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const GgmlType type = GetParam();
+  // 35 rows: two full 16-row AMX tiles and a tail; 37 tokens: two full
+  // 16-token tiles, a partial one, and the vector kernels' 4-token tiles.
+  const int64_t n_rows = 35, n_cols = 1024 + (type == GgmlType::F32 ? 4 : 0);  // F32: a ragged tail too
+  RandomWeight w = make_weight(type, n_rows, n_cols, rng);
+  const int64_t n_tokens = 37, n_blocks = n_cols / 32;
+  std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));
+  for (float& v : x) v = u(rng);
+  std::vector<BlockQ8Act> xq(static_cast<size_t>(n_tokens * n_blocks));
+  for (int64_t t = 0; t < n_tokens; ++t) quantize_act_q8(&x[t * n_cols], &xq[t * n_blocks], n_blocks * 32);
+  auto run = [&](const GemmKernels& k) {
+    std::vector<float> y(static_cast<size_t>(n_tokens * n_rows));
+    const auto* data = static_cast<const uint8_t*>(w.view.data);
+    switch (type) {
+      case GgmlType::Q8_0: k.q8_0(data, w.view.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, y.data(), n_rows); break;
+      case GgmlType::Q4_0: k.q4_0(data, w.view.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, y.data(), n_rows); break;
+      case GgmlType::F32: k.f32(data, w.view.row_bytes, 0, n_rows, n_cols, x.data(), n_tokens, y.data(), n_rows); break;
+      case GgmlType::F16: k.f16(data, w.view.row_bytes, 0, n_rows, n_cols, x.data(), n_tokens, y.data(), n_rows); break;
+      case GgmlType::BF16: k.bf16(data, w.view.row_bytes, 0, n_rows, n_cols, x.data(), n_tokens, y.data(), n_rows); break;
+      default: break;
+    }
+    return y;
+  };
+  const std::vector<float> want = run(gemm_kernels_ref());
+  const CpuFeatures& cpu = cpu_features();
+  std::vector<const GemmKernels*> tables;
+  if (cpu.avx2) tables.push_back(gemm_kernels_avx2());
+  if (cpu.avx512_vnni) tables.push_back(gemm_kernels_avx512_vnni());
+  if (cpu.amx_int8 && cpu.avx512_vnni) tables.push_back(gemm_kernels_amx());
+  if (tables.empty()) GTEST_SKIP() << "no SIMD kernels for this CPU (" << cpu.describe() << ")";
+  for (const GemmKernels* k : tables) {
+    const std::vector<float> got = run(*k);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-5f * (1 + std::abs(want[i]))) << k->name << " output " << i;
   }
 }
 

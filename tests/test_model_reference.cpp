@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -76,15 +78,22 @@ void check_reference(const std::string& ref_name, size_t min_prefix) {
   // First-step logits: within 1e-2 relative of the reference's top 5.
   for (auto [id, value] : ref.top5)
     EXPECT_NEAR(logits[id], value, 1e-2 * std::abs(value)) << "token " << id;
+  if (std::getenv("NEXUS_DEBUG_REF")) {
+    for (auto [id, value] : ref.top5) fprintf(stderr, "top5 %d ref %.5f ours %.5f\n", id, value, logits[id]);
+    for (size_t i = 0; i < gaps.size(); ++i) fprintf(stderr, "step %zu gap %g\n", i, gaps[i]);
+  }
 
   size_t prefix = 0;
   while (prefix < got.size() && prefix < ref.greedy_ids.size() && got[prefix] == ref.greedy_ids[prefix]) ++prefix;
   EXPECT_GE(prefix, min_prefix) << "greedy ids agree with the reference for only " << prefix << " tokens";
-  if (min_prefix == ref.greedy_ids.size()) EXPECT_EQ(got, ref.greedy_ids);
+  if (min_prefix == ref.greedy_ids.size()) {
+    EXPECT_EQ(got, ref.greedy_ids);
+  }
   // Where a quantized run parts from the reference, it must be at a near-tie:
   // the reference's token scores within 1% of our best.
-  if (prefix < got.size() && prefix < ref.greedy_ids.size())
+  if (prefix < got.size() && prefix < ref.greedy_ids.size()) {
     EXPECT_LT(gaps[prefix], 0.01f * std::abs(logits[got[0]])) << "divergence at " << prefix << " is not a near-tie";
+  }
 }
 
 }  // namespace
@@ -94,13 +103,15 @@ TEST(ModelReference, Stories260K_OnceUponATime) { check_reference("stories260K__
 TEST(ModelReference, Stories260K_LilyAndTom) { check_reference("stories260K__Lily_and_Tom_went_to_the_park.json", 48); }
 TEST(ModelReference, TinyLlamaF32_OnceUponATime) { check_reference("TinyLLama-v0.F32__Once_upon_a_time.json", 48); }
 
-// Quantized models: Nexus dequantizes weights exactly and keeps activations in
-// float32, while the reference quantized activations to 8 bits for integer dot
-// products. Q8_0 and Q4_0 "The little dog" still agree on every token. Q4_0
-// "Once upon a time" agrees for 22 tokens, then picks the token the F32 model
-// picks where the reference's choice is a near-tie (checked in
-// check_reference): so 22 is asserted there, the full length elsewhere.
-TEST(ModelReference, TinyLlamaQ8_0_OnceUponATime) { check_reference("TinyLLama-v0.Q8_0__Once_upon_a_time.json", 48); }
+// Quantized models: Nexus quantizes activations to 8 bits per block of 32 for
+// its integer kernels (as ggml does) and the reference rounds differently, so
+// the first-step logits differ by ~0.5% (asserted within 1e-2 above) and a
+// greedy run may part from the reference where two tokens nearly tie; the
+// parting step must be such a near-tie (< 1% of the top logit, asserted in
+// check_reference). Measured agreement, asserted as the minimum: Q8_0 "Once
+// upon a time" 10 tokens (then a 0.03-logit tie), Q4_0 "Once upon a time" 22
+// (a 0.004-logit tie), Q4_0 "The little dog" all 32.
+TEST(ModelReference, TinyLlamaQ8_0_OnceUponATime) { check_reference("TinyLLama-v0.Q8_0__Once_upon_a_time.json", 10); }
 TEST(ModelReference, TinyLlamaQ4_0_OnceUponATime) { check_reference("TinyLLama-v0.Q4_0__Once_upon_a_time.json", 22); }
 TEST(ModelReference, TinyLlamaQ4_0_TheLittleDog) { check_reference("TinyLLama-v0.Q4_0__The_little_dog.json", 32); }
 

@@ -1,68 +1,95 @@
-// Portable matrix kernels. Every output element is computed the same way
-// (dequantize the weight row to float32, then one dot product), whatever the
-// number of tokens or threads, so prefill, decode and any thread count give
-// bit-identical results. The vectorised kernels of the CPU-kernel work replace
-// this file behind the same interface.
+// matmul(): picks the kernel table once, quantizes activations for the
+// integer kernels, and splits weight rows across the pool's threads.
 #include "kernels/matmul.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
-#include "kernels/dequant.h"
+#include "kernels/act_quant.h"
+#include "kernels/cpu_features.h"
+#include "kernels/gemm_kernels.h"
 #include "kernels/thread_pool.h"
 #include "util/error.h"
 
 namespace nexus {
 namespace {
 
-float dot_f32(const float* a, const float* b, int64_t n) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+struct KernelChoice {
+  const GemmKernels* decode;   // few tokens
+  const GemmKernels* prefill;  // kAmxMinTokens or more
+};
+
+KernelChoice select_kernels() {
+  const CpuFeatures& cpu = cpu_features();
+  const char* env = std::getenv("NEXUS_KERNELS");
+  const std::string want = env ? env : "";
+  const GemmKernels* ref = &gemm_kernels_ref();
+  const GemmKernels* avx2 = cpu.avx2 ? gemm_kernels_avx2() : nullptr;
+  const GemmKernels* avx512 = cpu.avx512_vnni ? gemm_kernels_avx512_vnni() : nullptr;
+  const GemmKernels* amx = cpu.amx_int8 && avx512 ? gemm_kernels_amx() : nullptr;
+  if (want == "ref") return {ref, ref};
+  if (want == "avx2" && avx2) return {avx2, avx2};
+  if (want == "avx512_vnni" && avx512) return {avx512, avx512};
+  const GemmKernels* vec = avx512 ? avx512 : avx2 ? avx2 : ref;
+  return {vec, amx ? amx : vec};
 }
 
-void check_supported(GgmlType type) {
-  const GgmlTypeTraits* t = ggml_type_traits(static_cast<uint32_t>(type));
-  if (!t || !t->supported)
-    throw Error("matmul: unsupported weight type " + std::string(ggml_type_name(type)));
+const KernelChoice& kernels() {
+  static const KernelChoice k = select_kernels();
+  return k;
 }
+
+// Tokens from which a product goes to the prefill (AMX) kernels: a tile
+// holds 16 tokens, below that the vector kernels waste less.
+constexpr int64_t kAmxMinTokens = 16;
 
 // Below this many multiply-adds a product runs on the calling thread: waking
 // workers costs more than it saves.
-constexpr int64_t kMinParallelWork = 1 << 15;
+constexpr int64_t kMinParallelWork = 1 << 16;
+
+bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
 
 }  // namespace
 
-float dot_row(GgmlType type, const void* row, const float* x, int64_t n) {
-  if (type == GgmlType::F32) return dot_f32(static_cast<const float*>(row), x, n);
-  std::vector<float> buf(static_cast<size_t>(n));
-  dequantize_row(type, row, buf.data(), n);
-  return dot_f32(buf.data(), x, n);
-}
+const GemmKernels& gemm_kernels() { return *kernels().decode; }
 
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
-  check_supported(w.type);
+  const GemmKernels& k = n_tokens >= kAmxMinTokens ? *kernels().prefill : *kernels().decode;
   const int64_t n_rows = w.n_rows, n_cols = w.n_cols;
-  auto rows = [&](int64_t r0, int64_t r1) {
-    std::vector<float> buf;
-    if (w.type != GgmlType::F32) buf.resize(static_cast<size_t>(n_cols));
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* wr;
-      if (w.type == GgmlType::F32) {
-        wr = reinterpret_cast<const float*>(w.row(r));
-      } else {
-        dequantize_row(w.type, w.row(r), buf.data(), n_cols);
-        wr = buf.data();
-      }
-      for (int64_t t = 0; t < n_tokens; ++t) y[t * n_rows + r] = dot_f32(wr, x + t * n_cols, n_cols);
-    }
-  };
-  if (n_rows * n_cols * n_tokens < kMinParallelWork || pool.size() == 1) {
-    rows(0, n_rows);
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  std::function<void(int64_t, int64_t)> rows;
+
+  // Reused across calls: no allocation per step once the largest batch was seen.
+  thread_local std::vector<BlockQ8Act> xq;
+  if (is_quantized(w.type)) {
+    const int64_t n_blocks = n_cols / 32;
+    xq.resize(static_cast<size_t>(n_tokens * n_blocks));
+    for (int64_t t = 0; t < n_tokens; ++t) quantize_act_q8(x + t * n_cols, xq.data() + t * n_blocks, n_cols);
+    const GemmQ8Fn fn = w.type == GgmlType::Q8_0 ? k.q8_0 : k.q4_0;
+    const BlockQ8Act* xqp = xq.data();
+    rows = [=, &w](int64_t r0, int64_t r1) { fn(wdata, w.row_bytes, r0, r1, n_blocks, xqp, n_tokens, y, n_rows); };
   } else {
-    pool.parallel_for(n_rows, rows);
+    GemmFFn fn = nullptr;
+    switch (w.type) {
+      case GgmlType::F32: fn = k.f32; break;
+      case GgmlType::F16: fn = k.f16; break;
+      case GgmlType::BF16: fn = k.bf16; break;
+      default: throw Error("matmul: unsupported weight type " + std::string(ggml_type_name(w.type)));
+    }
+    rows = [=, &w](int64_t r0, int64_t r1) { fn(wdata, w.row_bytes, r0, r1, n_cols, x, n_tokens, y, n_rows); };
   }
+  if (n_rows * n_cols * n_tokens < kMinParallelWork || pool.size() == 1) rows(0, n_rows);
+  else pool.parallel_for(n_rows, rows);
+}
+
+float dot_row(GgmlType type, const void* row, const float* x, int64_t n) {
+  ThreadPool one(1);
+  WeightView w{type, row, 1, n, ggml_row_size(type, static_cast<uint64_t>(n))};
+  float y = 0.0f;
+  matmul(w, x, &y, 1, one);
+  return y;
 }
 
 }  // namespace nexus

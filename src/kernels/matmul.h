@@ -3,10 +3,14 @@
 //   y[t, r] = sum_c W[r, c] * x[t, c]     for t < n_tokens, r < W.n_rows
 //
 // x: [n_tokens, W.n_cols] row-major float32; y: [n_tokens, W.n_rows].
-// W may be F32, F16, BF16, Q8_0 or Q4_0; quantized rows are dequantized block
-// by block inside the kernel (never materialised). Rows are split across the
-// pool's threads; each weight row is read once for all n_tokens (so prefill is
-// a matrix-matrix product, decode a matrix-vector one).
+// W may be F32, F16, BF16, Q8_0 or Q4_0. For Q8_0/Q4_0 the activations are
+// quantized to 8 bits per block of 32 (act_quant.h) and each block's product
+// is summed in int32, then scaled (as ggml does); float weights are widened to
+// float32 in registers. Rows are split across the pool's threads; each weight
+// row is read once for all n_tokens (so prefill is a matrix-matrix product,
+// decode a matrix-vector one). The kernels are chosen once by CPUID
+// (gemm_kernels.h). Accuracy: float32 accumulation, plus the 8-bit activation
+// rounding for quantized weights (relative error ~1e-2 of sum |w x| at worst).
 #pragma once
 
 #include <cstdint>
@@ -20,8 +24,8 @@ class ThreadPool;
 // Throws nexus::Error for an unsupported weight type.
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool);
 
-// Dot product of one stored row (n values of `type`) with float32 x; the
-// scalar reference the kernels are checked against.
+// Dot product of one stored row (n values of `type`) with float32 x, through
+// the same kernels as matmul with one token.
 float dot_row(GgmlType type, const void* row, const float* x, int64_t n);
 
 }  // namespace nexus
