@@ -83,8 +83,10 @@ class ByteReader {
   // the rest of the file, before anything is allocated for them.
   void check_count(uint64_t count, uint64_t min_size, std::string_view what) const {
     if (min_size != 0 && count > remaining() / min_size)
-      fail(fmt::format("{} count {} cannot fit in the {} bytes left in the file (at byte {})", what, count,
-                       remaining(), pos_));
+      throw Error(fmt::format(
+          "{}: truncated or corrupt file: {}: {} count {} needs at least {} bytes per entry but only {} bytes "
+          "are left (at byte {})",
+          name_, context_, what, count, min_size, remaining(), pos_));
   }
 
  private:

@@ -180,7 +180,9 @@ GgufFile::~GgufFile() {
 void GgufFile::parse() {
   ByteReader r(bytes_, path_);
   if (bytes_.empty()) throw Error(fmt::format("{}: empty file (0 bytes), not a GGUF model", path_));
-  if (bytes_.size() < 4 || r.read<uint32_t>() != kMagic)
+  if (bytes_.size() < 4)
+    throw Error(fmt::format("{}: truncated file: {} bytes, too short for the GGUF magic", path_, bytes_.size()));
+  if (r.read<uint32_t>() != kMagic)
     throw Error(fmt::format("{}: not a GGUF file (bad magic; expected \"GGUF\")", path_));
   version_ = r.read<uint32_t>();
   if (version_ < 1 || version_ > 3) {

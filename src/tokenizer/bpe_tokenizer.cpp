@@ -76,7 +76,6 @@ BpeTokenizer::BpeTokenizer(const GgufFile& gguf) {
     }
     ranks_.emplace(m, static_cast<int32_t>(i));  // first occurrence wins
   }
-  for (int b = 0; b < 256; ++b) byte_tokens_[b] = lookup(byte_to_unicode(static_cast<uint8_t>(b)));
   build_pieces();
 }
 
@@ -147,11 +146,10 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
     // Not a token: fall back to its characters, each one byte-level byte.
     for (size_t off = 0; off < s.size();) {
       const size_t len = utf8::decode(s, off).len;
-      if (const int32_t id = lookup(s.substr(off, len)); id >= 0) {
-        out.push_back(id);
-      } else if (unk_id_ >= 0) {
-        out.push_back(unk_id_);
-      }  // else dropped, as llama.cpp does: the vocabulary cannot express it
+      // A byte without a token is dropped, as in llama.cpp (StarCoder's
+      // vocabulary lacks C0, C1, F1 and F5..FF). Not unk: that is often the
+      // end-of-text token, which must not appear inside a prompt.
+      if (const int32_t id = lookup(s.substr(off, len)); id >= 0) out.push_back(id);
       off += len;
     }
   }

@@ -10,7 +10,8 @@
 //      adjacent pair with the lowest rank in tokenizer.ggml.merges is merged
 //      until none is left (ties: leftmost first; priority queue);
 //   4. each final symbol that is not a token is emitted character by
-//      character (each is a byte-level token in any complete vocabulary).
+//      character (each is a byte-level token in any complete vocabulary; a
+//      byte the vocabulary has no token for is dropped, as in llama.cpp).
 // Pieces map the byte-level characters back to bytes.
 #pragma once
 

@@ -109,6 +109,14 @@ void SpmTokenizer::encode_text(std::string_view raw, bool after_special,
   }
 }
 
+void SpmTokenizer::push_byte(uint8_t b, std::vector<int32_t>& out) const {
+  if (byte_tokens_[b] >= 0) {
+    out.push_back(byte_tokens_[b]);
+  } else if (unk_id_ >= 0) {
+    out.push_back(unk_id_);
+  }
+}
+
 std::string SpmTokenizer::plain_piece(int32_t id) const {
   const std::string& t = tokens_[id];
   if (token_types_[id] == kTypeByte) {

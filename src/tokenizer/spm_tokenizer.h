@@ -15,6 +15,7 @@
 //      <0xXX> tokens (else the single-byte token, else unk).
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "tokenizer/vocab_tokenizer.h"
@@ -30,8 +31,11 @@ class SpmTokenizer final : public VocabTokenizer {
   void encode_text(std::string_view text, bool after_special,
                    std::vector<int32_t>& out) const override;
   std::string plain_piece(int32_t id) const override;
+  // Appends the token for byte `b`, else unk, else nothing (no such token).
+  void push_byte(uint8_t b, std::vector<int32_t>& out) const;
 
   std::vector<float> scores_;  // tokenizer.ggml.scores (all 0 when absent)
+  std::array<int32_t, 256> byte_tokens_{};  // byte -> <0xXX> token (or the byte's own), -1
 };
 
 }  // namespace nexus::tok

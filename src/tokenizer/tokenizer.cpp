@@ -15,12 +15,19 @@
 namespace nexus {
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
-  const std::optional<std::string> model = gguf.get_string("tokenizer.ggml.model");
-  if (!model) throw Error("tokenizer: tokenizer.ggml.model is missing in " + gguf.path());
-  if (*model == "llama") return std::make_unique<tok::SpmTokenizer>(gguf);
-  if (*model == "gpt2") return std::make_unique<tok::BpeTokenizer>(gguf);
-  throw Error("tokenizer: unsupported tokenizer model '" + *model +
-              "' (tokenizer.ggml.model; supported: llama, gpt2)");
+  try {
+    const std::optional<std::string> model = gguf.get_string("tokenizer.ggml.model");
+    if (!model) throw Error("tokenizer: tokenizer.ggml.model is missing");
+    if (*model == "llama") return std::make_unique<tok::SpmTokenizer>(gguf);
+    if (*model == "gpt2") return std::make_unique<tok::BpeTokenizer>(gguf);
+    throw Error("tokenizer: unsupported tokenizer model '" + *model +
+                "' (tokenizer.ggml.model; supported: llama, gpt2)");
+  } catch (const Error& e) {
+    // Name the file, unless the GGUF reader already did.
+    const std::string what = e.what();
+    if (what.rfind(gguf.path(), 0) == 0) throw;
+    throw Error(gguf.path() + ": " + what);
+  }
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool strip_leading_space) const {
@@ -51,16 +58,6 @@ namespace tok {
 int32_t VocabTokenizer::lookup(std::string_view text) const {
   const auto it = token_to_id_.find(text);
   return it == token_to_id_.end() ? -1 : it->second;
-}
-
-void VocabTokenizer::push_byte(uint8_t b, std::vector<int32_t>& out) const {
-  if (byte_tokens_[b] >= 0) {
-    out.push_back(byte_tokens_[b]);
-  } else if (unk_id_ >= 0) {
-    out.push_back(unk_id_);
-  }
-  // else: the vocabulary cannot express the byte at all; it is dropped
-  // (llama.cpp does the same for byte-level vocabularies).
 }
 
 std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_bos,

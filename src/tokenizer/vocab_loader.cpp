@@ -84,7 +84,6 @@ void VocabTokenizer::load_common(const GgufFile& gguf, VocabModel model, bool ad
   for (size_t i = 0; i < n; ++i) {
     if (!tokens_[i].empty()) token_to_id_.emplace(tokens_[i], static_cast<int32_t>(i));
   }
-  byte_tokens_.fill(-1);
 
   read_special_ids(gguf, model);
 

@@ -21,7 +21,6 @@
 // being rejected.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -71,11 +70,7 @@ class VocabTokenizer : public Tokenizer {
   // The bytes of a normal or byte token (model-specific decoding).
   virtual std::string plain_piece(int32_t id) const = 0;
 
-  // Appends the token for byte `b` (<0xXX> or byte-level), else unk, else nothing.
-  void push_byte(uint8_t b, std::vector<int32_t>& out) const;
-
   std::unordered_map<std::string_view, int32_t> token_to_id_;  // views into tokens_
-  std::array<int32_t, 256> byte_tokens_{};  // token per byte value, -1 when absent (set by the model)
   int32_t unk_id_ = -1;
   int32_t eot_id_ = -1;
   int32_t eom_id_ = -1;
