@@ -1,0 +1,52 @@
+// attention_head (online softmax over chunks) against a float64 full softmax.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+
+using namespace nexus;
+
+TEST(Attention, MatchesFloat64FullSoftmax) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 2.0f);  // wide scores: the running max changes often
+  for (int32_t head_dim : {4, 8, 64, 128}) {
+    for (int32_t n_keys : {1, 15, 16, 17, 100}) {
+      const int64_t stride = head_dim * 3;  // the head sits inside a wider KV row (GQA)
+      std::vector<float> q(head_dim), k(n_keys * stride), v(n_keys * stride), out(head_dim);
+      for (float& x : q) x = nd(rng);
+      for (float& x : k) x = nd(rng);
+      for (float& x : v) x = nd(rng);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      const int64_t off = head_dim;  // the second KV head of the row
+      attention_head(q.data(), k.data() + off, v.data() + off, stride, n_keys, head_dim, scale, out.data());
+
+      std::vector<double> s(n_keys);
+      double max = -1e300, sum = 0;
+      for (int32_t p = 0; p < n_keys; ++p) {
+        double d = 0;
+        for (int32_t i = 0; i < head_dim; ++i) d += double(q[i]) * k[p * stride + off + i];
+        s[p] = d * scale;
+        max = std::max(max, s[p]);
+      }
+      for (double& x : s) sum += (x = std::exp(x - max));
+      for (int32_t i = 0; i < head_dim; ++i) {
+        double ref = 0, mag = 0;
+        for (int32_t p = 0; p < n_keys; ++p) {
+          ref += s[p] / sum * v[p * stride + off + i];
+          mag += s[p] / sum * std::abs(v[p * stride + off + i]);
+        }
+        ASSERT_NEAR(out[i], ref, 1e-5 * (mag + 1)) << "head_dim " << head_dim << " n_keys " << n_keys << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(Attention, SingleKeyReturnsItsValue) {
+  const float q[4] = {1, 2, 3, 4}, k[4] = {9, 9, 9, 9}, v[4] = {0.5f, -1, 2, 7};
+  float out[4];
+  attention_head(q, k, v, 4, 1, 4, 1.0f, out);
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(out[i], v[i]);
+}
