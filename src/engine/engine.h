@@ -4,7 +4,9 @@
 // batching replaces it later behind the same interface). I/O threads call
 // submit() and cancel(); the engine thread tokenizes nothing and blocks on
 // nothing but its queue: it prefills, decodes token by token and reports each
-// step through the request's callback.
+// step through the request's callback. Between requests the KV cache keeps
+// the last sequence: a prompt that shares a prefix with it (a chat turn that
+// extends the previous one) evaluates only the tokens after that prefix.
 //
 // Threading contract:
 //   - submit()/RequestHandle::cancel() are thread-safe and never block on a
@@ -78,6 +80,7 @@ class RequestHandle {
 struct EngineOptions {
   int32_t n_threads = 0;       // worker threads for the kernels; 0 = hardware concurrency
   int32_t max_queue = 64;      // waiting requests; submit() refuses more
+  int32_t n_ctx = 0;           // context size (tokens); 0 = the model's n_ctx_train
 };
 
 class Engine {

@@ -1,0 +1,176 @@
+// `nexus run`: generate text from a prompt with one model, streaming it to
+// stdout, then report load time, prefill and decode speed on stderr.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <iostream>
+#include <iterator>
+#include <mutex>
+#include <unistd.h>
+
+#include "cli/command.h"
+#include "engine/engine.h"
+#include "gguf/gguf_file.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace nexus::cli {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::string prompt;
+  int32_t n_predict = 256;
+  int32_t n_threads = 0;
+  int32_t n_ctx = 0;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  bool no_bos = false;
+  bool ignore_eos = false;
+  SamplingParams sampling;
+  CLI::Option* prompt_opt = nullptr;
+  CLI::Option* seed_opt = nullptr;
+};
+
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_sigint(int) { g_interrupted = 1; }
+
+// Events cross from the engine thread to the main thread here, so a slow
+// terminal never stalls the engine (the callback must not block).
+struct EventChannel {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<GenerationEvent> events;
+
+  void push(const GenerationEvent& ev) {
+    {
+      std::lock_guard lock(mu);
+      events.push_back(ev);
+    }
+    cv.notify_one();
+  }
+};
+
+std::string read_stdin_prompt() {
+  std::string text{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  if (!text.empty() && text.back() == '\n') text.pop_back();  // `echo ... |` adds one
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  return text;
+}
+
+int run(RunArgs& a) {
+  using Clock = std::chrono::steady_clock;
+  const auto t_load = Clock::now();
+  if (a.model.empty()) a.model = default_model_path();
+  if (!std::filesystem::exists(a.model))
+    throw Error("model file not found: " + a.model + " (pass one with -m PATH)");
+  if (!a.prompt_opt->count()) a.prompt = read_stdin_prompt();
+
+  GgufFile gguf(a.model);
+  std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(gguf);
+  LlamaModel model(gguf);
+  EventChannel channel;  // declared before the engine: outlives its thread
+  EngineOptions eopts;
+  eopts.n_threads = a.n_threads;
+  eopts.n_ctx = a.n_ctx;
+  Engine engine(model, *tok, eopts);
+  const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_load).count();
+
+  GenerationRequest req;
+  req.prompt = tok->encode(a.prompt, !a.no_bos);
+  req.sampling = a.sampling;
+  if (a.seed_opt->count()) req.sampling.seed = a.seed;
+  req.stop.max_tokens = a.n_predict;
+  req.stop.stop = a.stop;
+  req.stop.ignore_eos = a.ignore_eos;
+
+  std::shared_ptr<RequestHandle> handle =
+      engine.submit(std::move(req), [&channel](const GenerationEvent& ev) { channel.push(ev); });
+  if (!handle) throw Error("the engine refused the request (queue full)");
+
+  std::signal(SIGINT, on_sigint);  // Ctrl-C cancels the generation, then reports
+  GenerationEvent last;
+  bool printed_any = false, ends_with_newline = false;
+  for (bool done = false; !done;) {
+    std::deque<GenerationEvent> batch;
+    {
+      std::unique_lock lock(channel.mu);
+      channel.cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return !channel.events.empty(); });
+      batch.swap(channel.events);
+    }
+    if (g_interrupted) handle->cancel();
+    for (GenerationEvent& ev : batch) {
+      if (!ev.text.empty()) {
+        std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
+        std::fflush(stdout);
+        printed_any = true;
+        ends_with_newline = ev.text.back() == '\n';
+      }
+      if (ev.done) {
+        last = std::move(ev);
+        done = true;
+      }
+    }
+  }
+  std::signal(SIGINT, SIG_DFL);
+  if (printed_any && !ends_with_newline && isatty(STDOUT_FILENO)) std::fputc('\n', stdout);
+  std::fflush(stdout);
+
+  if (last.finish == FinishReason::Error) throw Error(last.error);
+  const Usage& u = last.usage;
+  const Timings& t = last.timings;
+  auto rate = [](double n, double s) { return s > 0 ? fmt::format("{:.1f} tokens/s", n / s) : std::string("n/a"); };
+  std::fprintf(stderr, "\n");
+  std::fprintf(stderr, "load:       %.1f ms\n", load_ms);
+  std::fprintf(stderr, "prompt:     %d tokens, %.1f ms, %s\n", u.prompt_tokens, t.prefill_s * 1e3,
+               rate(u.prompt_tokens, t.prefill_s).c_str());
+  std::fprintf(stderr, "TTFT:       %.1f ms\n", t.ttft_s * 1e3);
+  // decode_s spans first to last token: completion_tokens - 1 decode steps.
+  std::fprintf(stderr, "generation: %d tokens, %.1f ms, %s\n", u.completion_tokens, t.decode_s * 1e3,
+               rate(u.completion_tokens > 1 ? u.completion_tokens - 1 : 0, t.decode_s).c_str());
+  std::fprintf(stderr, "finish:     %s\n", finish_reason_name(last.finish));
+  return last.finish == FinishReason::Cancelled ? 130 : 0;
+}
+
+std::function<int()> setup(CLI::App& sub) {
+  auto a = std::make_shared<RunArgs>();
+  // Sampling defaults follow llama.cpp's command line.
+  a->sampling.temperature = 0.8f;
+  a->sampling.top_k = 40;
+  a->sampling.top_p = 0.95f;
+  a->sampling.min_p = 0.05f;
+  sub.add_option("-m,--model", a->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
+  a->prompt_opt = sub.add_option("-p,--prompt", a->prompt, "prompt text (default: read from stdin)");
+  sub.add_option("-n,--n-predict", a->n_predict, "tokens to generate, at most")->capture_default_str();
+  sub.add_option("--temp", a->sampling.temperature, "temperature; 0 = greedy")->capture_default_str();
+  sub.add_option("--top-k", a->sampling.top_k, "top-k; 0 = off")->capture_default_str();
+  sub.add_option("--top-p", a->sampling.top_p, "top-p (nucleus); 1 = off")->capture_default_str();
+  sub.add_option("--min-p", a->sampling.min_p, "min-p; 0 = off")->capture_default_str();
+  sub.add_option("--repeat-penalty", a->sampling.repeat_penalty, "repeat penalty; 1 = off")->capture_default_str();
+  sub.add_option("--repeat-last-n", a->sampling.repeat_last_n, "tokens the penalty looks at; -1 = all")
+      ->capture_default_str();
+  sub.add_option("--frequency-penalty", a->sampling.frequency_penalty, "OpenAI frequency penalty")
+      ->capture_default_str();
+  sub.add_option("--presence-penalty", a->sampling.presence_penalty, "OpenAI presence penalty")
+      ->capture_default_str();
+  a->seed_opt = sub.add_option("--seed", a->seed, "RNG seed (default: random)");
+  sub.add_option("--stop", a->stop, "stop string (repeatable); not printed")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")->capture_default_str();
+  sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens; 0 = the model's")->capture_default_str();
+  sub.add_flag("--no-bos", a->no_bos, "do not add the BOS token to the prompt");
+  sub.add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-generation tokens");
+  return [a] { return run(*a); };
+}
+
+const CommandRegistrar reg{{"run", "generate text from a prompt", setup}};
+
+}  // namespace
+}  // namespace nexus::cli

@@ -1,0 +1,291 @@
+#include "sampling/sampler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "sampling/fast_exp.h"
+#include "util/error.h"
+
+namespace nexus {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Total order, best first: higher logit, then lower id. A total order keeps
+// the top_k heap and sorts well-defined and the result reproducible.
+bool better(float la, int32_t ia, float lb, int32_t ib) {
+  return la > lb || (la == lb && ia < ib);
+}
+
+void check_finite(const char* name, float v) {
+  if (!std::isfinite(v)) throw Error(fmt::format("sampling: {} must be a finite number", name));
+}
+
+// Max ignoring NaN (-inf when empty or all NaN), lane-wise so it vectorizes
+// instead of serializing on one compare-and-select chain.
+float max_of(std::span<const float> v) {
+  float lanes[8];
+  std::fill(lanes, lanes + 8, kNegInf);
+  size_t i = 0;
+  for (; i + 8 <= v.size(); i += 8)
+    for (size_t j = 0; j < 8; ++j) lanes[j] = std::max(lanes[j], v[i + j]);  // max(m, NaN) = m
+  float max_l = kNegInf;
+  for (; i < v.size(); ++i) max_l = std::max(max_l, v[i]);
+  for (float l : lanes) max_l = std::max(max_l, l);
+  return max_l;
+}
+
+// Lowest id among the maximal logits; NaN never wins (all NaN: 0).
+int32_t argmax(std::span<const float> logits) {
+  const size_t n = logits.size();
+  const float max_l = max_of(logits);
+  for (size_t k = 0; k < n; ++k)
+    if (logits[k] == max_l) return static_cast<int32_t>(k);
+  return 0;
+}
+
+}  // namespace
+
+void Sampler::validate(const SamplingParams& p) {
+  check_finite("temperature", p.temperature);
+  check_finite("top_p", p.top_p);
+  check_finite("min_p", p.min_p);
+  check_finite("repeat_penalty", p.repeat_penalty);
+  check_finite("frequency_penalty", p.frequency_penalty);
+  check_finite("presence_penalty", p.presence_penalty);
+  if (p.temperature < 0) throw Error(fmt::format("sampling: temperature must be >= 0 (got {})", p.temperature));
+  if (p.top_k < 0) throw Error(fmt::format("sampling: top_k must be >= 0 (got {})", p.top_k));
+  if (p.top_p < 0 || p.top_p > 1) throw Error(fmt::format("sampling: top_p must be in [0, 1] (got {})", p.top_p));
+  if (p.min_p < 0 || p.min_p > 1) throw Error(fmt::format("sampling: min_p must be in [0, 1] (got {})", p.min_p));
+  if (p.repeat_penalty <= 0)
+    throw Error(fmt::format("sampling: repeat_penalty must be > 0 (got {})", p.repeat_penalty));
+  if (p.repeat_last_n < -1)
+    throw Error(fmt::format("sampling: repeat_last_n must be >= -1 (got {})", p.repeat_last_n));
+}
+
+Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
+    : params_(params), n_vocab_(n_vocab) {
+  validate(params);
+  if (n_vocab <= 0) throw Error(fmt::format("sampling: n_vocab must be positive (got {})", n_vocab));
+  if (params.seed) {
+    seed_ = *params.seed;
+  } else {
+    std::random_device rd;
+    seed_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }
+  rng_.seed(seed_);
+  counts_.assign(static_cast<size_t>(n_vocab), 0);
+  prob_by_id_.assign(static_cast<size_t>(n_vocab), 0.0f);
+}
+
+double Sampler::uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+
+void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {
+  const SamplingParams& p = params_;
+  if (p.repeat_last_n == 0) return;
+  if (p.repeat_penalty == 1.0f && p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f) return;
+  size_t n = history.size();
+  if (p.repeat_last_n > 0) n = std::min(n, static_cast<size_t>(p.repeat_last_n));
+  std::span<const int32_t> window = history.subspan(history.size() - n);
+
+  for (int32_t id : window)
+    if (id >= 0 && id < n_vocab_) ++counts_[id];
+  // Each distinct id is penalised once; zeroing its count marks it done and
+  // leaves counts_ all-zero for the next call without an O(n_vocab) clear.
+  for (int32_t id : window) {
+    if (id < 0 || id >= n_vocab_ || counts_[id] == 0) continue;
+    float& l = logits[id];
+    l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+    l -= static_cast<float>(counts_[id]) * p.frequency_penalty + p.presence_penalty;
+    counts_[id] = 0;
+  }
+}
+
+void Sampler::gather(std::span<const float> logits) {
+  auto value = [](float x) { return std::isnan(x) ? kNegInf : x; };  // NaN would break the ordering
+  const int32_t n = n_vocab_, k = params_.top_k;
+  cands_.clear();
+  if (k > 0 && k < n) {
+    // top_k: a heap of the k best so far, worst on top; most logits lose one
+    // comparison against the top and are never stored.
+    auto worse_on_top = [](const Candidate& a, const Candidate& b) { return better(a.logit, a.id, b.logit, b.id); };
+    for (int32_t i = 0; i < k; ++i) cands_.push_back({value(logits[i]), i});
+    std::make_heap(cands_.begin(), cands_.end(), worse_on_top);
+    for (int32_t i = k; i < n; ++i) {
+      const float v = value(logits[i]);
+      if (!better(v, i, cands_.front().logit, cands_.front().id)) continue;
+      std::pop_heap(cands_.begin(), cands_.end(), worse_on_top);
+      cands_.back() = {v, i};
+      std::push_heap(cands_.begin(), cands_.end(), worse_on_top);
+    }
+    std::sort(cands_.begin(), cands_.end(), worse_on_top);  // best first; heap layout is library-specific
+    return;
+  }
+  float threshold = kNegInf;
+  if (params_.top_p >= 1.0f && params_.min_p > 0.0f) {
+    // min_p right after gathering: filter while copying instead of after.
+    const float max_l = max_of(logits);
+    if (std::isfinite(max_l)) threshold = max_l + std::log(params_.min_p);
+  }
+  // Branch-free compaction: always write, advance only past survivors.
+  cands_.resize(static_cast<size_t>(n));
+  size_t m = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const float v = value(logits[i]);
+    cands_[m] = {v, i};
+    m += v >= threshold;
+  }
+  cands_.resize(m);
+}
+
+namespace {
+
+// Candidates as 64-bit keys whose unsigned order is the total order of
+// better(): the float's bits made monotone in the high half (negatives
+// flipped, positives offset), 0xFFFFFFFF - id in the low half. Partitioning
+// 8-byte keys with one integer compare is several times faster than moving
+// {logit, id} pairs through a two-field comparator.
+uint64_t order_key(float logit, int32_t id) {
+  const uint32_t b = std::bit_cast<uint32_t>(logit + 0.0f);  // + 0 turns -0 into +0, as == treats them
+  const uint32_t mono = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return (static_cast<uint64_t>(mono) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(id));
+}
+int32_t key_id(uint64_t k) { return static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(k)); }
+float key_logit(uint64_t k) {
+  const uint32_t mono = static_cast<uint32_t>(k >> 32);
+  return std::bit_cast<float>((mono & 0x80000000u) ? (mono & 0x7FFFFFFFu) : ~mono);
+}
+
+}  // namespace
+
+// Nucleus: the smallest set of best candidates whose probability reaches p.
+// Quickselect guided by mass: partition around a pivot, keep the side that
+// holds the cut. Invariant: the cut m (set size) is in (lo, hi], keys_[0, lo)
+// are the lo best with mass acc < p, and everything in [hi, n) is worse than
+// everything in [lo, hi).
+void Sampler::top_p(float p) {
+  const size_t n = cands_.size();
+  if (p >= 1.0f || n <= 1) return;
+  weights_.resize(n);
+  for (size_t i = 0; i < n; ++i) weights_[i] = cands_[i].logit;
+  const float max_l = max_of(weights_);
+  if (!std::isfinite(max_l)) return;
+  const double sum = exp_shifted(weights_.data(), weights_.data(), n, max_l, 1.0f);
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  keys_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    prob_by_id_[cands_[i].id] = weights_[i] * inv_sum;
+    keys_[i] = order_key(cands_[i].logit, cands_[i].id);
+  }
+  // Mass of keys_[a, b): 8 independent sums so the adds do not serialize.
+  auto mass = [&](size_t a, size_t b) {
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t j = a;
+    for (; j + 8 <= b; j += 8)
+      for (size_t l = 0; l < 8; ++l) lanes[l] += prob_by_id_[key_id(keys_[j + l])];
+    double s = 0;
+    for (; j < b; ++j) s += prob_by_id_[key_id(keys_[j])];
+    for (double l : lanes) s += l;
+    return s;
+  };
+
+  size_t lo = 0, hi = n;
+  double acc = 0;
+  while (hi - lo > 32) {
+    // Median of three as pivot, parked at hi - 1.
+    uint64_t* k = keys_.data();
+    size_t a = lo, m = lo + (hi - lo) / 2, z = hi - 1;
+    if (k[m] > k[a]) std::swap(m, a);
+    if (k[z] > k[m]) std::swap(z, m);
+    if (k[m] > k[a]) std::swap(m, a);
+    std::swap(k[m], k[hi - 1]);
+    const uint64_t pivot = k[hi - 1];
+    // Branch-free Lomuto: always swap, advance i past the better keys only
+    // (a data-dependent branch here would mispredict half the time).
+    size_t i = lo;
+    for (size_t j = lo; j < hi - 1; ++j) {
+      const uint64_t c = k[j];
+      const bool take = c > pivot;
+      k[j] = k[i];
+      k[i] = c;
+      i += take;
+    }
+    std::swap(k[i], k[hi - 1]);
+    const double mass_better = mass(lo, i);
+    if (i > lo && acc + mass_better >= p) {
+      hi = i;  // the best i already reach p
+    } else {
+      acc += mass_better + prob_by_id_[key_id(pivot)];
+      lo = i + 1;
+      if (acc >= p) {
+        hi = lo;
+        break;
+      }
+    }
+  }
+  std::sort(keys_.begin() + static_cast<std::ptrdiff_t>(lo), keys_.begin() + static_cast<std::ptrdiff_t>(hi),
+            std::greater<>());
+  size_t cut = hi;  // when rounding leaves acc a hair below p: everything up to hi
+  for (size_t j = lo; j < hi; ++j) {
+    acc += prob_by_id_[key_id(keys_[j])];
+    if (acc >= p) {
+      cut = j + 1;
+      break;
+    }
+  }
+  cands_.resize(cut);
+  for (size_t j = 0; j < cut; ++j) cands_[j] = {key_logit(keys_[j]), key_id(keys_[j])};
+}
+
+void Sampler::min_p(float p) {
+  if (p <= 0.0f || cands_.size() <= 1) return;
+  float max_l = kNegInf;
+  for (const Candidate& c : cands_) max_l = std::max(max_l, c.logit);
+  if (!std::isfinite(max_l)) return;
+  // p_i >= min_p * p_max  <=>  logit_i >= max_logit + log(min_p)
+  const float threshold = max_l + std::log(p);
+  std::erase_if(cands_, [&](const Candidate& c) { return c.logit < threshold; });
+}
+
+int32_t Sampler::draw(float temperature) {
+  const size_t n = cands_.size();
+  weights_.resize(n);
+  for (size_t i = 0; i < n; ++i) weights_[i] = cands_[i].logit;
+  const float max_l = max_of(weights_);
+  size_t best = 0;  // the first candidate with the max logit
+  while (best + 1 < n && weights_[best] != max_l) ++best;
+  if (!std::isfinite(max_l) || n == 1) return cands_[best].id;
+
+  const double sum = exp_shifted(weights_.data(), weights_.data(), n, max_l, 1.0f / temperature);
+  if (!(sum > 0) || !std::isfinite(sum)) return cands_[best].id;
+  const double u = uniform01() * sum;
+  double acc = 0;
+  int32_t last_nonzero = cands_[best].id;
+  for (size_t i = 0; i < n; ++i) {
+    if (weights_[i] <= 0) continue;
+    acc += weights_[i];
+    last_nonzero = cands_[i].id;
+    if (u < acc) return cands_[i].id;
+  }
+  return last_nonzero;  // u landed past the rounded total
+}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  if (logits.size() != static_cast<size_t>(n_vocab_))
+    throw Error(fmt::format("sampling: got {} logits for a vocabulary of {}", logits.size(), n_vocab_));
+  apply_penalties(logits, history);
+
+  if (params_.temperature <= 0.0f) return argmax(logits);
+
+  gather(logits);
+  top_p(params_.top_p);
+  min_p(params_.min_p);
+  return draw(params_.temperature);
+}
+
+}  // namespace nexus

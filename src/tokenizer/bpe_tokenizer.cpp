@@ -1,0 +1,176 @@
+#include "tokenizer/bpe_tokenizer.h"
+
+#include <array>
+#include <queue>
+
+#include "gguf/gguf_file.h"
+#include "tokenizer/utf8.h"
+#include "util/error.h"
+
+namespace nexus::tok {
+namespace {
+
+// bytes_to_unicode (GPT-2 encoder.py): printable Latin-1 bytes stand for
+// themselves; the other 68 bytes get U+0100.. in byte order.
+struct ByteTable {
+  std::array<std::string, 256> text;
+  std::array<int16_t, 0x144> byte_of;  // code point -> byte, -1 if none
+  ByteTable() {
+    byte_of.fill(-1);
+    uint32_t extra = 0;
+    for (uint32_t b = 0; b < 256; ++b) {
+      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      const uint32_t cp = printable ? b : 256 + extra++;
+      utf8::append(text[b], cp);
+      byte_of[cp] = static_cast<int16_t>(b);
+    }
+  }
+};
+
+const ByteTable& table() {
+  static const ByteTable t;
+  return t;
+}
+
+struct Symbol {
+  int prev, next;
+  size_t start, n;
+};
+
+struct Bigram {
+  int left, right;
+  int32_t rank;
+  size_t size;
+};
+
+// Lowest rank first; on ties the leftmost pair.
+struct BigramOrder {
+  bool operator()(const Bigram& a, const Bigram& b) const {
+    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+  }
+};
+
+}  // namespace
+
+const std::string& byte_to_unicode(uint8_t b) { return table().text[b]; }
+
+int unicode_to_byte(uint32_t cp) { return cp < table().byte_of.size() ? table().byte_of[cp] : -1; }
+
+BpeTokenizer::BpeTokenizer(const GgufFile& gguf) {
+  pre_ = std::make_unique<PreTokenizer>(gguf.get_string("tokenizer.ggml.pre").value_or(""));
+  load_common(gguf, VocabModel::kBpe, pre_->add_bos_default());
+
+  const GgufArray* merges = gguf.get_array("tokenizer.ggml.merges");
+  if (!merges) throw Error("tokenizer: tokenizer.ggml.merges is missing (required for gpt2)");
+  if (merges->elem_type != GgufValueType::STRING) {
+    throw Error("tokenizer: tokenizer.ggml.merges is not an array of strings");
+  }
+  ranks_.reserve(merges->strings.size());
+  for (size_t i = 0; i < merges->strings.size(); ++i) {
+    const std::string& m = merges->strings[i];
+    // "left right"; the first character may itself be a space in odd vocabularies.
+    const size_t sp = m.size() < 2 ? std::string::npos : m.find(' ', 1);
+    if (sp == std::string::npos || sp + 1 >= m.size()) {
+      throw Error("tokenizer: merge " + std::to_string(i) + " ('" + m +
+                  "') is not of the form 'left right'");
+    }
+    ranks_.emplace(m, static_cast<int32_t>(i));  // first occurrence wins
+  }
+  build_pieces();
+}
+
+int32_t BpeTokenizer::rank(std::string_view left, std::string_view right, std::string& key) const {
+  key.assign(left);
+  key += ' ';
+  key += right;
+  const auto it = ranks_.find(key);
+  return it == ranks_.end() ? -1 : it->second;
+}
+
+void BpeTokenizer::encode_text(std::string_view text, bool /*after_special*/,
+                               std::vector<int32_t>& out) const {
+  std::string word;
+  for (std::string_view piece : pre_->split(text)) {
+    word.clear();
+    for (char c : piece) word += byte_to_unicode(static_cast<uint8_t>(c));
+    encode_word(word, out);
+  }
+}
+
+void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  if (pre_->ignore_merges()) {
+    if (const int32_t id = lookup(word); id >= 0) {
+      out.push_back(id);
+      return;
+    }
+  }
+  std::vector<Symbol> sym;
+  sym.reserve(word.size());
+  for (size_t off = 0; off < word.size();) {
+    const size_t len = utf8::decode(word, off).len;
+    const int idx = static_cast<int>(sym.size());
+    sym.push_back({idx - 1, off + len == word.size() ? -1 : idx + 1, off, len});
+    off += len;
+  }
+  std::string key;
+  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  auto text_of = [&](int i) { return word.substr(sym[i].start, sym[i].n); };
+  auto try_add = [&](int l, int r) {
+    if (l < 0 || r < 0) return;
+    const int32_t rk = rank(text_of(l), text_of(r), key);
+    if (rk >= 0) queue.push({l, r, rk, sym[l].n + sym[r].n});
+  };
+  for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
+
+  while (!queue.empty()) {
+    const Bigram bg = queue.top();
+    queue.pop();
+    Symbol& left = sym[bg.left];
+    Symbol& right = sym[bg.right];
+    // Stale: symbols only grow, so unchanged sizes mean an unchanged pair.
+    if (left.n == 0 || right.n == 0 || left.n + right.n != bg.size) continue;
+    left.n += right.n;
+    right.n = 0;
+    left.next = right.next;
+    if (right.next >= 0) sym[right.next].prev = bg.left;
+    try_add(left.prev, bg.left);
+    try_add(bg.left, left.next);
+  }
+
+  for (int i = 0; i != -1 && !sym.empty(); i = sym[i].next) {
+    const std::string_view s = text_of(i);
+    if (const int32_t id = lookup(s); id >= 0) {
+      out.push_back(id);
+      continue;
+    }
+    // Not a token: fall back to its characters, each one byte-level byte.
+    for (size_t off = 0; off < s.size();) {
+      const size_t len = utf8::decode(s, off).len;
+      // A byte without a token is dropped, as in llama.cpp (StarCoder's
+      // vocabulary lacks C0, C1, F1 and F5..FF). Not unk: that is often the
+      // end-of-text token, which must not appear inside a prompt.
+      if (const int32_t id = lookup(s.substr(off, len)); id >= 0) out.push_back(id);
+      off += len;
+    }
+  }
+}
+
+std::string BpeTokenizer::plain_piece(int32_t id) const {
+  const std::string& t = tokens_[id];
+  std::string out;
+  out.reserve(t.size());
+  for (size_t off = 0; off < t.size();) {
+    const utf8::Decoded d = utf8::decode(t, off);
+    const int b = d.valid ? unicode_to_byte(d.cp) : -1;
+    if (b >= 0) {
+      out += static_cast<char>(b);
+    } else {
+      // Not a byte-level character (e.g. an added token typed normal): keep it.
+      out.append(t, off, d.len);
+    }
+    off += d.len;
+  }
+  return out;
+}
+
+}  // namespace nexus::tok

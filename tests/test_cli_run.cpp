@@ -1,0 +1,112 @@
+// `nexus run` end to end: the built binary on stories260K, and its errors.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <sys/wait.h>
+
+#include "support/test_support.h"
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `nexus ARGS` with stdin from /dev/null (or `stdin_text`).
+Result run_nexus(const std::string& args, const std::string& stdin_text = "") {
+  const std::string dir = nexus::test::make_temp_dir();
+  const std::string out = dir + "/out", err = dir + "/err", in = dir + "/in";
+  std::ofstream(in) << stdin_text;
+  const std::string cmd = quote(nexus::test::nexus_binary()) + " " + args + " <" + quote(in) + " >" + quote(out) +
+                          " 2>" + quote(err);
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+std::string reference_text(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in).at("text").get<std::string>();
+}
+
+}  // namespace
+
+TEST(CliRun, GreedyMatchesReference) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  NEXUS_REQUIRE_SHARED(ref, "reference/stories260K__Once_upon_a_time.json");
+  Result r = run_nexus("run -m " + quote(model) + " --temp 0 -n 64 -t 1 -p 'Once upon a time'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(trim(r.out).find(trim(reference_text(ref))), std::string::npos) << r.out;
+  // The timing report goes to stderr, not into the generated text.
+  EXPECT_NE(r.err.find("TTFT"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("TTFT"), std::string::npos);
+}
+
+TEST(CliRun, PromptFromStdinAndStopString) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  NEXUS_REQUIRE_SHARED(ref, "reference/stories260K__Once_upon_a_time.json");
+  Result r = run_nexus("run -m " + quote(model) + " --temp 0 -n 64 -t 1 --stop Lily", "Once upon a time\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = reference_text(ref);
+  EXPECT_EQ(trim(r.out), trim(text.substr(0, text.find("Lily"))));
+}
+
+TEST(CliRun, MissingModelFailsClearly) {
+  Result r = run_nexus("run -m /nonexistent/dir/model.gguf -p hi");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("/nonexistent/dir/model.gguf"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(CliRun, TruncatedModelFailsClearly) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  const std::string dir = nexus::test::make_temp_dir();
+  const std::string cut = dir + "/truncated.gguf";
+  {
+    const std::string bytes = read_file(model);
+    std::ofstream(cut, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+  }
+  Result r = run_nexus("run -m " + quote(cut) + " -p hi");
+  std::filesystem::remove_all(dir);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("truncated.gguf"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(CliRun, BadSamplingParameterFails) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  Result r = run_nexus("run -m " + quote(model) + " -n 4 -t 1 --top-p 3 -p hi");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("top_p"), std::string::npos) << r.err;
+}
