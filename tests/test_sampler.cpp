@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "sampling/fast_exp.h"
+#include "kernels/fast_exp.h"
 #include "sampling/sampler.h"
 #include "util/error.h"
 

@@ -8,7 +8,7 @@
 #include <functional>
 #include <limits>
 
-#include "sampling/fast_exp.h"
+#include "kernels/fast_exp.h"
 #include "util/error.h"
 
 namespace nexus {

@@ -23,7 +23,7 @@
 // reading the logits (no n-sized candidate list); top_p finds the nucleus with
 // a mass-guided quickselect (expected O(n), no sort: the draw needs the set,
 // not its order); min_p is one pass; softmax uses the vectorized exp of
-// sampling/fast_exp.h (relative error < 1e-6).
+// kernels/fast_exp.h (relative error < 1e-6).
 #pragma once
 
 #include <cstdint>
