@@ -186,9 +186,11 @@ TEST_P(MatmulTest, SimdKernelsMatchReferenceKernels) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const GgmlType type = GetParam();
-  const int64_t n_rows = 19, n_cols = 1024 + (type == GgmlType::F32 ? 4 : 0);  // F32: a ragged tail too
+  // 35 rows: two full 16-row AMX tiles and a tail; 37 tokens: two full
+  // 16-token tiles, a partial one, and the vector kernels' 4-token tiles.
+  const int64_t n_rows = 35, n_cols = 1024 + (type == GgmlType::F32 ? 4 : 0);  // F32: a ragged tail too
   RandomWeight w = make_weight(type, n_rows, n_cols, rng);
-  const int64_t n_tokens = 6, n_blocks = n_cols / 32;
+  const int64_t n_tokens = 37, n_blocks = n_cols / 32;
   std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));
   for (float& v : x) v = u(rng);
   std::vector<BlockQ8Act> xq(static_cast<size_t>(n_tokens * n_blocks));
@@ -211,6 +213,7 @@ TEST_P(MatmulTest, SimdKernelsMatchReferenceKernels) {
   std::vector<const GemmKernels*> tables;
   if (cpu.avx2) tables.push_back(gemm_kernels_avx2());
   if (cpu.avx512_vnni) tables.push_back(gemm_kernels_avx512_vnni());
+  if (cpu.amx_int8 && cpu.avx512_vnni) tables.push_back(gemm_kernels_amx());
   if (tables.empty()) GTEST_SKIP() << "no SIMD kernels for this CPU (" << cpu.describe() << ")";
   for (const GemmKernels* k : tables) {
     const std::vector<float> got = run(*k);

@@ -39,7 +39,12 @@ const GemmKernels& gemm_kernels_ref();
 const GemmKernels* gemm_kernels_avx2();
 // AVX-512 (F/BW/VL) with VNNI; nullptr when not compiled in.
 const GemmKernels* gemm_kernels_avx512_vnni();
-// The best table this CPU runs (NEXUS_KERNELS=ref|avx2|avx512_vnni overrides).
+// AMX-INT8 for Q8_0/Q4_0 (prefill; float types as AVX-512); needs the OS's
+// consent (cpu_features().amx_int8).
+const GemmKernels* gemm_kernels_amx();
+// The best vector table this CPU runs (for decode); matmul() switches to the
+// AMX table for 16 or more tokens where it exists. NEXUS_KERNELS=ref|avx2|
+// avx512_vnni forces one table for both.
 const GemmKernels& gemm_kernels();
 
 }  // namespace nexus

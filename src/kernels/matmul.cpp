@@ -16,17 +16,34 @@
 namespace nexus {
 namespace {
 
-const GemmKernels& select_kernels() {
+struct KernelChoice {
+  const GemmKernels* decode;   // few tokens
+  const GemmKernels* prefill;  // kAmxMinTokens or more
+};
+
+KernelChoice select_kernels() {
   const CpuFeatures& cpu = cpu_features();
-  const char* want = std::getenv("NEXUS_KERNELS");
-  const GemmKernels* avx512 = cpu.avx512_vnni ? gemm_kernels_avx512_vnni() : nullptr;
+  const char* env = std::getenv("NEXUS_KERNELS");
+  const std::string want = env ? env : "";
+  const GemmKernels* ref = &gemm_kernels_ref();
   const GemmKernels* avx2 = cpu.avx2 ? gemm_kernels_avx2() : nullptr;
-  if (want && std::strcmp(want, "ref") == 0) return gemm_kernels_ref();
-  if (want && std::strcmp(want, "avx2") == 0 && avx2) return *avx2;
-  if (avx512) return *avx512;
-  if (avx2) return *avx2;
-  return gemm_kernels_ref();
+  const GemmKernels* avx512 = cpu.avx512_vnni ? gemm_kernels_avx512_vnni() : nullptr;
+  const GemmKernels* amx = cpu.amx_int8 && avx512 ? gemm_kernels_amx() : nullptr;
+  if (want == "ref") return {ref, ref};
+  if (want == "avx2" && avx2) return {avx2, avx2};
+  if (want == "avx512_vnni" && avx512) return {avx512, avx512};
+  const GemmKernels* vec = avx512 ? avx512 : avx2 ? avx2 : ref;
+  return {vec, amx ? amx : vec};
 }
+
+const KernelChoice& kernels() {
+  static const KernelChoice k = select_kernels();
+  return k;
+}
+
+// Tokens from which a product goes to the prefill (AMX) kernels: a tile
+// holds 16 tokens, below that the vector kernels waste less.
+constexpr int64_t kAmxMinTokens = 16;
 
 // Below this many multiply-adds a product runs on the calling thread: waking
 // workers costs more than it saves.
@@ -36,13 +53,10 @@ bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_
 
 }  // namespace
 
-const GemmKernels& gemm_kernels() {
-  static const GemmKernels& k = select_kernels();
-  return k;
-}
+const GemmKernels& gemm_kernels() { return *kernels().decode; }
 
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
-  const GemmKernels& k = gemm_kernels();
+  const GemmKernels& k = n_tokens >= kAmxMinTokens ? *kernels().prefill : *kernels().decode;
   const int64_t n_rows = w.n_rows, n_cols = w.n_cols;
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   std::function<void(int64_t, int64_t)> rows;

@@ -1,0 +1,153 @@
+// AMX-INT8 kernels for prefill (many tokens): Q8_0 / Q4_0 weights times
+// 8-bit activations on the tile unit (Intel SDM vol. 1 ch. 20, TDPBSSD).
+//
+// One TDPBSSD per 32-value block: C[16 rows x 16 tokens] (int32) =
+// A[16 weight rows x 32 int8] . B[32 x 16 tokens, VNNI layout]. Each block has
+// its own scales, so C is scaled (dw[row] * dx[token]) into float
+// accumulators after every block, exactly like the vector kernels do per
+// block. Weight rows load straight from the GGUF mapping as the A tile (Q8_0)
+// or after unpacking nibbles to int8 (Q4_0); activations are packed once per
+// call into B tiles. Rows past the last full 16 go through the AVX-512 kernel.
+//
+// Compiled with -mamx-tile -mamx-int8 -mavx512f... (src/CMakeLists.txt);
+// called only when cpu_features().amx_int8 (the OS granted tile state).
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/gemm_kernels.h"
+#include "kernels/quant_blocks.h"
+
+namespace nexus {
+namespace {
+
+constexpr int kRows = 16;    // weight rows per tile
+constexpr int kTokens = 16;  // tokens per tile
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// tmm0: A (16 x 32 bytes), tmm1: B (8 x 64 bytes), tmm2: C (16 x 64 bytes).
+void configure_tiles() {
+  thread_local bool configured = false;
+  if (configured) return;
+  TileConfig cfg;
+  cfg.rows[0] = kRows, cfg.colsb[0] = 32;
+  cfg.rows[1] = 8, cfg.colsb[1] = 64;
+  cfg.rows[2] = kRows, cfg.colsb[2] = 64;
+  _tile_loadconfig(&cfg);
+  configured = true;
+}
+
+// Activations of one 16-token tile, per block: B tile (dword r of token n at
+// row r, column n) and the 16 scales. Tokens past n_tokens are zero.
+struct PackedActs {
+  std::vector<int8_t> b;   // [n_tiles][n_blocks][8][64]
+  std::vector<float> d;    // [n_tiles][n_blocks][16]
+};
+
+void pack_acts(const BlockQ8Act* x, int64_t n_tokens, int64_t n_blocks, PackedActs& p) {
+  const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
+  p.b.assign(static_cast<size_t>(n_tiles * n_blocks * 512), 0);
+  p.d.assign(static_cast<size_t>(n_tiles * n_blocks * kTokens), 0.0f);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t tile = t / kTokens, n = t % kTokens;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const BlockQ8Act& xb = x[t * n_blocks + b];
+      int8_t* dst = &p.b[static_cast<size_t>((tile * n_blocks + b) * 512)];
+      for (int r = 0; r < 8; ++r) std::memcpy(dst + r * 64 + n * 4, xb.qs + r * 4, 4);
+      p.d[static_cast<size_t>((tile * n_blocks + b) * kTokens + n)] = xb.d;
+    }
+  }
+}
+
+// 16 weight rows as int8 blocks: a[b][row][32], with their scales dw[b][row].
+template <class Block>
+void gather_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t n_blocks, std::vector<int8_t>& a,
+                 std::vector<float>& dw) {
+  a.resize(static_cast<size_t>(n_blocks * kRows * 32));
+  dw.resize(static_cast<size_t>(n_blocks * kRows));
+  for (int m = 0; m < kRows; ++m) {
+    const auto* wb = reinterpret_cast<const Block*>(w + (r0 + m) * row_bytes);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      int8_t* dst = &a[static_cast<size_t>((b * kRows + m) * 32)];
+      dw[static_cast<size_t>(b * kRows + m)] = _cvtsh_ss(wb[b].d);
+      if constexpr (sizeof(Block) == sizeof(BlockQ8_0)) {
+        std::memcpy(dst, wb[b].qs, 32);
+      } else {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[b].qs));
+        const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_sub_epi8(_mm_and_si128(raw, low4), eight));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16),
+                         _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), low4), eight));
+      }
+    }
+  }
+}
+
+template <class Block>
+void amx_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
+              int64_t n_tokens, float* y, int64_t ldy, GemmQ8Fn tail) {
+  const int64_t full_end = r0 + (r1 - r0) / kRows * kRows;
+  if (full_end > r0) {
+    configure_tiles();
+    thread_local PackedActs acts;
+    thread_local std::vector<int8_t> a;
+    thread_local std::vector<float> dw;
+    pack_acts(x, n_tokens, n_blocks, acts);
+    const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
+    alignas(64) int32_t c[kRows][kTokens];  // written by the tile store
+    for (int64_t row0 = r0; row0 < full_end; row0 += kRows) {
+      gather_rows<Block>(w, row_bytes, row0, n_blocks, a, dw);
+      for (int64_t tile = 0; tile < n_tiles; ++tile) {
+        __m512 acc[kRows];
+        for (auto& v : acc) v = _mm512_setzero_ps();
+        for (int64_t b = 0; b < n_blocks; ++b) {
+          _tile_zero(2);
+          _tile_loadd(0, &a[static_cast<size_t>(b * kRows * 32)], 32);
+          _tile_loadd(1, &acts.b[static_cast<size_t>((tile * n_blocks + b) * 512)], 64);
+          _tile_dpbssd(2, 0, 1);
+          _tile_stored(2, c, 64);
+          const __m512 dx = _mm512_loadu_ps(&acts.d[static_cast<size_t>((tile * n_blocks + b) * kTokens)]);
+          for (int m = 0; m < kRows; ++m) {
+            const __m512 s = _mm512_mul_ps(dx, _mm512_set1_ps(dw[static_cast<size_t>(b * kRows + m)]));
+            acc[m] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_load_si512(c[m])), acc[m]);
+          }
+        }
+        alignas(64) float out[kTokens];
+        for (int m = 0; m < kRows; ++m) {
+          _mm512_store_ps(out, acc[m]);
+          for (int n = 0; n < kTokens && tile * kTokens + n < n_tokens; ++n)
+            y[(tile * kTokens + n) * ldy + row0 + m] = out[n];
+        }
+      }
+    }
+  }
+  if (full_end < r1) tail(w, row_bytes, full_end, r1, n_blocks, x, n_tokens, y, ldy);
+}
+
+void q8_0_amx(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
+              int64_t n_tokens, float* y, int64_t ldy) {
+  amx_rows<BlockQ8_0>(w, row_bytes, r0, r1, n_blocks, x, n_tokens, y, ldy, gemm_kernels_avx512_vnni()->q8_0);
+}
+
+void q4_0_amx(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
+              int64_t n_tokens, float* y, int64_t ldy) {
+  amx_rows<BlockQ4_0>(w, row_bytes, r0, r1, n_blocks, x, n_tokens, y, ldy, gemm_kernels_avx512_vnni()->q4_0);
+}
+
+}  // namespace
+
+const GemmKernels* gemm_kernels_amx() {
+  const GemmKernels* base = gemm_kernels_avx512_vnni();
+  static const GemmKernels k{"amx", q8_0_amx, q4_0_amx, base->f32, base->f16, base->bf16};
+  return &k;
+}
+
+}  // namespace nexus
