@@ -62,7 +62,8 @@ TEST(FastExp, EightLanesMatchScalarAndStd) {
     for (int i = 0; i < 8; ++i) x[i] = std::min(0.0f, base + i * 0.05f);
     _mm256_store_ps(y, exp_nonpos8(_mm256_load_ps(x)));
     for (int i = 0; i < 8; ++i) {
-      EXPECT_EQ(y[i], exp_nonpos(x[i])) << x[i];
+      // Same arithmetic; only FMA contraction (on at -O2, off at -O0) may differ.
+      EXPECT_NEAR(y[i], exp_nonpos(x[i]), 1e-6f * exp_nonpos(x[i])) << x[i];
       EXPECT_NEAR(y[i], std::exp(x[i]), 1e-6f * std::exp(x[i]) + (x[i] < -87.0f ? 1e-37f : 0.0f)) << x[i];
     }
   }
