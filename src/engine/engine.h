@@ -4,7 +4,9 @@
 // batching replaces it later behind the same interface). I/O threads call
 // submit() and cancel(); the engine thread tokenizes nothing and blocks on
 // nothing but its queue: it prefills, decodes token by token and reports each
-// step through the request's callback.
+// step through the request's callback. Between requests the KV cache keeps
+// the last sequence: a prompt that shares a prefix with it (a chat turn that
+// extends the previous one) evaluates only the tokens after that prefix.
 //
 // Threading contract:
 //   - submit()/RequestHandle::cancel() are thread-safe and never block on a

@@ -59,29 +59,32 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
   const GemmKernels& k = n_tokens >= kAmxMinTokens ? *kernels().prefill : *kernels().decode;
   const int64_t n_rows = w.n_rows, n_cols = w.n_cols;
   const auto* wdata = static_cast<const uint8_t*>(w.data);
-  std::function<void(int64_t, int64_t)> rows;
+  const size_t row_bytes = w.row_bytes;
+  const bool serial = n_rows * n_cols * n_tokens < kMinParallelWork || pool.size() == 1;
+  auto split_rows = [&](const auto& rows) {
+    if (serial) rows(int64_t{0}, n_rows);
+    else pool.parallel_for(n_rows, rows);
+  };
 
-  // Reused across calls: no allocation per step once the largest batch was seen.
-  thread_local std::vector<BlockQ8Act> xq;
   if (is_quantized(w.type)) {
+    // Reused across calls: no allocation per step once the largest batch was seen.
+    thread_local std::vector<BlockQ8Act> xq;
     const int64_t n_blocks = n_cols / 32;
-    xq.resize(static_cast<size_t>(n_tokens * n_blocks));
+    if (xq.size() < static_cast<size_t>(n_tokens * n_blocks)) xq.resize(static_cast<size_t>(n_tokens * n_blocks));
     for (int64_t t = 0; t < n_tokens; ++t) quantize_act_q8(x + t * n_cols, xq.data() + t * n_blocks, n_cols);
     const GemmQ8Fn fn = w.type == GgmlType::Q8_0 ? k.q8_0 : k.q4_0;
     const BlockQ8Act* xqp = xq.data();
-    rows = [=, &w](int64_t r0, int64_t r1) { fn(wdata, w.row_bytes, r0, r1, n_blocks, xqp, n_tokens, y, n_rows); };
-  } else {
-    GemmFFn fn = nullptr;
-    switch (w.type) {
-      case GgmlType::F32: fn = k.f32; break;
-      case GgmlType::F16: fn = k.f16; break;
-      case GgmlType::BF16: fn = k.bf16; break;
-      default: throw Error("matmul: unsupported weight type " + std::string(ggml_type_name(w.type)));
-    }
-    rows = [=, &w](int64_t r0, int64_t r1) { fn(wdata, w.row_bytes, r0, r1, n_cols, x, n_tokens, y, n_rows); };
+    split_rows([&](int64_t r0, int64_t r1) { fn(wdata, row_bytes, r0, r1, n_blocks, xqp, n_tokens, y, n_rows); });
+    return;
   }
-  if (n_rows * n_cols * n_tokens < kMinParallelWork || pool.size() == 1) rows(0, n_rows);
-  else pool.parallel_for(n_rows, rows);
+  GemmFFn fn = nullptr;
+  switch (w.type) {
+    case GgmlType::F32: fn = k.f32; break;
+    case GgmlType::F16: fn = k.f16; break;
+    case GgmlType::BF16: fn = k.bf16; break;
+    default: throw Error("matmul: unsupported weight type " + std::string(ggml_type_name(w.type)));
+  }
+  split_rows([&](int64_t r0, int64_t r1) { fn(wdata, row_bytes, r0, r1, n_cols, x, n_tokens, y, n_rows); });
 }
 
 float dot_row(GgmlType type, const void* row, const float* x, int64_t n) {

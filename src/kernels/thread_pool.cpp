@@ -1,24 +1,16 @@
 #include "kernels/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define NEXUS_CPU_RELAX() _mm_pause()
+#else
+#define NEXUS_CPU_RELAX() std::this_thread::yield()
+#endif
 
 namespace nexus {
-
-ThreadPool::ThreadPool(int32_t n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-  n_threads_ = n_threads;
-  for (int32_t i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
-}
-
-ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_work_.notify_all();
-  for (auto& t : threads_) t.join();
-}
-
 namespace {
 
 // Range of part `index` of [0, n) split in `parts` nearly equal pieces.
@@ -30,57 +22,70 @@ std::pair<int64_t, int64_t> part_range(int64_t n, int32_t parts, int32_t index) 
 
 }  // namespace
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  if (n_threads_ == 1 || n <= 1) {
-    if (n > 0) fn(0, n);
-    return;
-  }
+ThreadPool::ThreadPool(int32_t n_threads) {
+  if (n_threads <= 0) n_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  n_threads_ = n_threads;
+  for (int32_t i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_ = n;
-    pending_ = n_threads_ - 1;
-    error_ = nullptr;
-    ++generation_;
+    stop_.store(true);
   }
-  cv_work_.notify_all();
-  std::exception_ptr mine;
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::run_part(int32_t index) {
   try {
-    auto [b, e] = part_range(n, n_threads_, 0);
-    if (b < e) fn(b, e);
+    auto [b, e] = part_range(n_, n_threads_, index);
+    if (b < e) fn_.call(fn_.obj, b, e);
   } catch (...) {
-    mine = std::current_exception();
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (!error_) error_ = std::current_exception();
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_done_.wait(lock, [this] { return pending_ == 0; });
-  fn_ = nullptr;
-  if (mine) std::rethrow_exception(mine);
+}
+
+void ThreadPool::run(int64_t n, RangeFn fn) {
+  if (n_threads_ == 1 || n <= 1) {
+    if (n > 0) fn.call(fn.obj, 0, n);
+    return;
+  }
+  fn_ = fn;
+  n_ = n;
+  error_ = nullptr;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  {
+    // The bump happens under the mutex so a worker about to sleep sees it.
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_all();
+  run_part(0);
+  while (pending_.load(std::memory_order_acquire) != 0) NEXUS_CPU_RELAX();
   if (error_) std::rethrow_exception(error_);
 }
 
 void ThreadPool::worker(int32_t index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* fn;
-    int64_t n;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_work_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      fn = fn_;
-      n = n_;
+    // Spin first: the next parallel_for of a step is usually microseconds away.
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+    uint64_t gen;
+    int spins = 0;
+    while ((gen = generation_.load(std::memory_order_acquire)) == seen && !stop_.load(std::memory_order_relaxed)) {
+      NEXUS_CPU_RELAX();
+      if (++spins % 64 == 0 && std::chrono::steady_clock::now() > spin_until) {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+        spins = 0;
+      }
     }
-    std::exception_ptr err;
-    try {
-      auto [b, e] = part_range(n, n_threads_, index);
-      if (b < e) (*fn)(b, e);
-    } catch (...) {
-      err = std::current_exception();
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (err && !error_) error_ = err;
-    if (--pending_ == 0) cv_done_.notify_one();
+    if (stop_.load()) return;
+    seen = gen;
+    run_part(index);
+    pending_.fetch_sub(1, std::memory_order_release);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/attention.h"
 #include "kernels/dequant.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -38,6 +39,8 @@ struct LlamaContext::Activations {
 LlamaContext::LlamaContext(const LlamaModel& model, int32_t n_ctx, int32_t n_threads)
     : model_(model), act_(std::make_unique<Activations>()) {
   const LlamaConfig& c = model.config();
+  if (c.head_dim > kMaxHeadDim)
+    throw Error("head size " + std::to_string(c.head_dim) + " exceeds the supported " + std::to_string(kMaxHeadDim));
   n_ctx_ = n_ctx == 0 ? c.n_ctx_train : n_ctx;
   if (n_ctx_ <= 0 || n_ctx_ > c.n_ctx_train)
     throw Error("context size " + std::to_string(n_ctx_) + " must be in [1, " + std::to_string(c.n_ctx_train) +
@@ -133,25 +136,11 @@ void LlamaContext::attention(int32_t layer, int32_t n_tokens) {
   const int64_t n_tasks = static_cast<int64_t>(n_tokens) * c.n_head;
 
   auto heads = [&](int64_t begin, int64_t end) {
-    std::vector<float> score(static_cast<size_t>(n_past_ + n_tokens));
     for (int64_t task = begin; task < end; ++task) {
       const int32_t t = static_cast<int32_t>(task / c.n_head), h = static_cast<int32_t>(task % c.n_head);
-      const int32_t n_keys = n_past_ + t + 1;
-      const float* q = &a.q[static_cast<size_t>(t) * c.n_embd + h * hd];
       const int32_t kv_off = (h / group) * hd;
-      for (int32_t p = 0; p < n_keys; ++p) {
-        const float* k = kc + static_cast<size_t>(p) * KV + kv_off;
-        float s = 0.0f;
-        for (int32_t i = 0; i < hd; ++i) s += q[i] * k[i];
-        score[p] = s * scale;
-      }
-      softmax(score.data(), n_keys);
-      float* out = &a.att[static_cast<size_t>(t) * c.n_embd + h * hd];
-      std::fill(out, out + hd, 0.0f);
-      for (int32_t p = 0; p < n_keys; ++p) {
-        const float* v = vc + static_cast<size_t>(p) * KV + kv_off;
-        for (int32_t i = 0; i < hd; ++i) out[i] += score[p] * v[i];
-      }
+      attention_head(&a.q[static_cast<size_t>(t) * c.n_embd + h * hd], kc + kv_off, vc + kv_off, KV,
+                     n_past_ + t + 1, hd, scale, &a.att[static_cast<size_t>(t) * c.n_embd + h * hd]);
     }
   };
   if (n_tasks * (n_past_ + n_tokens) * hd < (1 << 15)) heads(0, n_tasks);

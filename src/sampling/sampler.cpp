@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 
+#include "kernels/fast_exp.h"
 #include "util/error.h"
 
 namespace nexus {
@@ -14,13 +17,36 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Total order, best first: higher logit, then lower id. A total order keeps
-// nth_element / partial_sort well-defined and the result reproducible.
+// the top_k heap and sorts well-defined and the result reproducible.
 bool better(float la, int32_t ia, float lb, int32_t ib) {
   return la > lb || (la == lb && ia < ib);
 }
 
 void check_finite(const char* name, float v) {
   if (!std::isfinite(v)) throw Error(fmt::format("sampling: {} must be a finite number", name));
+}
+
+// Max ignoring NaN (-inf when empty or all NaN), lane-wise so it vectorizes
+// instead of serializing on one compare-and-select chain.
+float max_of(std::span<const float> v) {
+  float lanes[8];
+  std::fill(lanes, lanes + 8, kNegInf);
+  size_t i = 0;
+  for (; i + 8 <= v.size(); i += 8)
+    for (size_t j = 0; j < 8; ++j) lanes[j] = std::max(lanes[j], v[i + j]);  // max(m, NaN) = m
+  float max_l = kNegInf;
+  for (; i < v.size(); ++i) max_l = std::max(max_l, v[i]);
+  for (float l : lanes) max_l = std::max(max_l, l);
+  return max_l;
+}
+
+// Lowest id among the maximal logits; NaN never wins (all NaN: 0).
+int32_t argmax(std::span<const float> logits) {
+  const size_t n = logits.size();
+  const float max_l = max_of(logits);
+  for (size_t k = 0; k < n; ++k)
+    if (logits[k] == max_l) return static_cast<int32_t>(k);
+  return 0;
 }
 
 }  // namespace
@@ -54,6 +80,7 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
   }
   rng_.seed(seed_);
   counts_.assign(static_cast<size_t>(n_vocab), 0);
+  prob_by_id_.assign(static_cast<size_t>(n_vocab), 0.0f);
 }
 
 double Sampler::uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
@@ -79,41 +106,140 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
   }
 }
 
-void Sampler::top_k(int32_t k) {
-  if (k <= 0 || static_cast<size_t>(k) >= cands_.size()) return;
-  std::nth_element(cands_.begin(), cands_.begin() + k, cands_.end(), [](const Candidate& a, const Candidate& b) {
-    return better(a.logit, a.id, b.logit, b.id);
-  });
-  cands_.resize(static_cast<size_t>(k));
+void Sampler::gather(std::span<const float> logits) {
+  auto value = [](float x) { return std::isnan(x) ? kNegInf : x; };  // NaN would break the ordering
+  const int32_t n = n_vocab_, k = params_.top_k;
+  cands_.clear();
+  if (k > 0 && k < n) {
+    // top_k: a heap of the k best so far, worst on top; most logits lose one
+    // comparison against the top and are never stored.
+    auto worse_on_top = [](const Candidate& a, const Candidate& b) { return better(a.logit, a.id, b.logit, b.id); };
+    for (int32_t i = 0; i < k; ++i) cands_.push_back({value(logits[i]), i});
+    std::make_heap(cands_.begin(), cands_.end(), worse_on_top);
+    for (int32_t i = k; i < n; ++i) {
+      const float v = value(logits[i]);
+      if (!better(v, i, cands_.front().logit, cands_.front().id)) continue;
+      std::pop_heap(cands_.begin(), cands_.end(), worse_on_top);
+      cands_.back() = {v, i};
+      std::push_heap(cands_.begin(), cands_.end(), worse_on_top);
+    }
+    std::sort(cands_.begin(), cands_.end(), worse_on_top);  // best first; heap layout is library-specific
+    return;
+  }
+  float threshold = kNegInf;
+  if (params_.top_p >= 1.0f && params_.min_p > 0.0f) {
+    // min_p right after gathering: filter while copying instead of after.
+    const float max_l = max_of(logits);
+    if (std::isfinite(max_l)) threshold = max_l + std::log(params_.min_p);
+  }
+  // Branch-free compaction: always write, advance only past survivors.
+  cands_.resize(static_cast<size_t>(n));
+  size_t m = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const float v = value(logits[i]);
+    cands_[m] = {v, i};
+    m += v >= threshold;
+  }
+  cands_.resize(m);
 }
 
-void Sampler::top_p(float p) {
-  if (p >= 1.0f || cands_.size() <= 1) return;
-  float max_l = kNegInf;
-  for (const Candidate& c : cands_) max_l = std::max(max_l, c.logit);
-  if (!std::isfinite(max_l)) return;
-  double sum = 0;
-  for (const Candidate& c : cands_) sum += std::exp(static_cast<double>(c.logit - max_l));
+namespace {
 
-  // Sort only as much of the head as the nucleus needs: chunks of 64, 128,
-  // 256, ... each chunk is a partial_sort of the unsorted tail.
-  auto cmp = [](const Candidate& a, const Candidate& b) { return better(a.logit, a.id, b.logit, b.id); };
+// Candidates as 64-bit keys whose unsigned order is the total order of
+// better(): the float's bits made monotone in the high half (negatives
+// flipped, positives offset), 0xFFFFFFFF - id in the low half. Partitioning
+// 8-byte keys with one integer compare is several times faster than moving
+// {logit, id} pairs through a two-field comparator.
+uint64_t order_key(float logit, int32_t id) {
+  const uint32_t b = std::bit_cast<uint32_t>(logit + 0.0f);  // + 0 turns -0 into +0, as == treats them
+  const uint32_t mono = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return (static_cast<uint64_t>(mono) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(id));
+}
+int32_t key_id(uint64_t k) { return static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(k)); }
+float key_logit(uint64_t k) {
+  const uint32_t mono = static_cast<uint32_t>(k >> 32);
+  return std::bit_cast<float>((mono & 0x80000000u) ? (mono & 0x7FFFFFFFu) : ~mono);
+}
+
+}  // namespace
+
+// Nucleus: the smallest set of best candidates whose probability reaches p.
+// Quickselect guided by mass: partition around a pivot, keep the side that
+// holds the cut. Invariant: the cut m (set size) is in (lo, hi], keys_[0, lo)
+// are the lo best with mass acc < p, and everything in [hi, n) is worse than
+// everything in [lo, hi).
+void Sampler::top_p(float p) {
   const size_t n = cands_.size();
-  size_t sorted = 0, chunk = std::min<size_t>(n, 64);
-  double cum = 0;
-  for (;;) {
-    std::partial_sort(cands_.begin() + sorted, cands_.begin() + chunk, cands_.end(), cmp);
-    for (size_t i = sorted; i < chunk; ++i) {
-      cum += std::exp(static_cast<double>(cands_[i].logit - max_l)) / sum;
-      if (cum >= p) {
-        cands_.resize(i + 1);
-        return;
+  if (p >= 1.0f || n <= 1) return;
+  weights_.resize(n);
+  for (size_t i = 0; i < n; ++i) weights_[i] = cands_[i].logit;
+  const float max_l = max_of(weights_);
+  if (!std::isfinite(max_l)) return;
+  const double sum = exp_shifted(weights_.data(), weights_.data(), n, max_l, 1.0f);
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  keys_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    prob_by_id_[cands_[i].id] = weights_[i] * inv_sum;
+    keys_[i] = order_key(cands_[i].logit, cands_[i].id);
+  }
+  // Mass of keys_[a, b): 8 independent sums so the adds do not serialize.
+  auto mass = [&](size_t a, size_t b) {
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t j = a;
+    for (; j + 8 <= b; j += 8)
+      for (size_t l = 0; l < 8; ++l) lanes[l] += prob_by_id_[key_id(keys_[j + l])];
+    double s = 0;
+    for (; j < b; ++j) s += prob_by_id_[key_id(keys_[j])];
+    for (double l : lanes) s += l;
+    return s;
+  };
+
+  size_t lo = 0, hi = n;
+  double acc = 0;
+  while (hi - lo > 32) {
+    // Median of three as pivot, parked at hi - 1.
+    uint64_t* k = keys_.data();
+    size_t a = lo, m = lo + (hi - lo) / 2, z = hi - 1;
+    if (k[m] > k[a]) std::swap(m, a);
+    if (k[z] > k[m]) std::swap(z, m);
+    if (k[m] > k[a]) std::swap(m, a);
+    std::swap(k[m], k[hi - 1]);
+    const uint64_t pivot = k[hi - 1];
+    // Branch-free Lomuto: always swap, advance i past the better keys only
+    // (a data-dependent branch here would mispredict half the time).
+    size_t i = lo;
+    for (size_t j = lo; j < hi - 1; ++j) {
+      const uint64_t c = k[j];
+      const bool take = c > pivot;
+      k[j] = k[i];
+      k[i] = c;
+      i += take;
+    }
+    std::swap(k[i], k[hi - 1]);
+    const double mass_better = mass(lo, i);
+    if (i > lo && acc + mass_better >= p) {
+      hi = i;  // the best i already reach p
+    } else {
+      acc += mass_better + prob_by_id_[key_id(pivot)];
+      lo = i + 1;
+      if (acc >= p) {
+        hi = lo;
+        break;
       }
     }
-    if (chunk == n) return;  // rounding left cum a hair below p: keep all
-    sorted = chunk;
-    chunk = std::min(n, chunk * 2);
   }
+  std::sort(keys_.begin() + static_cast<std::ptrdiff_t>(lo), keys_.begin() + static_cast<std::ptrdiff_t>(hi),
+            std::greater<>());
+  size_t cut = hi;  // when rounding leaves acc a hair below p: everything up to hi
+  for (size_t j = lo; j < hi; ++j) {
+    acc += prob_by_id_[key_id(keys_[j])];
+    if (acc >= p) {
+      cut = j + 1;
+      break;
+    }
+  }
+  cands_.resize(cut);
+  for (size_t j = 0; j < cut; ++j) cands_[j] = {key_logit(keys_[j]), key_id(keys_[j])};
 }
 
 void Sampler::min_p(float p) {
@@ -127,25 +253,22 @@ void Sampler::min_p(float p) {
 }
 
 int32_t Sampler::draw(float temperature) {
-  const Candidate* best = &cands_[0];
-  for (const Candidate& c : cands_)
-    if (better(c.logit, c.id, best->logit, best->id)) best = &c;
-  if (!std::isfinite(best->logit) || cands_.size() == 1) return best->id;
+  const size_t n = cands_.size();
+  weights_.resize(n);
+  for (size_t i = 0; i < n; ++i) weights_[i] = cands_[i].logit;
+  const float max_l = max_of(weights_);
+  size_t best = 0;  // the first candidate with the max logit
+  while (best + 1 < n && weights_[best] != max_l) ++best;
+  if (!std::isfinite(max_l) || n == 1) return cands_[best].id;
 
-  const double inv_t = 1.0 / temperature;
-  probs_.resize(cands_.size());
-  double sum = 0;
-  for (size_t i = 0; i < cands_.size(); ++i) {
-    probs_[i] = std::exp(static_cast<double>(cands_[i].logit - best->logit) * inv_t);
-    sum += probs_[i];
-  }
-  if (!(sum > 0) || !std::isfinite(sum)) return best->id;
+  const double sum = exp_shifted(weights_.data(), weights_.data(), n, max_l, 1.0f / temperature);
+  if (!(sum > 0) || !std::isfinite(sum)) return cands_[best].id;
   const double u = uniform01() * sum;
   double acc = 0;
-  int32_t last_nonzero = best->id;
-  for (size_t i = 0; i < cands_.size(); ++i) {
-    if (probs_[i] <= 0) continue;
-    acc += probs_[i];
+  int32_t last_nonzero = cands_[best].id;
+  for (size_t i = 0; i < n; ++i) {
+    if (weights_[i] <= 0) continue;
+    acc += weights_[i];
     last_nonzero = cands_[i].id;
     if (u < acc) return cands_[i].id;
   }
@@ -157,22 +280,9 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
     throw Error(fmt::format("sampling: got {} logits for a vocabulary of {}", logits.size(), n_vocab_));
   apply_penalties(logits, history);
 
-  if (params_.temperature <= 0.0f) {
-    int32_t best = 0;
-    float best_l = std::isnan(logits[0]) ? kNegInf : logits[0];
-    for (int32_t i = 1; i < n_vocab_; ++i) {
-      if (logits[i] > best_l) {  // strict: ties keep the lowest id; NaN never wins
-        best_l = logits[i];
-        best = i;
-      }
-    }
-    return best;
-  }
+  if (params_.temperature <= 0.0f) return argmax(logits);
 
-  cands_.resize(logits.size());
-  for (int32_t i = 0; i < n_vocab_; ++i)
-    cands_[i] = {std::isnan(logits[i]) ? kNegInf : logits[i], i};  // NaN would break the ordering
-  top_k(params_.top_k);
+  gather(logits);
   top_p(params_.top_p);
   min_p(params_.min_p);
   return draw(params_.temperature);

@@ -15,12 +15,15 @@
 // std::random_device when it is absent (seed() reports which seed was used).
 // The draw turns 53 random bits into a double itself rather than using
 // std::uniform_real_distribution, whose output differs between standard
-// libraries: the same seed, logits and history give the same token anywhere.
+// libraries, and the filters order their survivors themselves: the same
+// seed, logits and history give the same token with any standard library.
 //
-// Cost per token: the penalties touch only the window; greedy is one pass;
-// top_k uses nth_element, top_p sorts only as large a prefix as it needs
-// (doubling chunks with partial_sort), min_p is one pass. No full sort of the
-// vocabulary unless the nucleus really spans it.
+// Cost per token, n = n_vocab: the penalties touch only the window; greedy
+// is two vectorized passes; top_k selects the k best with a k-sized heap while
+// reading the logits (no n-sized candidate list); top_p finds the nucleus with
+// a mass-guided quickselect (expected O(n), no sort: the draw needs the set,
+// not its order); min_p is one pass; softmax uses the vectorized exp of
+// kernels/fast_exp.h (relative error < 1e-6).
 #pragma once
 
 #include <cstdint>
@@ -59,7 +62,7 @@ class Sampler {
   };
 
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history);
-  void top_k(int32_t k);
+  void gather(std::span<const float> logits);  // fills cands_, applying top_k
   void top_p(float p);
   void min_p(float p);
   int32_t draw(float temperature);
@@ -71,7 +74,9 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<int32_t> counts_;      // [n_vocab], zero between calls
   std::vector<Candidate> cands_;     // survivors of the filters
-  std::vector<double> probs_;
+  std::vector<float> weights_;       // exp scratch
+  std::vector<float> prob_by_id_;    // [n_vocab], top_p scratch
+  std::vector<uint64_t> keys_;       // top_p scratch: candidates as sortable keys
 };
 
 }  // namespace nexus

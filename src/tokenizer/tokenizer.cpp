@@ -102,11 +102,7 @@ std::vector<VocabTokenizer::Fragment> VocabTokenizer::partition(std::string_view
       while (len > 0) {
         const size_t m = text.substr(off, len).find(tt);
         if (m == std::string_view::npos) break;
-        size_t left = m;
-        if (lstrip_[id]) {
-          while (left > 0 && std::isspace(static_cast<unsigned char>(text[off + left - 1]))) --left;
-        }
-        if (left > 0) next.push_back({-1, off, left});
+        if (m > 0) next.push_back({-1, off, m});
         next.push_back({id, 0, 0});
         off += m + tt.size();
         len -= m + tt.size();

@@ -31,9 +31,11 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   // Encodes UTF-8 `text`. add_bos: prepend BOS when the vocabulary asks for it
-  // (tokenizer.ggml.add_bos_token; default true for "llama", false for
-  // "gpt2"). parse_special: recognise control/user-defined tokens written
-  // literally in the text (e.g. "<|im_start|>"); false treats them as text.
+  // (tokenizer.ggml.add_bos_token; default true for "llama" and for "gpt2"
+  // with a Llama 3 pre-tokenizer, false for other "gpt2"). parse_special:
+  // recognise control tokens written literally in the text (e.g.
+  // "<|im_start|>"); false treats them as text. User-defined tokens (type 4)
+  // are split out either way, as llama.cpp and HF tokenizers do.
   // Invalid UTF-8 is encoded byte-wise (byte fallback), never an error.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_bos,
                                       bool parse_special = false) const = 0;

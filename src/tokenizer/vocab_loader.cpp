@@ -110,7 +110,6 @@ void VocabTokenizer::load_common(const GgufFile& gguf, VocabModel model, bool ad
 
   // llama.cpp: Phi-3's special tokens swallow whitespace to their right (its
   // tokenizer.json marks them rstrip), except <unk>, <s> and <|endoftext|>.
-  lstrip_.assign(n, 0);
   rstrip_.assign(n, 0);
   const std::string name = lower(gguf.get_string("general.name").value_or(""));
   if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {

@@ -16,6 +16,8 @@
 //    <EOT> (those are also treated as control tokens, as in llama.cpp).
 //  * Metadata ids equal to -1 / 0xFFFFFFFF mean "none" (stories260K stores
 //    its padding id that way); any other id outside [0, n_vocab) is an error.
+// All methods are const after construction and safe to call from several
+// threads at once (no caches; PCRE2 match data is per call).
 // Deliberate differences: no clean_up_tokenization_spaces on decode (so
 // decode(encode(s)) == s), and invalid UTF-8 is encoded byte-wise instead of
 // being rejected.
@@ -85,7 +87,7 @@ class VocabTokenizer : public Tokenizer {
   void collect_eog();
 
   std::vector<int32_t> special_ids_;  // control/user-defined/unknown, longest text first
-  std::vector<uint8_t> lstrip_, rstrip_;  // per token: eat spaces left/right of it when split out
+  std::vector<uint8_t> rstrip_;           // per token: eat the whitespace after it when split out
   std::vector<std::string> pieces_;       // render_special = true pieces
 };
 

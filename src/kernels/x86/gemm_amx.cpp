@@ -33,16 +33,28 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// tmm0: A (16 x 32 bytes), tmm1: B (8 x 64 bytes), tmm2: C (16 x 64 bytes).
+// Two tile sets, so one block's product runs while the other's result is
+// stored and scaled: tmm0/tmm3: A (16 x 32 bytes), tmm1/tmm4: B (8 x 64
+// bytes), tmm2/tmm5: C (16 x 64 bytes).
 void configure_tiles() {
   thread_local bool configured = false;
   if (configured) return;
   TileConfig cfg;
-  cfg.rows[0] = kRows, cfg.colsb[0] = 32;
-  cfg.rows[1] = 8, cfg.colsb[1] = 64;
-  cfg.rows[2] = kRows, cfg.colsb[2] = 64;
+  for (int set = 0; set < 2; ++set) {
+    cfg.rows[3 * set + 0] = kRows, cfg.colsb[3 * set + 0] = 32;
+    cfg.rows[3 * set + 1] = 8, cfg.colsb[3 * set + 1] = 64;
+    cfg.rows[3 * set + 2] = kRows, cfg.colsb[3 * set + 2] = 64;
+  }
   _tile_loadconfig(&cfg);
   configured = true;
+}
+
+// acc[m] += (dx . dw[m]) * c[m] for the 16 rows of one block's C tile.
+inline void scale_into(const int32_t (*c)[kTokens], const float* dw, __m512 dx, __m512* acc) {
+  for (int m = 0; m < kRows; ++m) {
+    const __m512 s = _mm512_mul_ps(dx, _mm512_set1_ps(dw[m]));
+    acc[m] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_load_si512(c[m])), acc[m]);
+  }
 }
 
 // Activations of one 16-token tile, per block: B tile (dword r of token n at
@@ -102,23 +114,38 @@ void amx_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_
     thread_local std::vector<float> dw;
     pack_acts(x, n_tokens, n_blocks, acts);
     const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
-    alignas(64) int32_t c[kRows][kTokens];  // written by the tile store
+    alignas(64) int32_t c0[kRows][kTokens], c1[kRows][kTokens];  // written by tile stores
     for (int64_t row0 = r0; row0 < full_end; row0 += kRows) {
       gather_rows<Block>(w, row_bytes, row0, n_blocks, a, dw);
+      const int8_t* A = a.data();
+      const float* DW = dw.data();
       for (int64_t tile = 0; tile < n_tiles; ++tile) {
+        const int8_t* B = &acts.b[static_cast<size_t>(tile * n_blocks * 512)];
+        const float* DX = &acts.d[static_cast<size_t>(tile * n_blocks * kTokens)];
         __m512 acc[kRows];
         for (auto& v : acc) v = _mm512_setzero_ps();
-        for (int64_t b = 0; b < n_blocks; ++b) {
+        int64_t b = 0;
+        for (; b + 1 < n_blocks; b += 2) {
           _tile_zero(2);
-          _tile_loadd(0, &a[static_cast<size_t>(b * kRows * 32)], 32);
-          _tile_loadd(1, &acts.b[static_cast<size_t>((tile * n_blocks + b) * 512)], 64);
+          _tile_zero(5);
+          _tile_loadd(0, A + b * kRows * 32, 32);
+          _tile_loadd(1, B + b * 512, 64);
           _tile_dpbssd(2, 0, 1);
-          _tile_stored(2, c, 64);
-          const __m512 dx = _mm512_loadu_ps(&acts.d[static_cast<size_t>((tile * n_blocks + b) * kTokens)]);
-          for (int m = 0; m < kRows; ++m) {
-            const __m512 s = _mm512_mul_ps(dx, _mm512_set1_ps(dw[static_cast<size_t>(b * kRows + m)]));
-            acc[m] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_load_si512(c[m])), acc[m]);
-          }
+          _tile_loadd(3, A + (b + 1) * kRows * 32, 32);
+          _tile_loadd(4, B + (b + 1) * 512, 64);
+          _tile_dpbssd(5, 3, 4);
+          _tile_stored(2, c0, 64);
+          scale_into(c0, DW + b * kRows, _mm512_loadu_ps(DX + b * kTokens), acc);
+          _tile_stored(5, c1, 64);
+          scale_into(c1, DW + (b + 1) * kRows, _mm512_loadu_ps(DX + (b + 1) * kTokens), acc);
+        }
+        if (b < n_blocks) {
+          _tile_zero(2);
+          _tile_loadd(0, A + b * kRows * 32, 32);
+          _tile_loadd(1, B + b * 512, 64);
+          _tile_dpbssd(2, 0, 1);
+          _tile_stored(2, c0, 64);
+          scale_into(c0, DW + b * kRows, _mm512_loadu_ps(DX + b * kTokens), acc);
         }
         alignas(64) float out[kTokens];
         for (int m = 0; m < kRows; ++m) {

@@ -1,0 +1,59 @@
+// `nexus bench-model`: prefill / decode throughput of a model, llama-bench
+// style (src/model/bench_model.h).
+#include <cstdio>
+#include <memory>
+
+#include "cli/command.h"
+#include "model/bench_model.h"
+#include "util/error.h"
+
+namespace nexus::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  std::vector<int32_t> n_prompt = {128, 512};
+  std::vector<int32_t> n_gen = {128};
+  int32_t threads = 0, reps = 3, bw_runs = 5;
+  uint64_t bw_mib = 1024;
+  bool json = false, quiet = false;
+};
+
+int run_bench(const BenchArgs& a) {
+  BenchModelOptions opt;
+  opt.n_prompt = a.n_prompt;
+  opt.n_gen = a.n_gen;
+  opt.n_threads = a.threads;
+  opt.reps = a.reps;
+  opt.bandwidth_bytes = a.bw_mib << 20;
+  opt.bandwidth_runs = a.bw_runs;
+  if (!a.quiet) opt.log = [](const std::string& s) { std::fprintf(stderr, "bench-model: %s\n", s.c_str()); };
+  const std::string path = a.model.empty() ? default_model_path() : a.model;
+  const BenchModelReport r = bench_model(path, opt);
+  const std::string out = a.json ? bench_model_json(r) : bench_model_markdown(r);
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
+std::function<int()> setup(CLI::App& sub) {
+  auto a = std::make_shared<BenchArgs>();
+  sub.add_option("-m,--model", a->model, "GGUF model (default: ../shared/models/stories260K.gguf)");
+  sub.add_option("-p,--n-prompt", a->n_prompt, "prefill tests, comma-separated token counts (0: none)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub.add_option("-n,--n-gen", a->n_gen, "decode tests, comma-separated token counts (0: none)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->capture_default_str();
+  sub.add_option("-r,--repetitions", a->reps, "repetitions of each test")->capture_default_str()->check(CLI::PositiveNumber);
+  sub.add_option("--bw-mib", a->bw_mib, "buffer for the DRAM bandwidth run in MiB (0: skip it)")->capture_default_str();
+  sub.add_option("--bw-runs", a->bw_runs, "bandwidth runs (the best is kept)")->capture_default_str()->check(CLI::PositiveNumber);
+  sub.add_flag("--json", a->json, "print JSON instead of markdown");
+  sub.add_flag("-q,--quiet", a->quiet, "no progress lines on stderr");
+  return [a] { return run_bench(*a); };
+}
+
+CommandRegistrar reg{{"bench-model", "measure prefill and decode tokens/s of a model (llama-bench style)", setup}};
+
+}  // namespace
+}  // namespace nexus::cli

@@ -1,0 +1,75 @@
+// attention_head (online softmax over chunks) against a float64 full softmax.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <immintrin.h>
+
+#include <limits>
+
+#include "kernels/attention.h"
+#include "kernels/fast_exp.h"
+
+using namespace nexus;
+
+TEST(Attention, MatchesFloat64FullSoftmax) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 2.0f);  // wide scores: the running max changes often
+  for (int32_t head_dim : {4, 8, 64, 128}) {
+    for (int32_t n_keys : {1, 15, 16, 17, 100}) {
+      const int64_t stride = head_dim * 3;  // the head sits inside a wider KV row (GQA)
+      std::vector<float> q(head_dim), k(n_keys * stride), v(n_keys * stride), out(head_dim);
+      for (float& x : q) x = nd(rng);
+      for (float& x : k) x = nd(rng);
+      for (float& x : v) x = nd(rng);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      const int64_t off = head_dim;  // the second KV head of the row
+      attention_head(q.data(), k.data() + off, v.data() + off, stride, n_keys, head_dim, scale, out.data());
+
+      std::vector<double> s(n_keys);
+      double max = -1e300, sum = 0;
+      for (int32_t p = 0; p < n_keys; ++p) {
+        double d = 0;
+        for (int32_t i = 0; i < head_dim; ++i) d += double(q[i]) * k[p * stride + off + i];
+        s[p] = d * scale;
+        max = std::max(max, s[p]);
+      }
+      for (double& x : s) sum += (x = std::exp(x - max));
+      for (int32_t i = 0; i < head_dim; ++i) {
+        double ref = 0, mag = 0;
+        for (int32_t p = 0; p < n_keys; ++p) {
+          ref += s[p] / sum * v[p * stride + off + i];
+          mag += s[p] / sum * std::abs(v[p * stride + off + i]);
+        }
+        ASSERT_NEAR(out[i], ref, 1e-5 * (mag + 1)) << "head_dim " << head_dim << " n_keys " << n_keys << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(Attention, SingleKeyReturnsItsValue) {
+  const float q[4] = {1, 2, 3, 4}, k[4] = {9, 9, 9, 9}, v[4] = {0.5f, -1, 2, 7};
+  float out[4];
+  attention_head(q, k, v, 4, 1, 4, 1.0f, out);
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(out[i], v[i]);
+}
+
+TEST(FastExp, EightLanesMatchScalarAndStd) {
+  alignas(32) float x[8], y[8];
+  for (float base = -100.0f; base <= 0.0f; base += 0.37f) {
+    for (int i = 0; i < 8; ++i) x[i] = std::min(0.0f, base + i * 0.05f);
+    _mm256_store_ps(y, exp_nonpos8(_mm256_load_ps(x)));
+    for (int i = 0; i < 8; ++i) {
+      // Same arithmetic; only FMA contraction (on at -O2, off at -O0) may differ.
+      EXPECT_NEAR(y[i], exp_nonpos(x[i]), 1e-6f * exp_nonpos(x[i])) << x[i];
+      EXPECT_NEAR(y[i], std::exp(x[i]), 1e-6f * std::exp(x[i]) + (x[i] < -87.0f ? 1e-37f : 0.0f)) << x[i];
+    }
+  }
+  x[0] = -std::numeric_limits<float>::infinity();
+  x[1] = std::numeric_limits<float>::quiet_NaN();
+  _mm256_store_ps(y, exp_nonpos8(_mm256_load_ps(x)));
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[1], 0.0f);
+}

@@ -1,0 +1,164 @@
+// bench-model and the `nexus synth` / `nexus bench-model` commands, on a tiny
+// synthetic model (no timing assertions: only that the numbers exist and the
+// output has the documented form).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf_file.h"
+#include "model/bench_model.h"
+#include "model/llama_model.h"
+#include "model/synth.h"
+#include "support/test_support.h"
+#include "util/error.h"
+#include "util/mem_bandwidth.h"
+
+namespace nexus {
+namespace {
+
+struct CmdResult {
+  int rc;
+  std::string out;
+};
+
+// Runs a shell command, capturing stdout and stderr together.
+CmdResult run(const std::string& cmd) {
+  CmdResult r{0, ""};
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string tiny_model(const std::string& dir) {
+  SynthOptions opt;
+  opt.shape.n_embd = 64, opt.shape.n_layer = 2, opt.shape.n_head = 4, opt.shape.n_head_kv = 2;
+  opt.shape.n_ff = 128, opt.shape.n_vocab = 96, opt.shape.n_ctx = 64;
+  opt.type = GgmlType::Q8_0;
+  const std::string path = dir + "/tiny.gguf";
+  synth_model(opt, path);
+  return path;
+}
+
+TEST(MemBandwidth, MeasuresAPositiveRate) {
+  const ReadBandwidth bw = measure_read_bandwidth(uint64_t{4} << 20, 2, 2);
+  EXPECT_GT(bw.bytes_per_s, 0);
+  EXPECT_TRUE(std::isfinite(bw.bytes_per_s));
+  EXPECT_EQ(bw.buffer_bytes, uint64_t{4} << 20);
+  EXPECT_EQ(bw.n_threads, 2);
+  EXPECT_THROW(measure_read_bandwidth(1 << 20, 0, 1), Error);
+  EXPECT_THROW(measure_read_bandwidth(1 << 20, 1, 0), Error);
+}
+
+TEST(BenchModel, ReportsEveryTestWithBoundForDecode) {
+  const std::string path = tiny_model(test::make_temp_dir());
+  BenchModelOptions opt;
+  opt.n_prompt = {8, 0, 16};
+  opt.n_gen = {4};
+  opt.n_threads = 2;
+  opt.reps = 2;
+  opt.bandwidth_bytes = uint64_t{8} << 20;
+  opt.bandwidth_runs = 1;
+  const BenchModelReport r = bench_model(path, opt);
+  ASSERT_EQ(r.rows.size(), 3u);  // the 0 entry is skipped
+  EXPECT_EQ(r.rows[0].test, "pp8");
+  EXPECT_EQ(r.rows[1].test, "pp16");
+  EXPECT_EQ(r.rows[2].test, "tg4");
+  EXPECT_TRUE(r.rows[2].decode);
+  for (const BenchModelRow& row : r.rows) {
+    ASSERT_EQ(row.tps.size(), 2u);
+    EXPECT_GT(row.mean, 0);
+    EXPECT_GE(row.stddev, 0);
+  }
+  EXPECT_EQ(r.rows[0].bound_tps, 0);
+  EXPECT_GT(r.rows[2].bound_tps, 0);
+  const GgufFile f(path);
+  EXPECT_EQ(r.weight_bytes_per_token, LlamaModel(f).weight_bytes());
+  EXPECT_EQ(r.type, "Q8_0");
+  EXPECT_EQ(r.n_threads, 2);
+  uint64_t params = 0;
+  for (const TensorInfo& t : f.tensors()) params += t.n_elements();
+  EXPECT_EQ(r.n_params, params);
+
+  const std::string md = bench_model_markdown(r);
+  EXPECT_NE(md.find("| model | size | params | type | threads | test | t/s |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| Q8_0 | 2 | tg4 | "), std::string::npos) << md;
+  EXPECT_NE(md.find(" ± "), std::string::npos) << md;
+  const auto j = nlohmann::json::parse(bench_model_json(r));
+  ASSERT_EQ(j["results"].size(), 3u);
+  EXPECT_EQ(j["results"][2]["kind"], "decode");
+  EXPECT_GT(j["results"][2]["percent_of_bound"].get<double>(), 0);
+  EXPECT_FALSE(j["results"][0].contains("bound_tps"));
+}
+
+TEST(BenchModel, RefusesTestsLongerThanTheContext) {
+  const std::string path = tiny_model(test::make_temp_dir());
+  BenchModelOptions opt;
+  opt.bandwidth_bytes = 0;
+  opt.n_prompt = {65};  // context 64
+  opt.n_gen = {};
+  EXPECT_THROW(bench_model(path, opt), Error);
+  opt.n_prompt = {};
+  opt.n_gen = {64};  // needs 65 positions with the 1-token prompt
+  EXPECT_THROW(bench_model(path, opt), Error);
+  opt.n_gen = {4};
+  opt.reps = 0;
+  EXPECT_THROW(bench_model(path, opt), Error);
+}
+
+TEST(Cli, SynthThenBenchModel) {
+  const std::string dir = test::make_temp_dir();
+  const std::string bin = test::nexus_binary();
+  const std::string model = dir + "/cli.gguf";
+  CmdResult r = run(bin + " synth --dim 64 --layers 1 --heads 4 --kv-heads 2 --ffn 64 --vocab 64 --ctx 64 --type Q4_0 --seed 3 -o " + model);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("wrote " + model), std::string::npos) << r.out;
+  {
+    const GgufFile f(model);
+    EXPECT_EQ(f.find_tensor("blk.0.attn_q.weight")->type, GgmlType::Q4_0);
+    EXPECT_EQ(*f.get_int("llama.attention.head_count_kv"), 2);
+    EXPECT_EQ(*f.get_int("nexus.synth.seed"), 3);
+  }
+
+  r = run(bin + " bench-model -m " + model + " -p 8,16 -n 4 -t 1 -r 1 --bw-mib 4 -q");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("| pp8 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| pp16 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("DRAM read bandwidth"), std::string::npos) << r.out;
+
+  r = run(bin + " bench-model -m " + model + " -p 0 -n 4 -t 1 -r 1 --bw-mib 0 -q --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["results"].size(), 1u);
+  EXPECT_EQ(j["results"][0]["test"], "tg4");
+}
+
+TEST(Cli, SynthRejectsBadArguments) {
+  const std::string dir = test::make_temp_dir();
+  const std::string bin = test::nexus_binary();
+  CmdResult r = run(bin + " synth --preset tinyllama-1.1b --type Q5_K -o " + dir + "/x.gguf");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("Q5_K"), std::string::npos) << r.out;
+  r = run(bin + " synth --preset nope -o " + dir + "/x.gguf");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("unknown preset"), std::string::npos) << r.out;
+  r = run(bin + " synth --dim 64 --layers 1 -o " + dir + "/x.gguf");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--heads"), std::string::npos) << r.out;
+  r = run(bin + " bench-model -m " + dir + "/missing.gguf -q");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("missing.gguf"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace nexus
