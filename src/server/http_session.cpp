@@ -32,9 +32,12 @@ std::string reply_head(int status, size_t content_length, bool keep_alive,
 void EventRelay::deliver(const GenerationEvent& ev) {
   std::lock_guard lock(mu_);
   if (!session_) return;
-  std::shared_ptr<HttpSession> s = session_;
-  net::post(s->executor(), [s, ev] { s->on_engine_event(ev); });
-  if (ev.done) session_.reset();
+  // Only the posted handler may hold the session past this point: were the
+  // engine thread to drop the last reference, the session (its socket and
+  // timers) would be destroyed here, racing with the server's shutdown.
+  std::shared_ptr<HttpSession> s = ev.done ? std::move(session_) : session_;
+  auto ex = s->executor();
+  net::post(ex, [s = std::move(s), ev] { s->on_engine_event(ev); });
 }
 
 void EventRelay::detach() {
@@ -43,12 +46,12 @@ void EventRelay::detach() {
 }
 
 HttpSession::HttpSession(tcp::socket socket, ServerContext& ctx)
-    : stream_(std::move(socket)), ctx_(ctx), timer_(stream_.get_executor()) {}
+    : registration_{ctx, this}, stream_(std::move(socket)), ctx_(ctx), timer_(stream_.get_executor()) {}
 
-HttpSession::~HttpSession() {
-  std::lock_guard lock(ctx_.mu);
-  ctx_.sessions.erase(this);
-  ctx_.cv.notify_all();
+HttpSession::Registration::~Registration() {
+  std::lock_guard lock(ctx.mu);
+  ctx.sessions.erase(self);
+  ctx.cv.notify_all();
 }
 
 void HttpSession::start() {

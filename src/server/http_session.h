@@ -66,7 +66,6 @@ class EventRelay {
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(boost::asio::ip::tcp::socket socket, ServerContext& ctx);
-  ~HttpSession();
   void start();     // registers with the context and starts reading
   void shutdown();  // thread-safe: cancel the generation, close the socket
   void on_engine_event(const GenerationEvent& ev);  // on the strand
@@ -91,6 +90,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void close();
   void log_request(int status, const char* note = "");
 
+  // Unregisters the session from ServerContext::sessions. Declared first so
+  // it is destroyed last: an empty registry means every socket and timer of
+  // every session is gone (HttpServer::stop() relies on it).
+  struct Registration {
+    ServerContext& ctx;
+    HttpSession* self;
+    ~Registration();
+  };
+  Registration registration_;
   boost::beast::tcp_stream stream_;
   ServerContext& ctx_;
   boost::beast::flat_buffer buffer_;
