@@ -202,6 +202,16 @@ TEST(ServerProcess, ServeBinaryListensAnswersAndStopsOnSigterm) {
   EXPECT_EQ(p.stop(SIGTERM), 0);
 }
 
+TEST(ServerProcess, SigintStopsItEvenWhenStartedWithSigintIgnored) {
+  NEXUS_REQUIRE_SHARED(model, kModel);
+  // Shells start background jobs so; exec keeps an ignored disposition.
+  auto* previous = std::signal(SIGINT, SIG_IGN);
+  ChildProcess p({nexus_binary(), "serve", "-m", model, "--port", "0", "--threads", "1"});
+  std::signal(SIGINT, previous);
+  ASSERT_TRUE(p.read_line().has_value());
+  EXPECT_EQ(p.stop(SIGINT), 0);
+}
+
 TEST(ServerProcess, MissingModelIsAClearError) {
   ChildProcess p({nexus_binary(), "serve", "-m", "/nonexistent/model.gguf", "--port", "0"});
   EXPECT_FALSE(p.read_line(std::chrono::seconds(30)).has_value());  // exits without listening

@@ -67,6 +67,11 @@ int serve(ServeArgs& a) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A shell starts background jobs with SIGINT ignored, and an ignored signal
+  // is discarded instead of left pending for sigwait(): restore the default
+  // (harmless while blocked) so `kill -INT` still stops the server.
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
 
   GgufFile gguf(a.model);
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(gguf);
