@@ -77,5 +77,6 @@ TEST(KvCache, RejectsBadSizes) {
   EXPECT_THROW(KvCache(c, 4, 8), Error);   // not a multiple of the attention chunk
   EXPECT_THROW(KvCache(c, 4, 24), Error);
   EXPECT_THROW(KvCache(c, 4, -16), Error);
-  EXPECT_THROW(KvCache(c, 2000000000, 16, KvType::F32), Error);  // 2e9 blocks of 6 KiB overflow the limit
+  // 2e9 blocks of 384 KiB: past the 2^48-byte cap, refused before any allocation.
+  EXPECT_THROW(KvCache(c, 2000000000, 1024, KvType::F32), Error);
 }
