@@ -1,7 +1,9 @@
 // attention_head (online softmax over chunks) against a float64 full softmax.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -11,6 +13,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/fast_exp.h"
+#include "kernels/quant_blocks.h"
 
 using namespace nexus;
 
@@ -72,4 +75,61 @@ TEST(FastExp, EightLanesMatchScalarAndStd) {
   _mm256_store_ps(y, exp_nonpos8(_mm256_load_ps(x)));
   EXPECT_EQ(y[0], 0.0f);
   EXPECT_EQ(y[1], 0.0f);
+}
+
+// The paged kernels against attention_head over the same keys laid out
+// contiguously: blocks scattered in a shuffled order must give the same bits
+// (F32), and fp16 storage must give the bits of the contiguous kernel over
+// the fp16-rounded values.
+TEST(Attention, PagedMatchesContiguousBitForBit) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (int32_t head_dim : {4, 8, 64}) {
+    for (int32_t block_size : {16, 32}) {
+      for (int32_t n_keys : {1, 16, 17, 40, 97}) {
+        const int32_t n_kv_heads = 2, stride = head_dim * n_kv_heads;
+        const int32_t n_blocks = (n_keys + block_size - 1) / block_size + 3;  // spare blocks left unused
+        // Contiguous reference cache, [n_keys][stride], and its fp16-rounded twin.
+        std::vector<float> k(static_cast<size_t>(n_keys) * stride), v(k.size()), q(head_dim);
+        for (float& x : k) x = nd(rng);
+        for (float& x : v) x = nd(rng);
+        for (float& x : q) x = nd(rng);
+        std::vector<float> k16(k.size()), v16(v.size());
+        for (size_t i = 0; i < k.size(); ++i) {
+          k16[i] = fp16_to_fp32(fp32_to_fp16(k[i]));
+          v16[i] = fp16_to_fp32(fp32_to_fp16(v[i]));
+        }
+        // Paged copies: block = [K rows][V rows] of block_size x stride each.
+        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), rng);
+        const int64_t block_stride = 2 * static_cast<int64_t>(block_size) * stride;
+        std::vector<float> paged(static_cast<size_t>(n_blocks * block_stride), std::nanf(""));
+        std::vector<uint16_t> paged16(paged.size(), 0x7e00);  // NaN: unused rows must not be read
+        for (int32_t p = 0; p < n_keys; ++p)
+          for (int32_t i = 0; i < stride; ++i) {
+            const int64_t row = table[p / block_size] * block_stride + (p % block_size) * stride + i;
+            paged[row] = k[p * stride + i];
+            paged[row + block_size * stride] = v[p * stride + i];
+            paged16[row] = fp32_to_fp16(k[p * stride + i]);
+            paged16[row + block_size * stride] = fp32_to_fp16(v[p * stride + i]);
+          }
+        const int32_t off = head_dim;  // the second KV head
+        const float scale = 0.3f;
+        std::vector<float> want(head_dim), got(head_dim), want16(head_dim), got16(head_dim);
+        attention_head(q.data(), k.data() + off, v.data() + off, stride, n_keys, head_dim, scale, want.data());
+        attention_head(q.data(), k16.data() + off, v16.data() + off, stride, n_keys, head_dim, scale, want16.data());
+        PagedKv kv{paged.data() + off, paged.data() + off + block_size * stride, table.data(), block_size,
+                   block_stride, stride};
+        attention_head_paged(q.data(), kv, n_keys, head_dim, scale, got.data());
+        PagedKv kv16{paged16.data() + off, paged16.data() + off + block_size * stride, table.data(), block_size,
+                     block_stride, stride};
+        attention_head_paged_f16(q.data(), kv16, n_keys, head_dim, scale, got16.data());
+        for (int32_t i = 0; i < head_dim; ++i) {
+          ASSERT_EQ(got[i], want[i]) << "head_dim " << head_dim << " block " << block_size << " keys " << n_keys;
+          ASSERT_EQ(got16[i], want16[i]) << "f16, head_dim " << head_dim << " keys " << n_keys;
+        }
+      }
+    }
+  }
 }

@@ -52,17 +52,18 @@ void scores_avx2(const float* q, const float* k, int64_t kv_stride, int32_t coun
   }
 }
 
-}  // namespace
-
-void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int32_t n_keys,
-                    int32_t head_dim, float scale, float* out) {
+// Running state of the online softmax for one query head. step() folds in
+// one chunk of `count` (<= kAttnChunk) keys whose rows are kv_stride apart;
+// every variant below feeds the same chunks (positions [16c, 16c + 16)) to
+// the same step, so contiguous and paged caches give identical bits.
+struct OnlineSoftmax {
   alignas(32) float acc[kMaxHeadDim] = {};
   alignas(32) float score[kAttnChunk];
-  const bool simd = head_dim % 8 == 0;
   float m = kNegInf, l = 0.0f;
-  for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
-    const int32_t count = std::min(kAttnChunk, n_keys - p0);
-    const float* kc = k + p0 * kv_stride;
+
+  void step(const float* q, const float* kc, const float* vc, int64_t kv_stride, int32_t count, int32_t head_dim,
+            float scale) {
+    const bool simd = head_dim % 8 == 0;
     if (simd) scores_avx2(q, kc, kv_stride, count, head_dim, scale, score);
     else scores_generic(q, kc, kv_stride, count, head_dim, scale, score);
     float chunk_max = kNegInf;
@@ -77,7 +78,6 @@ void attention_head(const float* q, const float* k, const float* v, int64_t kv_s
     for (int32_t j = 0; j < kAttnChunk; j += 8)
       _mm256_store_ps(score + j, exp_nonpos8(_mm256_sub_ps(_mm256_load_ps(score + j), vm)));
     for (int32_t j = 0; j < count; ++j) l += score[j];
-    const float* vc = v + p0 * kv_stride;
     if (simd) {
       for (int32_t i = 0; i < head_dim; i += 8) {  // one accumulator in a register per 8 dims
         __m256 a = _mm256_load_ps(acc + i);
@@ -90,8 +90,65 @@ void attention_head(const float* q, const float* k, const float* v, int64_t kv_s
         for (int32_t i = 0; i < head_dim; ++i) acc[i] += score[j] * vc[j * kv_stride + i];
     }
   }
-  const float inv = 1.0f / l;
-  for (int32_t i = 0; i < head_dim; ++i) out[i] = acc[i] * inv;
+
+  void finish(int32_t head_dim, float* out) const {
+    const float inv = 1.0f / l;
+    for (int32_t i = 0; i < head_dim; ++i) out[i] = acc[i] * inv;
+  }
+};
+
+// count (<= kAttnChunk) rows of one head, kv_stride halves apart, widened to
+// float32 rows of head_dim values (F16C converts exactly).
+void widen_f16(const uint16_t* src, int64_t kv_stride, int32_t count, int32_t head_dim, float* dst) {
+  for (int32_t j = 0; j < count; ++j) {
+    const uint16_t* s = src + j * kv_stride;
+    float* d = dst + j * head_dim;
+    int32_t i = 0;
+    for (; i + 8 <= head_dim; i += 8)
+      _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+    for (; i < head_dim; ++i) d[i] = _cvtsh_ss(s[i]);
+  }
+}
+
+}  // namespace
+
+void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int32_t n_keys,
+                    int32_t head_dim, float scale, float* out) {
+  OnlineSoftmax s;
+  for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
+    const int32_t count = std::min(kAttnChunk, n_keys - p0);
+    s.step(q, k + p0 * kv_stride, v + p0 * kv_stride, kv_stride, count, head_dim, scale);
+  }
+  s.finish(head_dim, out);
+}
+
+void attention_head_paged(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
+                          float* out) {
+  OnlineSoftmax s;
+  const auto* k = static_cast<const float*>(kv.k);
+  const auto* v = static_cast<const float*>(kv.v);
+  for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
+    const int32_t count = std::min(kAttnChunk, n_keys - p0);
+    const int64_t off = kv.block_table[p0 / kv.block_size] * kv.block_stride + (p0 % kv.block_size) * kv.kv_stride;
+    s.step(q, k + off, v + off, kv.kv_stride, count, head_dim, scale);
+  }
+  s.finish(head_dim, out);
+}
+
+void attention_head_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
+                              float* out) {
+  OnlineSoftmax s;
+  alignas(32) float kc[kAttnChunk * kMaxHeadDim], vc[kAttnChunk * kMaxHeadDim];
+  const auto* k = static_cast<const uint16_t*>(kv.k);
+  const auto* v = static_cast<const uint16_t*>(kv.v);
+  for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
+    const int32_t count = std::min(kAttnChunk, n_keys - p0);
+    const int64_t off = kv.block_table[p0 / kv.block_size] * kv.block_stride + (p0 % kv.block_size) * kv.kv_stride;
+    widen_f16(k + off, kv.kv_stride, count, head_dim, kc);
+    widen_f16(v + off, kv.kv_stride, count, head_dim, vc);
+    s.step(q, kc, vc, head_dim, count, head_dim, scale);
+  }
+  s.finish(head_dim, out);
 }
 
 }  // namespace nexus

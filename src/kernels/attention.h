@@ -10,6 +10,14 @@
 // [position, kv_stride] row-major; the caller points them at this head's KV
 // head (GQA: query heads of a group share those rows, nothing is copied).
 // head_dim <= kMaxHeadDim; n_keys >= 1.
+//
+// Paged variants (Kwon et al. 2023, "Efficient Memory Management for LLM
+// Serving with PagedAttention"): the cache is a pool of blocks of block_size
+// positions and a sequence's positions are spread over the blocks of its
+// block table: position p is row p % block_size of block block_table[p /
+// block_size]. block_size must be a multiple of kAttnChunk, so every chunk
+// of the online softmax lies inside one block and the paged result is bit
+// for bit the contiguous one (same chunks, same operations).
 #pragma once
 
 #include <cstdint>
@@ -21,5 +29,29 @@ constexpr int32_t kMaxHeadDim = 256;
 
 void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int32_t n_keys,
                     int32_t head_dim, float scale, float* out);
+
+// Where one KV head's keys and values sit in a paged cache. Units are
+// elements (float or fp16), not bytes:
+//   K row of position p = k + block_table[p / block_size] * block_stride
+//                           + (p % block_size) * kv_stride     (same for v)
+// k, v point at this head's first value in block 0 (block id 0, row 0).
+// block_table holds at least ceil(n_keys / block_size) valid block ids.
+struct PagedKv {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const int32_t* block_table = nullptr;
+  int32_t block_size = 0;     // positions per block, a multiple of kAttnChunk
+  int64_t block_stride = 0;   // elements from one block to the next
+  int64_t kv_stride = 0;      // elements from one position to the next
+};
+
+// K/V stored as float32.
+void attention_head_paged(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
+                          float* out);
+
+// K/V stored as IEEE fp16 (uint16_t): each chunk is widened to float32
+// (exactly) before the same arithmetic as above.
+void attention_head_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
+                              float* out);
 
 }  // namespace nexus

@@ -8,33 +8,15 @@
 #include <string>
 
 #include "kernels/attention.h"
-#include "kernels/dequant.h"
-#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/thread_pool.h"
+#include "model/forward_steps.h"
 #include "model/llama_model.h"
 #include "util/error.h"
 
 namespace nexus {
 
-// Activations for a batch of n tokens, each buffer [n, width] row-major.
-struct LlamaContext::Activations {
-  std::vector<float> x;     // residual stream       [n, n_embd]
-  std::vector<float> xb;    // normed input          [n, n_embd]
-  std::vector<float> xb2;   // sub-layer output      [n, n_embd]
-  std::vector<float> q;     // queries               [n, n_embd]
-  std::vector<float> k;     // keys                  [n, n_embd_kv]
-  std::vector<float> v;     // values                [n, n_embd_kv]
-  std::vector<float> att;   // attention output      [n, n_embd]
-  std::vector<float> hb;    // FFN gate -> SwiGLU    [n, n_ff]
-  std::vector<float> hb2;   // FFN up                [n, n_ff]
-
-  void resize(const LlamaConfig& c, size_t n) {
-    for (auto* b : {&x, &xb, &xb2, &q, &att}) b->resize(n * c.n_embd);
-    for (auto* b : {&k, &v}) b->resize(n * c.n_embd_kv());
-    for (auto* b : {&hb, &hb2}) b->resize(n * c.n_ff);
-  }
-};
+struct LlamaContext::Activations : nexus::Activations {};
 
 LlamaContext::LlamaContext(const LlamaModel& model, int32_t n_ctx, int32_t n_threads)
     : model_(model), act_(std::make_unique<Activations>()) {
@@ -75,24 +57,16 @@ void LlamaContext::forward(std::span<const int32_t> tokens, bool all_logits) {
   if (n_past_ + n > n_ctx_)
     throw Error("eval: " + std::to_string(n_past_ + n) + " tokens do not fit in the context of " +
                 std::to_string(n_ctx_));
-  for (int32_t id : tokens)
-    if (id < 0 || id >= c.n_vocab) throw Error("eval: token id " + std::to_string(id) + " out of range");
+  check_token_ids(c, tokens, "eval");
 
   Activations& a = *act_;
   a.resize(c, static_cast<size_t>(n));
-  const int64_t E = c.n_embd, KV = c.n_embd_kv(), F = c.n_ff;
+  const int64_t E = c.n_embd, KV = c.n_embd_kv();
 
-  for (int32_t t = 0; t < n; ++t)
-    dequantize_row(model_.tok_embd().type, model_.tok_embd().row(tokens[t]), &a.x[t * E], E);
-
+  embed_tokens(model_, tokens, a);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
-
-    // Attention block.
-    for (int32_t t = 0; t < n; ++t) rmsnorm(&a.xb[t * E], &a.x[t * E], L.attn_norm.f32(), E, c.rms_eps);
-    matmul(L.wq, a.xb.data(), a.q.data(), n, *pool_);
-    matmul(L.wk, a.xb.data(), a.k.data(), n, *pool_);
-    matmul(L.wv, a.xb.data(), a.v.data(), n, *pool_);
+    attention_inputs(model_, L, a, n, *pool_);
     for (int32_t t = 0; t < n; ++t) {
       rope(&a.q[t * E], c.n_head, c.head_dim, c.n_rot, n_past_ + t, c.rope_freq_base);
       rope(&a.k[t * KV], c.n_head_kv, c.head_dim, c.n_rot, n_past_ + t, c.rope_freq_base);
@@ -101,25 +75,13 @@ void LlamaContext::forward(std::span<const int32_t> tokens, bool all_logits) {
     std::memcpy(&k_cache_[layer_off + static_cast<size_t>(n_past_) * KV], a.k.data(), sizeof(float) * n * KV);
     std::memcpy(&v_cache_[layer_off + static_cast<size_t>(n_past_) * KV], a.v.data(), sizeof(float) * n * KV);
     attention(l, n);
-    matmul(L.wo, a.att.data(), a.xb2.data(), n, *pool_);
-    for (int64_t i = 0; i < n * E; ++i) a.x[i] += a.xb2[i];
-
-    // Feed-forward block (SwiGLU).
-    for (int32_t t = 0; t < n; ++t) rmsnorm(&a.xb[t * E], &a.x[t * E], L.ffn_norm.f32(), E, c.rms_eps);
-    matmul(L.w_gate, a.xb.data(), a.hb.data(), n, *pool_);
-    matmul(L.w_up, a.xb.data(), a.hb2.data(), n, *pool_);
-    swiglu(a.hb.data(), a.hb2.data(), n * F);
-    matmul(L.w_down, a.hb.data(), a.xb2.data(), n, *pool_);
-    for (int64_t i = 0; i < n * E; ++i) a.x[i] += a.xb2[i];
+    attention_output_and_ffn(model_, L, a, n, *pool_);
   }
 
   // Logits: of the last token only, unless every position is wanted.
-  const int32_t first = all_logits ? 0 : n - 1;
-  const int32_t n_out = n - first;
-  for (int32_t t = first; t < n; ++t)
-    rmsnorm(&a.xb[(t - first) * E], &a.x[t * E], model_.output_norm().f32(), E, c.rms_eps);
-  logits_.resize(static_cast<size_t>(n_out) * c.n_vocab);
-  matmul(model_.output(), a.xb.data(), logits_.data(), n_out, *pool_);
+  rows_.clear();
+  for (int32_t t = all_logits ? 0 : n - 1; t < n; ++t) rows_.push_back(t);
+  output_logits(model_, a, rows_, logits_, *pool_);
   n_past_ += n;
 }
 

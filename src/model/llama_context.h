@@ -51,6 +51,7 @@ class LlamaContext {
   std::unique_ptr<ThreadPool> pool_;
   std::vector<float> k_cache_, v_cache_;  // [n_layer][n_ctx][n_embd_kv]
   std::vector<float> logits_;
+  std::vector<int32_t> rows_;  // batch rows whose logits are wanted
   std::unique_ptr<Activations> act_;
 };
 

@@ -1,0 +1,140 @@
+// The batched forward pass: forward_steps.h for everything per token, the
+// paged cache and attention_head_paged for K/V.
+#include "model/batch_forward.h"
+
+#include <cmath>
+#include <string>
+
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+#include "kernels/thread_pool.h"
+#include "model/forward_steps.h"
+#include "model/kv_cache.h"
+#include "model/llama_model.h"
+#include "util/error.h"
+
+namespace nexus {
+
+BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_threads)
+    : model_(model), cache_(cache), act_(std::make_unique<Activations>()) {
+  const LlamaConfig& c = model.config();
+  if (c.head_dim > kMaxHeadDim)
+    throw Error("head size " + std::to_string(c.head_dim) + " exceeds the supported " + std::to_string(kMaxHeadDim));
+  if (cache.n_layer() != c.n_layer || cache.n_embd_kv() != c.n_embd_kv())
+    throw Error("batch forward: the KV cache was made for " + std::to_string(cache.n_layer()) + " layers of width " +
+                std::to_string(cache.n_embd_kv()) + ", the model has " + std::to_string(c.n_layer) + " of width " +
+                std::to_string(c.n_embd_kv()));
+  pool_ = std::make_unique<ThreadPool>(n_threads);
+}
+
+BatchForward::~BatchForward() = default;
+
+void BatchForward::validate(std::span<const SeqRun> runs) const {
+  const LlamaConfig& c = model_.config();
+  if (runs.empty()) throw Error("batch forward: no sequences");
+  const int64_t bs = cache_.block_size();
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const SeqRun& run = runs[r];
+    const std::string which = "batch forward: sequence " + std::to_string(r);
+    if (run.tokens.empty()) throw Error(which + " has no tokens");
+    check_token_ids(c, run.tokens, which.c_str());
+    const int64_t end = static_cast<int64_t>(run.n_past) + static_cast<int64_t>(run.tokens.size());
+    if (run.n_past < 0 || end > c.n_ctx_train)
+      throw Error(which + ": positions " + std::to_string(run.n_past) + ".." + std::to_string(end - 1) +
+                  " are outside the model's context of " + std::to_string(c.n_ctx_train));
+    const int64_t n_blocks = (end + bs - 1) / bs;
+    if (static_cast<int64_t>(run.block_table.size()) < n_blocks)
+      throw Error(which + ": " + std::to_string(end) + " positions need " + std::to_string(n_blocks) +
+                  " blocks, its block table has " + std::to_string(run.block_table.size()));
+    for (int64_t i = 0; i < n_blocks; ++i)
+      if (run.block_table[i] < 0 || run.block_table[i] >= cache_.n_blocks())
+        throw Error(which + ": block " + std::to_string(run.block_table[i]) + " is outside the cache of " +
+                    std::to_string(cache_.n_blocks()) + " blocks");
+  }
+}
+
+std::span<const float> BatchForward::forward(std::span<const SeqRun> runs) {
+  validate(runs);
+  const LlamaConfig& c = model_.config();
+  tokens_.clear();
+  pos_.clear();
+  run_of_.clear();
+  rows_.clear();
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const SeqRun& run = runs[r];
+    for (size_t i = 0; i < run.tokens.size(); ++i) {
+      tokens_.push_back(run.tokens[i]);
+      pos_.push_back(run.n_past + static_cast<int32_t>(i));
+      run_of_.push_back(static_cast<int32_t>(r));
+    }
+    if (run.want_logits) rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+  }
+  const int32_t n = static_cast<int32_t>(tokens_.size());
+  Activations& a = *act_;
+  a.resize(c, static_cast<size_t>(n));
+  const int64_t E = c.n_embd, KV = c.n_embd_kv();
+
+  embed_tokens(model_, tokens_, a);
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
+    attention_inputs(model_, L, a, n, *pool_);
+    for (int32_t t = 0; t < n; ++t) {
+      rope(&a.q[t * E], c.n_head, c.head_dim, c.n_rot, pos_[t], c.rope_freq_base);
+      rope(&a.k[t * KV], c.n_head_kv, c.head_dim, c.n_rot, pos_[t], c.rope_freq_base);
+    }
+    write_kv(l, runs);  // every token's K/V before any attention reads them
+    attention(l, runs);
+    attention_output_and_ffn(model_, L, a, n, *pool_);
+  }
+  output_logits(model_, a, rows_, logits_, *pool_);
+  return logits_;
+}
+
+void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs) {
+  const int32_t bs = cache_.block_size();
+  const int64_t KV = cache_.n_embd_kv();
+  for (size_t t = 0; t < pos_.size(); ++t) {
+    const int32_t p = pos_[t];
+    const int32_t block = runs[static_cast<size_t>(run_of_[t])].block_table[static_cast<size_t>(p / bs)];
+    cache_.write(block, layer, p % bs, &act_->k[t * KV], &act_->v[t * KV]);
+  }
+}
+
+// Causal attention with GQA (query head h reads KV head h / (n_head /
+// n_head_kv)): token t at position p attends to its sequence's positions
+// [0, p]. One task per (token, head).
+void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
+  const LlamaConfig& c = model_.config();
+  Activations& a = *act_;
+  const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const size_t esize = cache_.element_size();
+  const auto* base = static_cast<const uint8_t*>(cache_.data());
+  const bool f16 = cache_.type() == KvType::F16;
+  const int64_t n_tasks = static_cast<int64_t>(pos_.size()) * c.n_head;
+
+  auto heads = [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const size_t t = static_cast<size_t>(task / c.n_head);
+      const int32_t h = static_cast<int32_t>(task % c.n_head);
+      const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
+      PagedKv kv;
+      kv.k = base + (cache_.k_offset(0, layer) + kv_off) * esize;
+      kv.v = base + (cache_.v_offset(0, layer) + kv_off) * esize;
+      kv.block_table = runs[static_cast<size_t>(run_of_[t])].block_table.data();
+      kv.block_size = cache_.block_size();
+      kv.block_stride = cache_.block_elems();
+      kv.kv_stride = cache_.n_embd_kv();
+      const float* q = &a.q[t * c.n_embd + h * hd];
+      float* out = &a.att[t * c.n_embd + h * hd];
+      if (f16) attention_head_paged_f16(q, kv, pos_[t] + 1, hd, scale, out);
+      else attention_head_paged(q, kv, pos_[t] + 1, hd, scale, out);
+    }
+  };
+  int64_t work = 0;  // multiply-adds, to skip waking the workers for tiny steps
+  for (int32_t p : pos_) work += static_cast<int64_t>(p + 1) * c.n_head * hd;
+  if (work < (1 << 15)) heads(0, n_tasks);
+  else pool_->parallel_for(n_tasks, heads);
+}
+
+}  // namespace nexus

@@ -1,0 +1,83 @@
+// BatchForward: one forward pass of a LlamaModel over a batch made of several
+// sequences' token runs, reading and writing K/V in a paged KvCache -- the
+// model side of continuous batching (Yu et al. 2022, "Orca": iteration-level
+// scheduling; Kwon et al. 2023, "PagedAttention").
+//
+// A step's batch mixes decode runs (one token of a running sequence) and
+// prefill chunks (several prompt tokens of a sequence being admitted). All
+// tokens of the step go through ONE matmul per weight ([n_tokens, n_cols]
+// activations); RoPE uses each token's own position; each token's K/V is
+// written into its sequence's blocks before any attention of that layer, and
+// each token attends over positions [0, its position] of its own sequence
+// through the sequence's block table (attention_head_paged).
+//
+// Determinism: with float weights and an F32 cache, every token's logits are
+// bit for bit those LlamaContext computes for the same sequence, whatever
+// else shares the batch (same steps: forward_steps.h; same attention chunks).
+// Quantized weights switch to other kernels for large batches (matmul.h), so
+// there results agree only to rounding.
+//
+// Not thread-safe; owns its worker threads. Which blocks a sequence owns is
+// the caller's business (engine/block_manager.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace nexus {
+
+class KvCache;
+class LlamaModel;
+class ThreadPool;
+struct Activations;
+
+// One sequence's tokens in a batch.
+struct SeqRun {
+  std::span<const int32_t> tokens;       // positions n_past .. n_past + size - 1; not empty
+  int32_t n_past = 0;                    // positions of this sequence already in the cache
+  std::span<const int32_t> block_table;  // the sequence's blocks, covering n_past + tokens.size() positions
+  bool want_logits = true;               // return the logits of the run's last token
+};
+
+class BatchForward {
+ public:
+  // `cache` must have been made for `model` (same layer count and KV width);
+  // both must outlive this object. n_threads: kernel threads including the
+  // caller, 0 = hardware concurrency. Throws nexus::Error on a mismatch or a
+  // head size above kMaxHeadDim.
+  BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_threads = 0);
+  ~BatchForward();
+  BatchForward(const BatchForward&) = delete;
+  BatchForward& operator=(const BatchForward&) = delete;
+
+  // Runs every run of `runs` through the model in one pass and writes their
+  // K/V. Returns [n, n_vocab] float32 logits, one row per run with
+  // want_logits, in the order of `runs` (valid until the next call).
+  // Preconditions the caller guarantees: no two runs belong to the same
+  // sequence, and no run writes into a block another sequence reads (shared
+  // blocks are full, so they lie before every sharer's n_past).
+  // Throws nexus::Error, before touching the cache, when `runs` is empty, a
+  // run is empty, an id is outside [0, n_vocab), a position would reach the
+  // model's training context, a block table is too short or names a block
+  // outside the cache.
+  std::span<const float> forward(std::span<const SeqRun> runs);
+
+  const KvCache& cache() const { return cache_; }
+  const LlamaModel& model() const { return model_; }
+
+ private:
+  void validate(std::span<const SeqRun> runs) const;
+  void write_kv(int32_t layer, std::span<const SeqRun> runs);
+  void attention(int32_t layer, std::span<const SeqRun> runs);
+
+  const LlamaModel& model_;
+  KvCache& cache_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Activations> act_;
+  std::vector<int32_t> tokens_, pos_, run_of_, rows_;  // per batch token (rows_: per logits row)
+  std::vector<float> logits_;
+};
+
+}  // namespace nexus

@@ -1,0 +1,88 @@
+#include "model/kv_cache.h"
+
+#include <cassert>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "kernels/attention.h"
+#include "kernels/quant_blocks.h"
+#include "model/llama_config.h"
+#include "util/error.h"
+
+namespace nexus {
+
+const char* kv_type_name(KvType t) { return t == KvType::F32 ? "f32" : "f16"; }
+
+size_t KvCache::block_bytes(const LlamaConfig& c, int32_t block_size, KvType type) {
+  return 2 * static_cast<size_t>(c.n_layer) * static_cast<size_t>(block_size) * static_cast<size_t>(c.n_embd_kv()) *
+         (type == KvType::F32 ? 4 : 2);
+}
+
+int32_t KvCache::blocks_for_budget(const LlamaConfig& c, size_t budget_bytes, int32_t block_size, KvType type) {
+  const size_t per = block_bytes(c, block_size, type);
+  if (per == 0) return 0;
+  const size_t n = budget_bytes / per;
+  return n > static_cast<size_t>(std::numeric_limits<int32_t>::max()) ? std::numeric_limits<int32_t>::max()
+                                                                      : static_cast<int32_t>(n);
+}
+
+void KvCache::Free::operator()(void* p) const { std::free(p); }
+
+KvCache::KvCache(const LlamaConfig& c, int32_t n_blocks, int32_t block_size, KvType type)
+    : n_blocks_(n_blocks), block_size_(block_size), n_embd_kv_(c.n_embd_kv()), n_layer_(c.n_layer), type_(type) {
+  if (n_blocks < 1) throw Error("KV cache: needs at least one block, got " + std::to_string(n_blocks));
+  if (block_size < 1 || block_size % kAttnChunk != 0)
+    throw Error("KV cache: block size " + std::to_string(block_size) + " must be a positive multiple of " +
+                std::to_string(kAttnChunk));
+  if (c.n_layer < 1 || n_embd_kv_ < 1) throw Error("KV cache: the model has no layers or no KV heads");
+  layer_elems_ = 2 * static_cast<int64_t>(block_size) * n_embd_kv_;
+  block_elems_ = static_cast<int64_t>(c.n_layer) * layer_elems_;
+  size_t bytes = 0, total = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(block_elems_), element_size(), &bytes) ||
+      __builtin_mul_overflow(bytes, static_cast<size_t>(n_blocks), &total) || total > (size_t{1} << 48))
+    throw Error("KV cache: " + std::to_string(n_blocks) + " blocks overflow the address space");
+  // 64-byte aligned (cache lines); aligned_alloc wants a multiple of the alignment.
+  total = (total + 63) / 64 * 64;
+  data_.reset(std::aligned_alloc(64, total));
+  if (!data_)
+    throw Error("KV cache: cannot allocate " + std::to_string(total) + " bytes (" + std::to_string(n_blocks) +
+                " blocks)");
+}
+
+KvCache::~KvCache() = default;
+
+void KvCache::store(int64_t offset, const float* row) {
+  if (type_ == KvType::F32) {
+    std::memcpy(static_cast<float*>(data_.get()) + offset, row, sizeof(float) * n_embd_kv_);
+  } else {
+    uint16_t* dst = static_cast<uint16_t*>(data_.get()) + offset;
+    for (int32_t i = 0; i < n_embd_kv_; ++i) dst[i] = fp32_to_fp16(row[i]);
+  }
+}
+
+void KvCache::load(int64_t offset, float* out) const {
+  if (type_ == KvType::F32) {
+    std::memcpy(out, static_cast<const float*>(data_.get()) + offset, sizeof(float) * n_embd_kv_);
+  } else {
+    const uint16_t* src = static_cast<const uint16_t*>(data_.get()) + offset;
+    for (int32_t i = 0; i < n_embd_kv_; ++i) out[i] = fp16_to_fp32(src[i]);
+  }
+}
+
+void KvCache::write(int32_t block, int32_t layer, int32_t slot, const float* k_row, const float* v_row) {
+  assert(block >= 0 && block < n_blocks_ && slot >= 0 && slot < block_size_);
+  store(k_offset(block, layer) + static_cast<int64_t>(slot) * n_embd_kv_, k_row);
+  store(v_offset(block, layer) + static_cast<int64_t>(slot) * n_embd_kv_, v_row);
+}
+
+void KvCache::read_k(int32_t block, int32_t layer, int32_t slot, float* out) const {
+  load(k_offset(block, layer) + static_cast<int64_t>(slot) * n_embd_kv_, out);
+}
+
+void KvCache::read_v(int32_t block, int32_t layer, int32_t slot, float* out) const {
+  load(v_offset(block, layer) + static_cast<int64_t>(slot) * n_embd_kv_, out);
+}
+
+}  // namespace nexus

@@ -1,0 +1,82 @@
+// KvCache: sizing from a byte budget, the block layout, and F32/F16 storage.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/quant_blocks.h"
+#include "model/kv_cache.h"
+#include "model/llama_config.h"
+#include "util/error.h"
+
+using namespace nexus;
+
+namespace {
+
+LlamaConfig tiny_config() {
+  LlamaConfig c;
+  c.n_layer = 3;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 8;
+  c.n_embd = 32;
+  return c;
+}
+
+}  // namespace
+
+TEST(KvCache, BlockBytesFollowTheLayout) {
+  const LlamaConfig c = tiny_config();  // n_embd_kv = 16
+  EXPECT_EQ(KvCache::block_bytes(c, 16, KvType::F16), 2u * 3 * 16 * 16 * 2);
+  EXPECT_EQ(KvCache::block_bytes(c, 32, KvType::F32), 2u * 3 * 32 * 16 * 4);
+  const size_t per = KvCache::block_bytes(c, 16, KvType::F16);
+  EXPECT_EQ(KvCache::blocks_for_budget(c, 10 * per + per - 1, 16, KvType::F16), 10);
+  EXPECT_EQ(KvCache::blocks_for_budget(c, per - 1, 16, KvType::F16), 0);
+  KvCache cache(c, 10, 16, KvType::F16);
+  EXPECT_EQ(cache.total_bytes(), 10 * per);  // never more than the budget it was sized from
+}
+
+TEST(KvCache, OffsetsTileTheArenaWithoutOverlap) {
+  const LlamaConfig c = tiny_config();
+  KvCache cache(c, 4, 16, KvType::F32);
+  // Each (block, layer, K|V) owns [offset, offset + block_size * n_embd_kv).
+  const int64_t slab = 16 * c.n_embd_kv();
+  std::vector<int> owner(static_cast<size_t>(cache.block_elems() * 4), 0);
+  for (int32_t b = 0; b < 4; ++b)
+    for (int32_t l = 0; l < c.n_layer; ++l)
+      for (int64_t off : {cache.k_offset(b, l), cache.v_offset(b, l)})
+        for (int64_t i = 0; i < slab; ++i) ++owner.at(static_cast<size_t>(off + i));
+  for (int o : owner) ASSERT_EQ(o, 1);
+}
+
+TEST(KvCache, WriteReadRoundTrips) {
+  const LlamaConfig c = tiny_config();
+  std::vector<float> k(16), v(16), out(16);
+  for (int i = 0; i < 16; ++i) {
+    k[i] = 0.1f * i - 0.77f;
+    v[i] = std::ldexp(1.0f, -i) + 1e-4f;
+  }
+  KvCache f32(c, 2, 16, KvType::F32);
+  f32.write(1, 2, 15, k.data(), v.data());
+  f32.read_k(1, 2, 15, out.data());
+  EXPECT_EQ(out, k);
+  f32.read_v(1, 2, 15, out.data());
+  EXPECT_EQ(out, v);
+
+  KvCache f16(c, 2, 16, KvType::F16);
+  f16.write(0, 1, 3, k.data(), v.data());
+  f16.read_v(0, 1, 3, out.data());
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], fp16_to_fp32(fp32_to_fp16(v[i])));
+  f16.read_k(0, 1, 3, out.data());
+  for (int i = 0; i < 16; ++i) EXPECT_NEAR(out[i], k[i], std::abs(k[i]) * 1e-3f);
+}
+
+TEST(KvCache, RejectsBadSizes) {
+  const LlamaConfig c = tiny_config();
+  EXPECT_THROW(KvCache(c, 0), Error);
+  EXPECT_THROW(KvCache(c, 4, 8), Error);   // not a multiple of the attention chunk
+  EXPECT_THROW(KvCache(c, 4, 24), Error);
+  EXPECT_THROW(KvCache(c, 4, -16), Error);
+  // 2e9 blocks of 384 KiB: past the 2^48-byte cap, refused before any allocation.
+  EXPECT_THROW(KvCache(c, 2000000000, 1024, KvType::F32), Error);
+}
