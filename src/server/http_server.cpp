@@ -117,6 +117,8 @@ void HttpServer::stop() {
     std::unique_lock lock(s.ctx.mu);
     s.ctx.cv.wait_for(lock, std::chrono::seconds(2), [&s] { return s.ctx.sessions.empty(); });
   }
+  // From here on no engine thread posts into (or holds a part of) ioc.
+  s.ctx.gate->close();
   s.work.reset();
   s.ioc.stop();
   for (std::thread& t : s.threads) t.join();

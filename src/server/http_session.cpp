@@ -30,18 +30,18 @@ std::string reply_head(int status, size_t content_length, bool keep_alive,
 }  // namespace
 
 void EventRelay::deliver(const GenerationEvent& ev) {
-  std::lock_guard lock(mu_);
-  if (!session_) return;
+  std::lock_guard lock(gate_->mu);
+  if (!gate_->open || !session_) return;
   // Only the posted handler may hold the session past this point: were the
   // engine thread to drop the last reference, the session (its socket and
   // timers) would be destroyed here, racing with the server's shutdown.
   std::shared_ptr<HttpSession> s = ev.done ? std::move(session_) : session_;
-  auto ex = s->executor();
+  auto ex = s->executor();  // destroyed under the lock too (it refers into the io_context)
   net::post(ex, [s = std::move(s), ev] { s->on_engine_event(ev); });
 }
 
 void EventRelay::detach() {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(gate_->mu);
   session_.reset();
 }
 
@@ -131,7 +131,7 @@ void HttpSession::handle_request() {
 }
 
 void HttpSession::start_generation(PendingGeneration g) {
-  relay_ = std::make_shared<EventRelay>(shared_from_this());
+  relay_ = std::make_shared<EventRelay>(ctx_.gate, shared_from_this());
   handle_ = ctx_.router.backend().submit(std::move(g.request),
                                          [relay = relay_](const GenerationEvent& ev) { relay->deliver(ev); });
   if (!handle_) {

@@ -37,6 +37,19 @@ namespace nexus::server {
 
 class HttpSession;
 
+// Whether engine threads may still post into the server's io_context.
+// HttpServer::stop() closes it before the io_context goes away; a post holds
+// `mu` from before it touches the io_context (executor copies included) until
+// after, so once close() returns no engine thread is inside one.
+struct PostGate {
+  std::mutex mu;
+  bool open = true;
+  void close() {
+    std::lock_guard lock(mu);
+    open = false;
+  }
+};
+
 // State shared by the server and its sessions.
 struct ServerContext {
   ServerContext(Backend& backend, HttpServerOptions o) : router(backend), opts(std::move(o)) {}
@@ -48,19 +61,21 @@ struct ServerContext {
   std::mutex mu;
   std::condition_variable cv;
   std::unordered_map<HttpSession*, std::weak_ptr<HttpSession>> sessions;
+  std::shared_ptr<PostGate> gate = std::make_shared<PostGate>();
 };
 
 // Carries events from the engine thread to a session's strand; detach()
-// makes later events vanish (session closed or server stopping).
+// makes later events vanish (session closed). Shares the server's gate.
 class EventRelay {
  public:
-  explicit EventRelay(std::shared_ptr<HttpSession> s) : session_(std::move(s)) {}
+  EventRelay(std::shared_ptr<PostGate> gate, std::shared_ptr<HttpSession> s)
+      : gate_(std::move(gate)), session_(std::move(s)) {}
   void deliver(const GenerationEvent& ev);  // engine thread
   void detach();
 
  private:
-  std::mutex mu_;
-  std::shared_ptr<HttpSession> session_;
+  std::shared_ptr<PostGate> gate_;
+  std::shared_ptr<HttpSession> session_;  // guarded by gate_->mu
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
