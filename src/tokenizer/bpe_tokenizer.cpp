@@ -1,9 +1,10 @@
 #include "tokenizer/bpe_tokenizer.h"
 
 #include <array>
-#include <queue>
+#include <optional>
 
 #include "gguf/gguf_file.h"
+#include "tokenizer/symbol_merge.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
 
@@ -31,24 +32,6 @@ const ByteTable& table() {
   static const ByteTable t;
   return t;
 }
-
-struct Symbol {
-  int prev, next;
-  size_t start, n;
-};
-
-struct Bigram {
-  int left, right;
-  int32_t rank;
-  size_t size;
-};
-
-// Lowest rank first; on ties the leftmost pair.
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
-};
 
 }  // namespace
 
@@ -104,38 +87,14 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
       return;
     }
   }
-  std::vector<Symbol> sym;
-  sym.reserve(word.size());
-  for (size_t off = 0; off < word.size();) {
-    const size_t len = utf8::decode(word, off).len;
-    const int idx = static_cast<int>(sym.size());
-    sym.push_back({idx - 1, off + len == word.size() ? -1 : idx + 1, off, len});
-    off += len;
-  }
+  std::vector<Symbol> sym = split_chars(word);
   std::string key;
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  merge_symbols(word, sym, [&](std::string_view merged, size_t left_len) -> std::optional<double> {
+    const int32_t rk = rank(merged.substr(0, left_len), merged.substr(left_len), key);
+    if (rk < 0) return std::nullopt;
+    return -static_cast<double>(rk);  // lowest rank first
+  });
   auto text_of = [&](int i) { return word.substr(sym[i].start, sym[i].n); };
-  auto try_add = [&](int l, int r) {
-    if (l < 0 || r < 0) return;
-    const int32_t rk = rank(text_of(l), text_of(r), key);
-    if (rk >= 0) queue.push({l, r, rk, sym[l].n + sym[r].n});
-  };
-  for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
-
-  while (!queue.empty()) {
-    const Bigram bg = queue.top();
-    queue.pop();
-    Symbol& left = sym[bg.left];
-    Symbol& right = sym[bg.right];
-    // Stale: symbols only grow, so unchanged sizes mean an unchanged pair.
-    if (left.n == 0 || right.n == 0 || left.n + right.n != bg.size) continue;
-    left.n += right.n;
-    right.n = 0;
-    left.next = right.next;
-    if (right.next >= 0) sym[right.next].prev = bg.left;
-    try_add(left.prev, bg.left);
-    try_add(bg.left, left.next);
-  }
 
   for (int i = 0; i != -1 && !sym.empty(); i = sym[i].next) {
     const std::string_view s = text_of(i);

@@ -1,8 +1,9 @@
 #include "tokenizer/spm_tokenizer.h"
 
-#include <queue>
+#include <optional>
 
 #include "gguf/gguf_file.h"
+#include "tokenizer/symbol_merge.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
 
@@ -10,24 +11,6 @@ namespace nexus::tok {
 namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
-
-struct Symbol {
-  int prev, next;  // linked list of live symbols (-1: none)
-  size_t start, n; // bytes of the text; n == 0 once merged into its left neighbour
-};
-
-struct Bigram {
-  int left, right;
-  float score;
-  size_t size;  // bytes of the merged text, to detect stale entries
-};
-
-// Highest score first; on ties the leftmost pair.
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  }
-};
 
 }  // namespace
 
@@ -64,39 +47,12 @@ void SpmTokenizer::encode_text(std::string_view raw, bool after_special,
   }
   if (text.empty()) return;
 
-  std::vector<Symbol> sym;
-  sym.reserve(text.size());
-  for (size_t off = 0; off < text.size();) {
-    const size_t len = utf8::decode(text, off).len;
-    const int idx = static_cast<int>(sym.size());
-    sym.push_back({idx - 1, off + len == text.size() ? -1 : idx + 1, off, len});
-    off += len;
-  }
-
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
-  auto try_add = [&](int l, int r) {
-    if (l < 0 || r < 0) return;
-    const size_t size = sym[l].n + sym[r].n;  // live neighbours are contiguous
-    const int32_t id = lookup(std::string_view(text).substr(sym[l].start, size));
-    if (id < 0) return;
-    queue.push({l, r, scores_[id], size});
-  };
-  for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
-
-  while (!queue.empty()) {
-    const Bigram bg = queue.top();
-    queue.pop();
-    Symbol& left = sym[bg.left];
-    Symbol& right = sym[bg.right];
-    // Stale: one side was merged away, or grew, since the pair was queued.
-    if (left.n == 0 || right.n == 0 || left.n + right.n != bg.size) continue;
-    left.n += right.n;
-    right.n = 0;
-    left.next = right.next;
-    if (right.next >= 0) sym[right.next].prev = bg.left;
-    try_add(left.prev, bg.left);
-    try_add(bg.left, left.next);
-  }
+  std::vector<Symbol> sym = split_chars(text);
+  merge_symbols(text, sym, [&](std::string_view merged, size_t) -> std::optional<double> {
+    const int32_t id = lookup(merged);
+    if (id < 0) return std::nullopt;
+    return scores_[id];
+  });
 
   for (int i = 0; i != -1; i = sym[i].next) {
     const std::string_view piece = std::string_view(text).substr(sym[i].start, sym[i].n);
