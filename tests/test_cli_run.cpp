@@ -110,3 +110,9 @@ TEST(CliRun, BadSamplingParameterFails) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("top_p"), std::string::npos) << r.err;
 }
+
+TEST(CliMain, UnknownSubcommandIsNamed) {
+  const Result r = run_nexus("bogus");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown subcommand 'bogus'"), std::string::npos) << r.err;
+}

@@ -1,4 +1,5 @@
 // nexus: one binary, subcommands registered by src/cli/cmd_*.cpp.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -38,6 +39,15 @@ int main(int argc, char** argv) {
     auto fn = std::make_shared<std::function<int()>>();
     *fn = c.setup(*sub);
     sub->callback([fn, &run] { run = *fn; });
+  }
+  // CLI11 reports an unknown first word as "a subcommand is required"; name it.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    const auto& reg = command_registry();
+    if (std::none_of(reg.begin(), reg.end(), [&](const Command& c) { return c.name == word; })) {
+      std::fprintf(stderr, "nexus: unknown subcommand '%s' (see nexus --help)\n", word.c_str());
+      return 2;
+    }
   }
   try {
     app.parse(argc, argv);

@@ -56,7 +56,7 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   if (g.prompt.empty()) throw bad_request(fmt::format("Invalid '{}': it encodes to no tokens.", param), param, "invalid_value");
   const auto n_prompt = static_cast<int64_t>(g.prompt.size());
   if (n_prompt >= n_ctx) {
-    throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, your {} is {} "
+    throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, the {} take {} "
                                   "tokens, which leaves no room for a completion.",
                                   n_ctx, param, n_prompt),
                       param, "context_length_exceeded");
