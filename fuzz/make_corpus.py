@@ -113,21 +113,21 @@ def main():
     w3, w2, w1 = Writer(3), Writer(2), Writer(1)
     all_types = [(f"t{gt}", [256, 2], gt) for gt in sorted(GGML)]
     seeds = {
-        "every_value_type_v3.gguf": w3.file(every_type_kvs(), [("a", [4], 0), ("b", [32, 2], 8)]),
-        "every_value_type_v2.gguf": w2.file(every_type_kvs(), [("a", [2, 2, 2, 2], 1)]),
-        "every_value_type_v1.gguf": w1.file(every_type_kvs(), [("a", [8, 3], 0)]),
-        "all_ggml_types.gguf": w3.file([("general.alignment", U32, 64)], all_types, alignment=64),
-        "mini_llama_f32.gguf": mini_llama(w3, 0),
-        "mini_llama_q8_0.gguf": mini_llama(w3, 8),
-        "mini_llama_q4_0_v2.gguf": mini_llama(w2, 2),
-        "mini_llama_v1.gguf": mini_llama(w1, 0),
-        "vocab_only.gguf": w3.file(every_type_kvs()[:3], []),
-        "empty_header.gguf": w3.file([], []),
-        "bad_magic.gguf": b"GGUX" + w3.file([], [])[4:],
-        "version4.gguf": b"GGUF" + struct.pack("<I", 4) + w3.file([], [])[8:],
-        "huge_kv_count.gguf": b"GGUF" + struct.pack("<IQQ", 3, 0, 2**63),
-        "huge_string.gguf": b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 2**64 - 1) + b"k" * 16,
-        "row_not_block_multiple.gguf": w3.file([], [("r", [64], 8)]).replace(
+        "every_value_type_v3.seed": w3.file(every_type_kvs(), [("a", [4], 0), ("b", [32, 2], 8)]),
+        "every_value_type_v2.seed": w2.file(every_type_kvs(), [("a", [2, 2, 2, 2], 1)]),
+        "every_value_type_v1.seed": w1.file(every_type_kvs(), [("a", [8, 3], 0)]),
+        "all_ggml_types.seed": w3.file([("general.alignment", U32, 64)], all_types, alignment=64),
+        "mini_llama_f32.seed": mini_llama(w3, 0),
+        "mini_llama_q8_0.seed": mini_llama(w3, 8),
+        "mini_llama_q4_0_v2.seed": mini_llama(w2, 2),
+        "mini_llama_v1.seed": mini_llama(w1, 0),
+        "vocab_only.seed": w3.file(every_type_kvs()[:3], []),
+        "empty_header.seed": w3.file([], []),
+        "bad_magic.seed": b"GGUX" + w3.file([], [])[4:],
+        "version4.seed": b"GGUF" + struct.pack("<I", 4) + w3.file([], [])[8:],
+        "huge_kv_count.seed": b"GGUF" + struct.pack("<IQQ", 3, 0, 2**63),
+        "huge_string.seed": b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 2**64 - 1) + b"k" * 16,
+        "row_not_block_multiple.seed": w3.file([], [("r", [64], 8)]).replace(
             struct.pack("<IQ", 1, 64), struct.pack("<IQ", 1, 48), 1),
     }
     for name, data in seeds.items():
@@ -136,7 +136,7 @@ def main():
     if stories:
         with open(stories, "rb") as f:
             head = f.read(16384)
-        with open(os.path.join(out, "stories260K_prefix16k.gguf"), "wb") as f:
+        with open(os.path.join(out, "stories260K_prefix16k.seed"), "wb") as f:
             f.write(head)
 
 
