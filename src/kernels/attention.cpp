@@ -31,7 +31,7 @@ void scores_generic(const float* q, const float* k, int64_t kv_stride, int32_t c
 
 // head_dim a multiple of 8: each key's products stay in 8 lanes, then eight
 // keys' lanes are summed at once with a horizontal-add tree.
-void scores_avx2(const float* q, const float* k, int64_t kv_stride, int32_t count, int32_t head_dim, float scale,
+[[gnu::always_inline]] inline void scores_avx2(const float* q, const float* k, int64_t kv_stride, int32_t count, int32_t head_dim, float scale,
                  float* score) {
   for (int32_t g = 0; g < kAttnChunk; g += 8) {
     __m256 v[8];
@@ -61,7 +61,7 @@ struct OnlineSoftmax {
   alignas(32) float score[kAttnChunk];
   float m = kNegInf, l = 0.0f;
 
-  void step(const float* q, const float* kc, const float* vc, int64_t kv_stride, int32_t count, int32_t head_dim,
+  [[gnu::always_inline]] void step(const float* q, const float* kc, const float* vc, int64_t kv_stride, int32_t count, int32_t head_dim,
             float scale) {
     const bool simd = head_dim % 8 == 0;
     if (simd) scores_avx2(q, kc, kv_stride, count, head_dim, scale, score);
