@@ -67,8 +67,8 @@ void float_rows512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, i
 
 const GemmKernels* gemm_kernels_avx512_vnni() {
   static const GemmKernels k{"avx512_vnni",
-                             q8_0_rows<Avx512Vnni>,
-                             q4_0_rows<Avx512Vnni>,
+                             quant_rows<Q8_0Weights<Avx512Vnni>>,
+                             quant_rows<Q4_0Weights<Avx512Vnni>>,
                              float_rows512<Load512F32, LoadF32>,
                              float_rows512<Load512F16, LoadF16>,
                              float_rows512<Load512BF16, LoadBF16>};

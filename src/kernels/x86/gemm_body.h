@@ -61,29 +61,38 @@ inline void q4_0_block(const BlockQ4_0& wb, const BlockQ8Act* xb, int64_t stride
   }
 }
 
+// The two quantized weight types: their block and the per-block step.
+template <class Isa>
+struct Q8_0Weights {
+  using Block = BlockQ8_0;
+  template <int T>
+  static void step(const Block& wb, const BlockQ8Act* xb, int64_t stride, __m256* acc) {
+    q8_0_block<Isa, T>(wb, xb, stride, acc);
+  }
+};
+template <class Isa>
+struct Q4_0Weights {
+  using Block = BlockQ4_0;
+  template <int T>
+  static void step(const Block& wb, const BlockQ8Act* xb, int64_t stride, __m256* acc) {
+    q4_0_block<Isa, T>(wb, xb, stride, acc);
+  }
+};
+
 // A weight row against T tokens: even blocks into one set of accumulators,
 // odd blocks into another, so two FMA chains run at once.
-template <class Isa, int T, class Block, void (*kStep)(const Block&, const BlockQ8Act*, int64_t, __m256*)>
-inline void quant_tile(const Block* wb, int64_t n_blocks, const BlockQ8Act* x, int64_t stride, float* y, int64_t ldy) {
+template <class Weights, int T>
+inline void quant_tile(const typename Weights::Block* wb, int64_t n_blocks, const BlockQ8Act* x, int64_t stride,
+                       float* y, int64_t ldy) {
   __m256 even[T], odd[T];
   for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 1 < n_blocks; b += 2) {
-    kStep(wb[b], x + b, stride, even);
-    kStep(wb[b + 1], x + b + 1, stride, odd);
+    Weights::template step<T>(wb[b], x + b, stride, even);
+    Weights::template step<T>(wb[b + 1], x + b + 1, stride, odd);
   }
-  if (b < n_blocks) kStep(wb[b], x + b, stride, even);
+  if (b < n_blocks) Weights::template step<T>(wb[b], x + b, stride, even);
   for (int t = 0; t < T; ++t) y[t * ldy] = hsum(_mm256_add_ps(even[t], odd[t]));
-}
-
-template <class Isa, int T>
-void q8_0_tile(const BlockQ8_0* wb, int64_t n_blocks, const BlockQ8Act* x, int64_t stride, float* y, int64_t ldy) {
-  quant_tile<Isa, T, BlockQ8_0, q8_0_block<Isa, T>>(wb, n_blocks, x, stride, y, ldy);
-}
-
-template <class Isa, int T>
-void q4_0_tile(const BlockQ4_0* wb, int64_t n_blocks, const BlockQ8Act* x, int64_t stride, float* y, int64_t ldy) {
-  quant_tile<Isa, T, BlockQ4_0, q4_0_block<Isa, T>>(wb, n_blocks, x, stride, y, ldy);
 }
 
 struct LoadF32 {
@@ -129,25 +138,15 @@ void float_tile(const uint8_t* row, int64_t n_cols, const float* x, float* y, in
 }
 
 // Row loop: full tiles of kTile tokens, then the remainder one token at a time.
-template <class Isa>
-void q8_0_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
-               int64_t n_tokens, float* y, int64_t ldy) {
+template <class Weights>
+void quant_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
+                int64_t n_tokens, float* y, int64_t ldy) {
   for (int64_t r = r0; r < r1; ++r) {
-    const auto* wb = reinterpret_cast<const BlockQ8_0*>(w + r * row_bytes);
+    const auto* wb = reinterpret_cast<const typename Weights::Block*>(w + r * row_bytes);
     int64_t t = 0;
-    for (; t + kTile <= n_tokens; t += kTile) q8_0_tile<Isa, kTile>(wb, n_blocks, x + t * n_blocks, n_blocks, y + t * ldy + r, ldy);
-    for (; t < n_tokens; ++t) q8_0_tile<Isa, 1>(wb, n_blocks, x + t * n_blocks, n_blocks, y + t * ldy + r, ldy);
-  }
-}
-
-template <class Isa>
-void q4_0_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
-               int64_t n_tokens, float* y, int64_t ldy) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const auto* wb = reinterpret_cast<const BlockQ4_0*>(w + r * row_bytes);
-    int64_t t = 0;
-    for (; t + kTile <= n_tokens; t += kTile) q4_0_tile<Isa, kTile>(wb, n_blocks, x + t * n_blocks, n_blocks, y + t * ldy + r, ldy);
-    for (; t < n_tokens; ++t) q4_0_tile<Isa, 1>(wb, n_blocks, x + t * n_blocks, n_blocks, y + t * ldy + r, ldy);
+    for (; t + kTile <= n_tokens; t += kTile)
+      quant_tile<Weights, kTile>(wb, n_blocks, x + t * n_blocks, n_blocks, y + t * ldy + r, ldy);
+    for (; t < n_tokens; ++t) quant_tile<Weights, 1>(wb, n_blocks, x + t * n_blocks, n_blocks, y + t * ldy + r, ldy);
   }
 }
 
@@ -164,7 +163,7 @@ void float_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int6
 
 template <class Isa>
 GemmKernels make_kernels(const char* name) {
-  return GemmKernels{name, q8_0_rows<Isa>, q4_0_rows<Isa>, float_rows<LoadF32>, float_rows<LoadF16>, float_rows<LoadBF16>};
+  return GemmKernels{name, quant_rows<Q8_0Weights<Isa>>, quant_rows<Q4_0Weights<Isa>>, float_rows<LoadF32>, float_rows<LoadF16>, float_rows<LoadBF16>};
 }
 
 }  // namespace
