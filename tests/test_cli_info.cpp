@@ -13,37 +13,17 @@
 
 namespace {
 
-struct RunResult {
-  int status = -1;
-  std::string out, err;
-};
+using RunResult = nexus::test::CommandResult;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs `nexus info <args>` with stdout and stderr captured in files.
-RunResult run_info(const std::string& args) {
-  const std::string dir = nexus::test::make_temp_dir();
-  const std::string cmd = "'" + nexus::test::nexus_binary() + "' info " + args + " >'" + dir + "/out' 2>'" + dir + "/err'";
-  RunResult r;
-  const int rc = std::system(cmd.c_str());
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  r.out = slurp(dir + "/out");
-  r.err = slurp(dir + "/err");
-  std::filesystem::remove_all(dir);
-  return r;
-}
+// Runs `nexus info <args>` with stdout and stderr captured separately.
+RunResult run_info(const std::string& args) { return nexus::test::run_nexus("info " + args); }
 
 bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 TEST(CliInfo, Stories260K) {
   NEXUS_REQUIRE_SHARED(path, "stories260K.gguf");
   const RunResult r = run_info("'" + path + "'");
-  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   EXPECT_TRUE(contains(r.out, "GGUF version: 3\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "alignment:    32\n")) << r.out;
@@ -63,7 +43,7 @@ TEST(CliInfo, Stories260K) {
 TEST(CliInfo, ArrayItemsAndNoTensorsOptions) {
   NEXUS_REQUIRE_SHARED(path, "stories260K.gguf");
   const RunResult r = run_info("--array-items 2 --no-tensors '" + path + "'");
-  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "[512 x STRING] [\"<unk>\", \"<s>\", ...]\n")) << r.out;
   EXPECT_FALSE(contains(r.out, "tensors (48):")) << r.out;
   EXPECT_TRUE(contains(r.out, "summary: 48 tensors")) << r.out;
@@ -72,7 +52,7 @@ TEST(CliInfo, ArrayItemsAndNoTensorsOptions) {
 TEST(CliInfo, QuantizedModelTypes) {
   NEXUS_REQUIRE_SHARED(path, "TinyLLama-v0.Q8_0.gguf");
   const RunResult r = run_info("'" + path + "'");
-  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "[32000 x STRING]")) << r.out;
   EXPECT_TRUE(contains(r.out, "types: F32 x17, Q8_0 x58\n")) << r.out;
 }
@@ -80,7 +60,7 @@ TEST(CliInfo, QuantizedModelTypes) {
 TEST(CliInfo, Version1EdgeFile) {
   NEXUS_REQUIRE_SHARED(path, "edge/stories260K.gguf-v1.gguf");
   const RunResult r = run_info("'" + path + "'");
-  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "GGUF version: 1\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "\"tinyllamas-stories-260k\"")) << r.out;
   EXPECT_TRUE(contains(r.out, "summary: 48 tensors, 292800 parameters")) << r.out;
@@ -89,7 +69,7 @@ TEST(CliInfo, Version1EdgeFile) {
 TEST(CliInfo, Row172EdgeFileFailsWithMessage) {
   NEXUS_REQUIRE_SHARED(path, "edge/stories260K.q8_0-row172.gguf");
   const RunResult r = run_info("'" + path + "'");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_TRUE(contains(r.err, "nexus: error: " + path + ": tensor info 6 ('blk.0.ffn_down.weight'): row length 172"))
       << r.err;
@@ -98,15 +78,15 @@ TEST(CliInfo, Row172EdgeFileFailsWithMessage) {
 TEST(CliInfo, TruncatedCopyFails) {
   NEXUS_REQUIRE_SHARED(path, "stories260K.gguf");
   const std::string dir = nexus::test::make_temp_dir(), cut = dir + "/cut.gguf";
-  const std::string full = slurp(path);
+  const std::string full = nexus::test::read_file(path);
   std::ofstream(cut, std::ios::binary).write(full.data(), 20000);  // header intact, tensor data cut
   const RunResult r = run_info("'" + cut + "'");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_TRUE(contains(r.err, cut + ": truncated file: tensor 'token_embd.weight'")) << r.err;
   std::ofstream(cut, std::ios::binary).write(full.data(), 5000);  // cut inside the vocabulary
   const RunResult r2 = run_info("'" + cut + "'");
-  EXPECT_EQ(r2.status, 1);
+  EXPECT_EQ(r2.exit_code, 1);
   EXPECT_TRUE(contains(r2.err, "truncated")) << r2.err;
   EXPECT_TRUE(contains(r2.err, "('tokenizer.ggml.tokens')")) << r2.err;
   std::filesystem::remove_all(dir);
@@ -114,7 +94,7 @@ TEST(CliInfo, TruncatedCopyFails) {
 
 TEST(CliInfo, MissingFileFails) {
   const RunResult r = run_info("/nonexistent/model.gguf");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.err, "/nonexistent/model.gguf: cannot open")) << r.err;
 }
 

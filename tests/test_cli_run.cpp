@@ -12,39 +12,10 @@
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs `nexus ARGS` with stdin from /dev/null (or `stdin_text`).
-Result run_nexus(const std::string& args, const std::string& stdin_text = "") {
-  const std::string dir = nexus::test::make_temp_dir();
-  const std::string out = dir + "/out", err = dir + "/err", in = dir + "/in";
-  std::ofstream(in) << stdin_text;
-  const std::string cmd = quote(nexus::test::nexus_binary()) + " " + args + " <" + quote(in) + " >" + quote(out) +
-                          " 2>" + quote(err);
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_file(out);
-  r.err = read_file(err);
-  std::filesystem::remove_all(dir);
-  return r;
-}
+using Result = nexus::test::CommandResult;
+using nexus::test::read_file;
+using nexus::test::run_nexus;
+const auto quote = nexus::test::shell_quote;
 
 std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r\n");

@@ -14,19 +14,12 @@ namespace {
 
 struct Result {
   int status;
-  std::string out;
+  std::string out;  // stdout and stderr together
 };
 
-// Runs `nexus ARGS` through the shell, stdout and stderr together.
-Result run(const std::string& args) {
-  const std::string cmd = "'" + test::nexus_binary() + "' " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {-1, ""};
-  std::string out;
-  std::array<char, 4096> buf;
-  for (size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+Result run(const std::string& args, const std::string& stdin_text = "") {
+  const test::CommandResult r = test::run_nexus(args, stdin_text);
+  return {r.exit_code, r.out + r.err};
 }
 
 TEST(CliTokenize, PrintsIdsAndPiecesOfTheReferencePrompt) {
@@ -46,12 +39,7 @@ TEST(CliTokenize, IdsOnlyNoBosAndDefaultModel) {
 
 TEST(CliTokenize, ReadsStdinAndEscapesPieces) {
   NEXUS_REQUIRE_SHARED(model, "tokenizers/ggml-vocab-llama-spm.gguf");
-  const std::string dir = test::make_temp_dir();
-  {
-    std::ofstream f(dir + "/in.txt", std::ios::binary);
-    f << "it's\t\xF0\x9F\xA6\x99\n";
-  }
-  const Result r = run("tokenize --no-bos -m '" + model + "' < '" + dir + "/in.txt'");
+  const Result r = run("tokenize --no-bos -m '" + model + "'", "it's\t\xF0\x9F\xA6\x99\n");
   ASSERT_EQ(r.status, 0) << r.out;
   // The quote and tab are escaped; the emoji's byte tokens print as \xNN.
   EXPECT_NE(r.out.find("\t'\\''\n"), std::string::npos) << r.out;

@@ -1,7 +1,11 @@
 #include "support/test_support.h"
 
 #include <cstdlib>
+#include <sys/wait.h>
+
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <random>
 
 namespace nexus::test {
@@ -28,6 +32,34 @@ std::string make_temp_dir() {
              ("nexus-test-" + std::to_string(rd()) + std::to_string(rd()));
   std::filesystem::create_directories(dir);
   return dir.string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+CommandResult run_nexus(const std::string& args, const std::string& stdin_text) {
+  const std::string dir = make_temp_dir();
+  const std::string out = dir + "/out", err = dir + "/err", in = dir + "/in";
+  std::ofstream(in) << stdin_text;
+  const std::string cmd = shell_quote(nexus_binary()) + " " + args + " <" + shell_quote(in) + " >" + shell_quote(out) +
+                          " 2>" + shell_quote(err);
+  const int status = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  std::filesystem::remove_all(dir);
+  return r;
 }
 
 }  // namespace nexus::test

@@ -21,6 +21,21 @@ std::string nexus_binary();
 // A fresh temporary directory (removed by the OS's tmp cleaning, not by us).
 std::string make_temp_dir();
 
+// The whole contents of a file ("" when it cannot be read).
+std::string read_file(const std::string& path);
+
+// `s` quoted for a POSIX shell.
+std::string shell_quote(const std::string& s);
+
+struct CommandResult {
+  int exit_code = -1;  // -1 when the process did not exit normally
+  std::string out, err;
+};
+
+// Runs `nexus ARGS` (ARGS as shell words, already quoted) with `stdin_text`
+// on its standard input; stdout and stderr are captured separately.
+CommandResult run_nexus(const std::string& args, const std::string& stdin_text = "");
+
 }  // namespace nexus::test
 
 // Use at the top of a TEST body: skips (or fails under CI) when the shared
