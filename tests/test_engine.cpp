@@ -141,12 +141,14 @@ TEST(Engine, GreedyMatchesReferences) {
   }
 }
 
-TEST(Engine, TwoRequestsCompleteInFifoOrder) {
+TEST(Engine, WithOneSequenceAtATimeRequestsCompleteInFifoOrder) {
   LOAD_STORIES(m);
   NEXUS_REQUIRE_SHARED(a_path, "reference/stories260K__Once_upon_a_time.json");
   NEXUS_REQUIRE_SHARED(b_path, "reference/stories260K__Lily_and_Tom_went_to_the_park.json");
   const Reference a = load_reference(a_path), b = load_reference(b_path);
-  Engine engine(m.model, *m.tok, small_opts());
+  EngineOptions o = small_opts();
+  o.max_seqs = 1;
+  Engine engine(m.model, *m.tok, o);
 
   std::mutex mu;
   std::vector<char> order;  // which request each event belonged to
@@ -305,6 +307,7 @@ TEST(Engine, FullQueueRefusesSubmissions) {
   LOAD_STORIES(m);
   EngineOptions o = small_opts();
   o.max_queue = 1;
+  o.max_seqs = 1;
   Engine engine(m.model, *m.tok, o);
   std::promise<void> entered_p, release_p;
   std::shared_future<void> release_f = release_p.get_future().share();

@@ -84,7 +84,10 @@ TEST_F(ServerHttp, CompletionObject) {
   EXPECT_EQ(j["choices"][0]["text"], "t0 t1 t2 ");
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
-  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 3}, {"completion_tokens", 3}, {"total_tokens", 6}}));
+  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 3},
+                              {"completion_tokens", 3},
+                              {"total_tokens", 6},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   EXPECT_EQ(backend->last_max_tokens, 3);
 }
 

@@ -70,7 +70,10 @@ TEST(ServerResponse, CompletionObject) {
   EXPECT_EQ(j["choices"][0]["text"], "Once upon");
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
-  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 3}, {"completion_tokens", 4}, {"total_tokens", 7}}));
+  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 3},
+                              {"completion_tokens", 4},
+                              {"total_tokens", 7},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   EXPECT_DOUBLE_EQ(j["timings"]["ttft_ms"].get<double>(), 10.0);
 }
 

@@ -79,6 +79,7 @@ int run(RunArgs& a) {
   EngineOptions eopts;
   eopts.n_threads = a.n_threads;
   eopts.n_ctx = a.n_ctx;
+  eopts.max_seqs = 1;  // one generation: the KV pool holds one context
   Engine engine(model, *tok, eopts);
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_load).count();
 

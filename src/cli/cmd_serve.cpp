@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "cli/command.h"
+#include "cli/memory_arg.h"
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
@@ -30,6 +31,10 @@ struct ServeArgs {
   int io_threads = 2;
   int32_t n_ctx = 0;
   int32_t max_queue = 64;
+  int32_t max_seqs = 16;
+  int32_t max_batch_tokens = 128;
+  std::string kv_memory = "0";
+  std::string kv_type = "f16";
   std::string chat_template = "auto";
   std::string alias;
 };
@@ -80,6 +85,12 @@ int serve(ServeArgs& a) {
   eopts.n_threads = a.n_threads;
   eopts.n_ctx = a.n_ctx;
   eopts.max_queue = a.max_queue;
+  eopts.max_seqs = a.max_seqs;
+  eopts.max_batch_tokens = a.max_batch_tokens;
+  eopts.kv_memory = parse_memory_arg(a.kv_memory, "--kv-memory");
+  const std::optional<KvType> kv_type = kv_type_from_name(a.kv_type);
+  if (!kv_type) throw Error("invalid --kv-type '" + a.kv_type + "': use f16 or f32");
+  eopts.kv_type = *kv_type;
   Engine engine(model, *tok, eopts);
   // The id clients name in "model": the file's stem (e.g. "stories260K"),
   // which unlike general.name ("llama" in many files) tells models apart.
@@ -95,8 +106,10 @@ int serve(ServeArgs& a) {
   // event is posted to a server that is gone.
   server::HttpServer http(backend, opts);
   http.start();
-  std::fprintf(stderr, "model %s: n_ctx %d, chat template %s\n", backend.model_id().c_str(), backend.n_ctx(),
-               server::chat_family_name(backend.chat_family()));
+  const EngineStats st = engine.stats();
+  std::fprintf(stderr, "model %s: n_ctx %d, chat template %s, KV pool %d blocks of %d tokens (%s, %.1f MiB)\n",
+               backend.model_id().c_str(), backend.n_ctx(), server::chat_family_name(backend.chat_family()),
+               st.kv_blocks_total, st.block_size, kv_type_name(eopts.kv_type), st.kv_bytes / 1048576.0);
   std::printf("listening on http://%s:%u\n", http.host().c_str(), static_cast<unsigned>(http.port()));
   std::fflush(stdout);
 
@@ -115,7 +128,16 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")->capture_default_str();
   sub.add_option("--io-threads", a->io_threads, "HTTP I/O threads")->capture_default_str()->check(CLI::Range(1, 64));
   sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens; 0 = the model's")->capture_default_str();
-  sub.add_option("--max-queue", a->max_queue, "waiting requests before HTTP 429")->capture_default_str();
+  sub.add_option("--max-queue", a->max_queue, "requests waiting for admission before HTTP 429")->capture_default_str();
+  sub.add_option("--max-seqs", a->max_seqs, "sequences running at once")->capture_default_str()->check(CLI::Range(1, 4096));
+  sub.add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step (decode + prefill chunks)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub.add_option("--kv-memory", a->kv_memory,
+                 "KV cache budget in bytes (suffixes K, M, G) or a fraction of available RAM (e.g. 0.25); "
+                 "0 = room for max-seqs full contexts, at most 1/4 of RAM")
+      ->capture_default_str();
+  sub.add_option("--kv-type", a->kv_type, "KV cache element type: f16, f32")->capture_default_str();
   sub.add_option("--chat-template", a->chat_template,
                  "auto (from the GGUF), plain, chatml, llama3, gemma, phi3, zephyr, llama2, mistral")
       ->capture_default_str();

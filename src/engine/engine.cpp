@@ -1,17 +1,24 @@
-// Engine: a FIFO queue (mutex + condition variable) in front of one engine
-// thread that owns the LlamaContext and runs one generation at a time.
+// Engine: an inbox (mutex + condition variable) in front of one engine thread
+// that owns the KV cache, the scheduler and the batched forward pass, and
+// runs steps while any sequence is running or waiting.
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <thread>
 
-#include "engine/generation.h"
-#include "model/llama_context.h"
+#include "engine/block_manager.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "model/batch_forward.h"
+#include "model/kv_cache.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/system_memory.h"
 
 namespace nexus {
 
@@ -25,48 +32,218 @@ const char* finish_reason_name(FinishReason r) {
   return "error";
 }
 
+namespace {
+
+// The pool size: the explicit budget, or room for max_seqs full contexts but
+// at most a quarter of the available memory.
+int32_t pool_blocks(const LlamaConfig& c, const EngineOptions& o, int32_t n_ctx) {
+  const size_t block = KvCache::block_bytes(c, kDefaultBlockSize, o.kv_type);
+  if (o.kv_memory < 0) throw Error("engine: kv_memory must not be negative");
+  int64_t budget = o.kv_memory;
+  if (budget == 0) {
+    const int64_t blocks_per_seq = (n_ctx + kDefaultBlockSize - 1) / kDefaultBlockSize;
+    budget = static_cast<int64_t>(block) * blocks_per_seq * o.max_seqs;
+    if (const int64_t ram = available_ram_bytes(); ram > 0) budget = std::min(budget, ram / 4);
+  }
+  const int32_t n = KvCache::blocks_for_budget(c, static_cast<size_t>(budget), kDefaultBlockSize, o.kv_type);
+  if (n < 1)
+    throw Error("engine: a KV memory budget of " + std::to_string(budget) + " bytes holds no block (one block of " +
+                std::to_string(kDefaultBlockSize) + " tokens takes " + std::to_string(block) + " bytes)");
+  return n;
+}
+
+GenerationEvent final_event(const GenerationJob& job, FinishReason reason, const std::string& error) {
+  GenerationEvent ev;
+  ev.done = true;
+  ev.finish = reason;
+  ev.error = error;
+  ev.usage.prompt_tokens = static_cast<int32_t>(job.req.prompt.size());
+  ev.timings.queue_s = ev.timings.e2e_s = std::chrono::duration<double>(Clock::now() - job.submitted).count();
+  return ev;
+}
+
+// A final event for a job that never became a sequence; never throws.
+void finish_unrun(const GenerationJob& job, FinishReason reason, const std::string& error = {}) {
+  try {
+    job.on_event(final_event(job, reason, error));
+  } catch (...) {
+    // Nothing more to tell a callback that throws on its final event.
+  }
+}
+
+}  // namespace
+
 struct Engine::Impl {
-  Impl(const LlamaModel& model, const Tokenizer& tok, const EngineOptions& opts)
-      : tok(tok), max_queue(opts.max_queue), ctx(model, opts.n_ctx, opts.n_threads),
-        seq{ctx, model.config().n_vocab, {}} {}
+  Impl(const LlamaModel& model, const Tokenizer& tok, const EngineOptions& o, int32_t ctx)
+      : tok(tok),
+        n_vocab(model.config().n_vocab),
+        max_queue(o.max_queue),
+        cache(model.config(), pool_blocks(model.config(), o, ctx), kDefaultBlockSize, o.kv_type),
+        blocks(cache.n_blocks(), cache.block_size()),
+        sched(blocks, o.max_seqs, o.max_batch_tokens),
+        forward(model, cache, o.n_threads),
+        n_ctx(std::min(ctx, cache.n_blocks() * cache.block_size())) {}
 
   void loop();
+  void accept(GenerationJob job);
+  void reap_cancelled();
+  void step();
+  void retire(Sequence* s);
+  void publish();
+  void leave_queue(int32_t n);  // n requests stopped waiting for admission
+  void shutdown();
 
   const Tokenizer& tok;
+  const int32_t n_vocab;
   const int32_t max_queue;
-  LlamaContext ctx;     // used by the engine thread only (after construction)
-  SequenceState seq;    // likewise
+  // Engine thread only (after construction):
+  KvCache cache;
+  BlockManager blocks;
+  Scheduler sched;
+  BatchForward forward;
+  const int32_t n_ctx;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<SeqRun> runs;
+  std::vector<float> scratch;
+  uint64_t n_arrived = 0;
 
-  std::mutex mu;
+  mutable std::mutex mu;
   std::condition_variable cv;
-  std::deque<GenerationJob> queue;          // guarded by mu
-  std::shared_ptr<RequestHandle> running;   // guarded by mu
-  bool stopping = false;                    // guarded by mu
+  std::deque<GenerationJob> inbox;                      // guarded by mu
+  std::vector<std::shared_ptr<RequestHandle>> live;     // guarded by mu: submitted, not finished
+  int32_t unadmitted = 0;                               // guarded by mu: inbox + never admitted
+  bool stopping = false;                                // guarded by mu
+  EngineStats stats;                                    // guarded by mu
   std::thread thread;
 };
 
 void Engine::Impl::loop() {
   for (;;) {
-    GenerationJob job;
+    std::deque<GenerationJob> arrived;
     {
       std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (seqs.empty()) cv.wait(lock, [&] { return stopping || !inbox.empty(); });
       if (stopping) break;
-      job = std::move(queue.front());
-      queue.pop_front();
-      running = job.handle;
+      arrived.swap(inbox);
     }
-    run_generation(seq, tok, job);  // invokes callbacks without holding mu
-    std::lock_guard lock(mu);
-    running.reset();
+    for (GenerationJob& job : arrived) accept(std::move(job));
+    reap_cancelled();
+    if (!seqs.empty()) step();
+    publish();
   }
-  // Shutdown: whatever is still queued gets its final event.
+  shutdown();
+}
+
+void Engine::Impl::accept(GenerationJob job) {
+  try {
+    validate_request(job.req, n_ctx, n_vocab);
+  } catch (const std::exception& e) {
+    finish_unrun(job, FinishReason::Error, e.what());
+    leave_queue(1);
+    std::lock_guard lock(mu);
+    std::erase(live, job.handle);
+    return;
+  }
+  seqs.push_back(std::make_unique<Sequence>(std::move(job), tok, n_vocab, ++n_arrived));
+  sched.add(seqs.back().get());
+}
+
+void Engine::Impl::reap_cancelled() {
+  for (size_t i = 0; i < seqs.size();) {
+    Sequence* s = seqs[i].get();
+    if (!s->cancelled()) {
+      ++i;
+      continue;
+    }
+    s->finish(FinishReason::Cancelled);
+    retire(s);  // erases seqs[i]
+  }
+}
+
+void Engine::Impl::retire(Sequence* s) {
+  if (s->n_cached_first < 0) leave_queue(1);  // left without ever being admitted
+  sched.remove(s);
+  std::shared_ptr<RequestHandle> handle = s->handle();
+  std::erase_if(seqs, [s](const std::unique_ptr<Sequence>& p) { return p.get() == s; });
+  std::lock_guard lock(mu);
+  std::erase(live, handle);
+}
+
+void Engine::Impl::step() {
+  StepPlan plan = sched.plan();
+  const Clock::time_point start = Clock::now();
+  for (SchedSeq* s : plan.admitted) static_cast<Sequence*>(s)->on_admitted(start);
+  if (!plan.admitted.empty()) leave_queue(static_cast<int32_t>(plan.admitted.size()));
+  if (plan.runs.empty()) return;
+  runs.clear();
+  for (const ScheduledRun& r : plan.runs)
+    runs.push_back(SeqRun{std::span<const int32_t>(r.seq->tokens.data() + r.n_past, static_cast<size_t>(r.n_tokens)),
+                          r.n_past, blocks.block_table(r.seq->kv), r.completes});
+  std::span<const float> logits;
+  try {
+    logits = forward.forward(runs);
+  } catch (const std::exception& e) {
+    // Validation failed (a bug, not input: requests were checked on arrival).
+    for (const ScheduledRun& r : plan.runs) {
+      auto* s = static_cast<Sequence*>(r.seq);
+      s->fail(std::string("internal error in the forward pass: ") + e.what());
+      retire(s);
+    }
+    return;
+  }
+  sched.complete(plan);
+  const Clock::time_point now = Clock::now();
+  size_t row = 0;
+  for (const ScheduledRun& r : plan.runs) {
+    if (!r.completes) continue;
+    auto* s = static_cast<Sequence*>(r.seq);
+    const std::span<const float> row_logits = logits.subspan(row++ * static_cast<size_t>(n_vocab), n_vocab);
+    bool done = true;
+    try {
+      done = s->on_logits(row_logits, scratch, n_ctx, now);
+    } catch (const std::exception& e) {
+      s->fail(e.what());
+    } catch (...) {
+      s->fail("unknown error during generation");
+    }
+    if (done) retire(s);
+  }
+}
+
+void Engine::Impl::leave_queue(int32_t n) {
+  std::lock_guard lock(mu);
+  unadmitted -= n;
+}
+
+void Engine::Impl::publish() {
+  std::lock_guard lock(mu);
+  stats.running = static_cast<int32_t>(sched.running().size());
+  stats.waiting = static_cast<int32_t>(sched.waiting().size()) + static_cast<int32_t>(inbox.size());
+  stats.kv_blocks_total = blocks.n_blocks();
+  stats.kv_blocks_used = blocks.n_used();
+  stats.kv_blocks_cached = blocks.n_cached();
+  stats.kv_blocks_free = blocks.n_free();
+  stats.block_size = blocks.block_size();
+  stats.kv_bytes = static_cast<int64_t>(cache.total_bytes());
+  stats.steps = static_cast<int64_t>(sched.steps());
+  stats.preemptions = sched.preemptions();
+  stats.prefix_queried_tokens = blocks.stats().queried_tokens;
+  stats.prefix_hit_tokens = blocks.stats().hit_tokens;
+}
+
+void Engine::Impl::shutdown() {
+  while (!seqs.empty()) {
+    Sequence* s = seqs.back().get();
+    s->finish(FinishReason::Cancelled);
+    retire(s);
+  }
   std::deque<GenerationJob> left;
   {
     std::lock_guard lock(mu);
-    left.swap(queue);
+    left.swap(inbox);
   }
   for (GenerationJob& job : left) finish_unrun(job, FinishReason::Cancelled);
+  publish();
 }
 
 Engine::Engine(const LlamaModel& model, const Tokenizer& tokenizer, EngineOptions opts)
@@ -75,7 +252,15 @@ Engine::Engine(const LlamaModel& model, const Tokenizer& tokenizer, EngineOption
   if (tokenizer.n_vocab() > model.config().n_vocab)
     throw Error("engine: the tokenizer has " + std::to_string(tokenizer.n_vocab()) +
                 " tokens but the model only " + std::to_string(model.config().n_vocab));
-  impl_ = std::make_unique<Impl>(model, tokenizer, opts);
+  const int32_t train = model.config().n_ctx_train;
+  if (opts.n_ctx < 0 || opts.n_ctx > train)
+    throw Error("engine: context " + std::to_string(opts.n_ctx) + " is outside [1, " + std::to_string(train) +
+                "] (the model's training context)");
+  const int32_t ctx = opts.n_ctx > 0 ? opts.n_ctx : train;
+  impl_ = std::make_unique<Impl>(model, tokenizer, opts, ctx);
+  if (impl_->n_ctx < 2)
+    throw Error("engine: the KV pool holds only " + std::to_string(impl_->n_ctx) + " token(s); raise kv_memory");
+  impl_->publish();
   impl_->thread = std::thread([impl = impl_.get()] { impl->loop(); });
 }
 
@@ -83,9 +268,7 @@ Engine::~Engine() {
   {
     std::lock_guard lock(impl_->mu);
     impl_->stopping = true;
-    if (impl_->running) impl_->running->cancel();
-    for (GenerationJob& job : impl_->queue)
-      if (job.handle) job.handle->cancel();
+    for (const auto& h : impl_->live) h->cancel();
   }
   impl_->cv.notify_all();
   impl_->thread.join();
@@ -95,14 +278,20 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest req, EventCallba
   auto handle = std::make_shared<RequestHandle>();
   {
     std::lock_guard lock(impl_->mu);
-    if (impl_->stopping || static_cast<int32_t>(impl_->queue.size()) >= impl_->max_queue) return nullptr;
-    impl_->queue.push_back(
-        GenerationJob{std::move(req), std::move(on_event), handle, std::chrono::steady_clock::now()});
+    if (impl_->stopping || impl_->unadmitted >= impl_->max_queue) return nullptr;
+    ++impl_->unadmitted;
+    impl_->live.push_back(handle);
+    impl_->inbox.push_back(GenerationJob{std::move(req), std::move(on_event), handle, Clock::now()});
   }
   impl_->cv.notify_one();
   return handle;
 }
 
-int32_t Engine::n_ctx() const { return impl_->ctx.n_ctx(); }
+int32_t Engine::n_ctx() const { return impl_->n_ctx; }
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->stats;
+}
 
 }  // namespace nexus

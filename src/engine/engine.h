@@ -1,12 +1,17 @@
-// Engine: owns the model and runs generations on its own thread.
+// Engine: owns the model and serves many generations at once on its own
+// thread with continuous batching (Yu et al. 2022, "Orca": iteration-level
+// scheduling) over a paged KV cache with prefix caching (Kwon et al. 2023,
+// "PagedAttention"). Each engine step runs ONE forward pass over a batch made
+// of a decode token for every running sequence plus prefill chunks of
+// sequences being admitted, under a per-step token budget (chunked prefill,
+// as in Sarathi/vLLM), so a long prompt never stalls running streams.
+// Scheduling policy (priorities, preemption, budget): engine/scheduler.h.
 //
-// This version serves one sequence at a time from a FIFO queue (continuous
-// batching replaces it later behind the same interface). I/O threads call
-// submit() and cancel(); the engine thread tokenizes nothing and blocks on
-// nothing but its queue: it prefills, decodes token by token and reports each
-// step through the request's callback. Between requests the KV cache keeps
-// the last sequence: a prompt that shares a prefix with it (a chat turn that
-// extends the previous one) evaluates only the tokens after that prefix.
+// I/O threads call submit() and cancel(); the engine thread tokenizes nothing
+// and blocks on nothing but its inbox when idle. KV blocks of finished
+// sequences stay cached: a prompt that starts with a cached prefix (a chat
+// turn extending the previous one, a shared system prompt) prefills only the
+// rest, in whole blocks (usage.cached_tokens says how many were reused).
 //
 // Threading contract:
 //   - submit()/RequestHandle::cancel() are thread-safe and never block on a
@@ -14,8 +19,12 @@
 //   - on_event runs on the engine thread. It must not block (copy the event
 //     and post it to your own executor); a slow consumer must never stall the
 //     engine.
-//   - Cancellation is checked before every decode step: a cancelled request
-//     stops within one token and gets a final event with FinishReason::Cancelled.
+//   - Cancellation is checked at the start of every step: a cancelled request
+//     stops within one token, its blocks are released in that step, and it
+//     gets a final event with FinishReason::Cancelled.
+//   - Preemption is invisible to the client: a preempted sequence is
+//     re-prefilled (prompt + what it generated) when resumed and continues
+//     exactly as an uninterrupted run would (same sampler state).
 #pragma once
 
 #include <atomic>
@@ -25,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "model/kv_cache.h"
 #include "sampling/sampling_params.h"
 
 namespace nexus {
@@ -35,22 +45,33 @@ class LlamaModel;
 enum class FinishReason { Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
 
+// Priority classes; any integer in [kPriorityMin, kPriorityMax] is valid,
+// higher is scheduled first.
+constexpr int32_t kPriorityInteractive = 10;
+constexpr int32_t kPriorityDefault = 0;
+constexpr int32_t kPriorityBatch = -10;
+constexpr int32_t kPriorityMin = -1000;
+constexpr int32_t kPriorityMax = 1000;
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids, BOS included if wanted; 1 <= size < n_ctx
   SamplingParams sampling;
   StopParams stop;
+  int32_t priority = kPriorityDefault;
 };
 
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens found in the prefix cache (not prefilled)
 };
 
 struct Timings {
-  double queue_s = 0;      // submit -> prefill start (seconds)
-  double prefill_s = 0;    // prompt processing (seconds)
+  double queue_s = 0;      // submit -> first scheduled (seconds)
+  double prefill_s = 0;    // first scheduled -> prompt fully processed (seconds)
   double ttft_s = 0;       // submit -> first token sampled (seconds)
   double decode_s = 0;     // first token -> last token (seconds)
+  double e2e_s = 0;        // submit -> final event (seconds)
 };
 
 // One event per generated step: `text` is the newly finished text (valid UTF-8,
@@ -78,9 +99,31 @@ class RequestHandle {
 };
 
 struct EngineOptions {
-  int32_t n_threads = 0;       // worker threads for the kernels; 0 = hardware concurrency
-  int32_t max_queue = 64;      // waiting requests; submit() refuses more
-  int32_t n_ctx = 0;           // context size (tokens); 0 = the model's n_ctx_train
+  int32_t n_threads = 0;          // worker threads for the kernels; 0 = hardware concurrency
+  int32_t max_queue = 64;         // requests waiting for admission; submit() refuses more
+  int32_t n_ctx = 0;              // context per sequence (tokens); 0 = the model's n_ctx_train;
+                                  // capped to what the KV pool holds
+  int32_t max_seqs = 16;          // sequences running at once (decoding or prefilling)
+  int32_t max_batch_tokens = 128; // tokens per engine step (decode tokens + prefill chunks)
+  int64_t kv_memory = 0;          // KV pool budget (bytes); 0 = enough for max_seqs full
+                                  // contexts, at most a quarter of available RAM
+  KvType kv_type = KvType::F16;   // element type of the KV cache
+};
+
+// A snapshot of the engine's state, for tests, tools and metrics.
+struct EngineStats {
+  int32_t running = 0;          // sequences holding KV blocks (prefilling or decoding)
+  int32_t waiting = 0;          // accepted, not running (new or preempted)
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_used = 0;   // referenced by a sequence
+  int32_t kv_blocks_cached = 0; // unreferenced, holding a reusable prefix
+  int32_t kv_blocks_free = 0;
+  int32_t block_size = 0;       // tokens per block
+  int64_t kv_bytes = 0;         // bytes of the whole pool
+  int64_t steps = 0;            // forward passes run
+  int64_t preemptions = 0;
+  int64_t prefix_queried_tokens = 0;  // prompt tokens looked up in the prefix cache
+  int64_t prefix_hit_tokens = 0;      // of those, found
 };
 
 class Engine {
@@ -92,14 +135,18 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Queues a generation. Returns nullptr when the queue is full. Invalid
-  // requests (empty prompt, prompt + 1 > n_ctx, token ids out of range) are
-  // reported through a single final event with FinishReason::Error.
+  // Queues a generation. Returns nullptr when max_queue requests already wait
+  // for admission (the server answers 429). Invalid requests (empty prompt,
+  // prompt + 1 > n_ctx, token ids out of range, bad sampling parameters,
+  // priority out of range) are reported through a single final event with
+  // FinishReason::Error.
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event);
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const LlamaModel& model() const { return model_; }
   int32_t n_ctx() const;
+  // Thread-safe; as of the end of the last engine step.
+  EngineStats stats() const;
 
  private:
   struct Impl;

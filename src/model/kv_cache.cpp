@@ -15,6 +15,12 @@ namespace nexus {
 
 const char* kv_type_name(KvType t) { return t == KvType::F32 ? "f32" : "f16"; }
 
+std::optional<KvType> kv_type_from_name(std::string_view name) {
+  if (name == "f32") return KvType::F32;
+  if (name == "f16") return KvType::F16;
+  return std::nullopt;
+}
+
 size_t KvCache::block_bytes(const LlamaConfig& c, int32_t block_size, KvType type) {
   return 2 * static_cast<size_t>(c.n_layer) * static_cast<size_t>(block_size) * static_cast<size_t>(c.n_embd_kv()) *
          (type == KvType::F32 ? 4 : 2);

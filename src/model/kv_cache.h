@@ -26,6 +26,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string_view>
 
 namespace nexus {
 
@@ -33,6 +35,8 @@ struct LlamaConfig;
 
 enum class KvType { F32, F16 };
 const char* kv_type_name(KvType t);  // "f32", "f16"
+// The type named by kv_type_name's string; nullopt for anything else.
+std::optional<KvType> kv_type_from_name(std::string_view name);
 
 constexpr int32_t kDefaultBlockSize = 16;
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/engine.h"
 #include "server/api_error.h"
 
 namespace nexus::server {
@@ -224,6 +225,29 @@ void parse_sampling(const json& body, ApiRequest& r) {
 
 }  // namespace
 
+namespace {
+
+// "interactive" | "default" | "batch" | an integer in [kPriorityMin, kPriorityMax].
+int32_t parse_priority(const json& doc) {
+  const json* p = field(doc, "priority");
+  if (p == nullptr) return kPriorityDefault;
+  if (p->is_string()) {
+    const std::string name = p->get<std::string>();
+    if (name == "interactive") return kPriorityInteractive;
+    if (name == "default") return kPriorityDefault;
+    if (name == "batch") return kPriorityBatch;
+    throw bad_request("Invalid 'priority': use \"interactive\", \"default\", \"batch\" or an integer.", "priority",
+                      "invalid_value");
+  }
+  auto v = get_integer(doc, "priority");
+  if (!v || *v < kPriorityMin || *v > kPriorityMax)
+    throw bad_request(fmt::format("Invalid 'priority': an integer must be in [{}, {}].", kPriorityMin, kPriorityMax),
+                      "priority", "invalid_value");
+  return static_cast<int32_t>(*v);
+}
+
+}  // namespace
+
 ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
   if (!is_valid_utf8(body)) throw bad_request("The request body is not valid UTF-8.", "", "invalid_utf8");
   json doc;
@@ -254,6 +278,7 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
   parse_sampling(doc, r);
   parse_stop(doc, r);
   r.ignore_eos = get_bool(doc, "ignore_eos").value_or(false);
+  r.priority = parse_priority(doc);
   r.stream = get_bool(doc, "stream").value_or(false);
   if (const json* so = field(doc, "stream_options")) {
     if (!so->is_object()) throw type_error("stream_options", "an object", *so);

@@ -22,6 +22,9 @@
 //   stream                bool;  stream_options.include_usage bool
 //   n                     1 only (400 otherwise)
 //   ignore_eos            bool (llama.cpp extension)
+//   priority              "interactive" | "default" | "batch" | integer in
+//                         [-1000, 1000] (Nexus extension; higher runs first,
+//                         see engine/scheduler.h)
 #pragma once
 
 #include <cstdint>
@@ -50,6 +53,7 @@ struct ApiRequest {
   SamplingParams sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  int32_t priority = 0;                // kPriorityDefault
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
 };

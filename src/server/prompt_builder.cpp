@@ -66,6 +66,7 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   g.stop.max_tokens = static_cast<int32_t>(std::min<int64_t>(wanted, n_ctx - n_prompt));
   g.stop.stop = req.stop;
   g.stop.ignore_eos = req.ignore_eos;
+  g.priority = req.priority;
   return g;
 }
 

@@ -1,0 +1,153 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "util/error.h"
+
+namespace nexus {
+namespace {
+
+void erase_one(std::vector<SchedSeq*>& v, SchedSeq* s) {
+  auto it = std::find(v.begin(), v.end(), s);
+  if (it != v.end()) v.erase(it);
+}
+
+// The step order of the header: priority, running first, then round robin
+// (running) or arrival (waiting).
+bool goes_first(const SchedSeq* a, const SchedSeq* b) {
+  if (a->priority != b->priority) return a->priority > b->priority;
+  if (a->running() != b->running()) return a->running();
+  if (a->running()) {
+    if (a->last_step != b->last_step) return a->last_step < b->last_step;
+    return a->started < b->started;
+  }
+  return a->arrival < b->arrival;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(BlockManager& blocks, int32_t max_seqs, int32_t max_batch_tokens)
+    : blocks_(blocks), max_seqs_(max_seqs), max_batch_tokens_(max_batch_tokens) {
+  if (max_seqs < 1) throw Error("scheduler: max_seqs must be at least 1, got " + std::to_string(max_seqs));
+  if (max_batch_tokens < 1)
+    throw Error("scheduler: max_batch_tokens must be at least 1, got " + std::to_string(max_batch_tokens));
+}
+
+void Scheduler::add(SchedSeq* s) {
+  if (s->running() || s->tokens.empty()) throw Error("scheduler: a new sequence needs tokens and no blocks");
+  waiting_.push_back(s);
+}
+
+void Scheduler::remove(SchedSeq* s) {
+  if (s->running()) {
+    blocks_.release(s->kv);
+    s->kv = 0;
+    erase_one(running_, s);
+  } else {
+    erase_one(waiting_, s);
+  }
+}
+
+StepPlan Scheduler::plan() {
+  ++step_;
+  StepPlan plan;
+  int32_t budget = max_batch_tokens_;
+  order_.assign(running_.begin(), running_.end());
+  order_.insert(order_.end(), waiting_.begin(), waiting_.end());
+  std::stable_sort(order_.begin(), order_.end(), goes_first);
+  for (SchedSeq* s : order_) {
+    if (budget == 0) break;
+    if (s->last_step == step_) continue;  // preempted earlier in this step
+    if (s->running()) {
+      schedule_running(s, budget, plan);
+    } else if (!admit(s, budget, plan)) {
+      break;  // no overtaking in the waiting line
+    }
+  }
+  return plan;
+}
+
+bool Scheduler::schedule_running(SchedSeq* s, int32_t& budget, StepPlan& plan) {
+  const int32_t n = std::min(s->pending(), budget);
+  while (!blocks_.can_append(s->kv, n)) {
+    SchedSeq* v = victim(std::numeric_limits<int64_t>::max());
+    if (v == nullptr) return false;  // cannot happen: s itself qualifies
+    preempt(v, plan);
+    if (v == s) return false;
+  }
+  push_run(s, n, budget, plan);
+  return true;
+}
+
+bool Scheduler::admit(SchedSeq* s, int32_t& budget, StepPlan& plan) {
+  while (static_cast<int32_t>(running_.size()) >= max_seqs_) {
+    SchedSeq* v = victim(s->priority);
+    if (v == nullptr) return false;
+    preempt(v, plan);
+  }
+  s->kv = blocks_.create();
+  const int32_t matched = blocks_.match_prefix(s->kv, s->tokens);
+  s->n_computed = matched;
+  while (!blocks_.can_append(s->kv, s->pending())) {
+    SchedSeq* v = victim(s->priority);
+    if (v == nullptr) {
+      blocks_.release(s->kv);
+      s->kv = 0;
+      s->n_computed = 0;
+      return false;
+    }
+    preempt(v, plan);
+  }
+  erase_one(waiting_, s);
+  running_.push_back(s);
+  s->started = ++n_started_;
+  if (s->n_cached_first < 0) {
+    s->n_cached_first = matched;
+    plan.admitted.push_back(s);
+  }
+  push_run(s, std::min(s->pending(), budget), budget, plan);
+  return true;
+}
+
+SchedSeq* Scheduler::victim(int64_t below) const {
+  SchedSeq* v = nullptr;
+  for (SchedSeq* r : running_) {
+    if (r->last_step == step_ || r->priority >= below) continue;
+    if (v == nullptr || r->priority < v->priority || (r->priority == v->priority && r->started > v->started)) v = r;
+  }
+  return v;
+}
+
+void Scheduler::preempt(SchedSeq* v, StepPlan& plan) {
+  blocks_.release(v->kv);
+  v->kv = 0;
+  v->n_computed = 0;
+  v->started = 0;
+  v->last_step = step_;
+  ++v->n_preempted;
+  ++preemptions_;
+  erase_one(running_, v);
+  waiting_.push_back(v);
+  plan.preempted.push_back(v);
+}
+
+void Scheduler::push_run(SchedSeq* s, int32_t n, int32_t& budget, StepPlan& plan) {
+  const auto first = s->tokens.begin() + s->n_computed;
+  if (!blocks_.append(s->kv, std::span<const int32_t>(&*first, static_cast<size_t>(n))))
+    throw Error("scheduler: block allocation failed after the check");  // a bug, not load
+  plan.runs.push_back({s, s->n_computed, n, n == s->pending()});
+  plan.n_tokens += n;
+  budget -= n;
+  s->last_step = step_;
+}
+
+void Scheduler::complete(const StepPlan& plan) {
+  for (const ScheduledRun& r : plan.runs) {
+    r.seq->n_computed += r.n_tokens;
+    blocks_.commit(r.seq->kv);
+  }
+}
+
+}  // namespace nexus

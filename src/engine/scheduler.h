@@ -1,0 +1,108 @@
+// Scheduler: decides, for each engine step, which sequences run and how many
+// of their tokens, and owns their KV blocks' allocation (through the
+// BlockManager). It never touches the model: the engine runs the plan.
+//
+// Every sequence has `tokens` (prompt + generated so far) of which the first
+// n_computed have K/V in the cache; the next token can be sampled once all
+// are computed. So a decoding sequence has one token pending, a prefilling
+// one many: both are "runs" of pending tokens, and one step's batch is
+// a run per scheduled sequence, at most max_batch_tokens tokens in all
+// (chunked prefill: a long prompt advances in chunks while the others keep
+// decoding; Agrawal et al. 2023, "Sarathi").
+//
+// Policy, per step, over running and waiting sequences in this order:
+//   priority, highest first; at equal priority running before waiting;
+//   running ones least recently scheduled first (round robin when the budget
+//   is smaller than the number of streams); waiting ones in arrival order.
+//   - A running sequence gets min(pending, budget left) tokens. When the pool
+//     has no block for them, the lowest-priority, most recently started
+//     sequence not yet scheduled in this step is preempted (vLLM's recompute
+//     preemption: its blocks are released and it waits again; on resumption
+//     it re-prefills prompt + generated tokens, mostly from the prefix cache).
+//     That victim may be the sequence itself.
+//   - A waiting sequence is admitted when fewer than max_seqs run and the
+//     pool has blocks for ALL its pending tokens (after a prefix-cache
+//     match), preempting strictly lower-priority sequences if that makes it
+//     fit; otherwise admission stops for this step (no overtaking, so a big
+//     request is not starved by small ones behind it).
+// A sequence preempted in a step is not readmitted in the same step.
+//
+// Not thread-safe: the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/block_manager.h"
+
+namespace nexus {
+
+// The scheduler's view of a sequence (engine/sequence.h extends it).
+struct SchedSeq {
+  int32_t priority = 0;
+  uint64_t arrival = 0;        // submission order; unique
+  uint64_t started = 0;        // admission order of the current residency; 0 while waiting
+  uint64_t last_step = 0;      // step that last scheduled (or preempted) it
+  BlockManager::SeqId kv = 0;  // 0 while it holds no blocks
+  std::vector<int32_t> tokens; // prompt + generated; all must be computed before the next sample
+  int32_t n_computed = 0;      // tokens whose K/V are in the cache
+  int32_t n_cached_first = -1; // prefix-cache hit at the first admission; -1 before it
+  int32_t n_preempted = 0;
+
+  bool running() const { return kv != 0; }
+  int32_t pending() const { return static_cast<int32_t>(tokens.size()) - n_computed; }
+};
+
+struct ScheduledRun {
+  SchedSeq* seq = nullptr;
+  int32_t n_past = 0;     // the run's tokens are tokens[n_past, n_past + n_tokens)
+  int32_t n_tokens = 0;
+  bool completes = false; // reaches the end of tokens: its logits choose the next token
+};
+
+struct StepPlan {
+  std::vector<ScheduledRun> runs;
+  std::vector<SchedSeq*> admitted;   // admitted for the first time in this step
+  std::vector<SchedSeq*> preempted;  // lost their blocks in this step
+  int32_t n_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  // Throws nexus::Error when max_seqs < 1 or max_batch_tokens < 1.
+  Scheduler(BlockManager& blocks, int32_t max_seqs, int32_t max_batch_tokens);
+
+  // A new sequence (tokens set, kv == 0): waits for admission.
+  void add(SchedSeq* s);
+  // Forgets a sequence (finished, cancelled or failed), releasing its blocks.
+  void remove(SchedSeq* s);
+
+  // Plans the next step and allocates every run's blocks. The caller runs
+  // the forward pass over plan.runs, then calls complete(plan).
+  StepPlan plan();
+  // Marks the runs' tokens computed (n_computed advances; full blocks become
+  // shareable through the prefix cache).
+  void complete(const StepPlan& plan);
+
+  const std::vector<SchedSeq*>& running() const { return running_; }
+  const std::vector<SchedSeq*>& waiting() const { return waiting_; }
+  int64_t preemptions() const { return preemptions_; }
+  uint64_t steps() const { return step_; }
+
+ private:
+  bool schedule_running(SchedSeq* s, int32_t& budget, StepPlan& plan);
+  bool admit(SchedSeq* s, int32_t& budget, StepPlan& plan);
+  // Lowest priority, most recently started running sequence not scheduled in
+  // this step, with priority < below (or any when below is unset).
+  SchedSeq* victim(int64_t below) const;
+  void preempt(SchedSeq* v, StepPlan& plan);
+  void push_run(SchedSeq* s, int32_t n, int32_t& budget, StepPlan& plan);
+
+  BlockManager& blocks_;
+  int32_t max_seqs_, max_batch_tokens_;
+  std::vector<SchedSeq*> running_, waiting_, order_;
+  uint64_t step_ = 0, n_started_ = 0;
+  int64_t preemptions_ = 0;
+};
+
+}  // namespace nexus

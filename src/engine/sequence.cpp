@@ -1,0 +1,121 @@
+#include "engine/sequence.h"
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace nexus {
+namespace {
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+}  // namespace
+
+void validate_request(const GenerationRequest& req, int32_t n_ctx, int32_t n_vocab) {
+  if (req.prompt.empty()) throw Error("the prompt is empty (it needs at least one token)");
+  if (static_cast<int64_t>(req.prompt.size()) >= n_ctx)
+    throw Error(fmt::format("the prompt has {} tokens but the context holds {} (prompt + 1 generated token must fit)",
+                            req.prompt.size(), n_ctx));
+  for (size_t i = 0; i < req.prompt.size(); ++i) {
+    const int32_t id = req.prompt[i];
+    if (id < 0 || id >= n_vocab)
+      throw Error(fmt::format("prompt token {} at position {} is outside the vocabulary [0, {})", id, i, n_vocab));
+  }
+  if (req.stop.max_tokens <= 0) throw Error(fmt::format("max_tokens must be positive (got {})", req.stop.max_tokens));
+  if (req.priority < kPriorityMin || req.priority > kPriorityMax)
+    throw Error(fmt::format("priority must be in [{}, {}] (got {})", kPriorityMin, kPriorityMax, req.priority));
+  Sampler::validate(req.sampling);
+}
+
+Sequence::Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival)
+    : job_(std::move(job)), tok_(tok), sampler_(job_.req.sampling, n_vocab), decoder_(tok), stop_(job_.req.stop.stop) {
+  priority = job_.req.priority;
+  this->arrival = arrival;
+  tokens = job_.req.prompt;
+  tokens.reserve(tokens.size() + static_cast<size_t>(job_.req.stop.max_tokens) + 1);
+  usage_.prompt_tokens = static_cast<int32_t>(job_.req.prompt.size());
+}
+
+void Sequence::on_admitted(Clock::time_point now) {
+  admitted_ = now;
+  timings_.queue_s = seconds(job_.submitted, now);
+  usage_.cached_tokens = std::max(n_cached_first, 0);
+}
+
+bool Sequence::on_logits(std::span<const float> logits, std::vector<float>& scratch, int32_t n_ctx,
+                         Clock::time_point now) {
+  scratch.assign(logits.begin(), logits.end());
+  const int32_t id = sampler_.sample(scratch, tokens);
+  if (n_generated_++ == 0) {
+    first_token_ = now;
+    timings_.ttft_s = seconds(job_.submitted, now);
+    timings_.prefill_s = seconds(admitted_, now);
+  } else {
+    last_itl_ = seconds(last_token_, now);
+  }
+  last_token_ = now;
+  usage_.completion_tokens = n_generated_;
+  const bool context_full = n_computed >= n_ctx;  // no room to evaluate `id`
+  tokens.push_back(id);
+
+  GenerationEvent ev;
+  ev.token = id;
+  std::optional<FinishReason> reason;
+  bool hit_stop = false;
+  const StopParams& sp = job_.req.stop;
+  if (!sp.ignore_eos && tok_.is_eog(id)) {
+    ev.text = flush_text(hit_stop);
+    reason = FinishReason::Stop;
+  } else {
+    // A model vocabulary larger than the tokenizer's has ids without text.
+    StopMatcher::Result r = stop_.feed(id < tok_.n_vocab() ? decoder_.push(id) : std::string());
+    ev.text = std::move(r.text);
+    if (r.stopped) {
+      reason = FinishReason::Stop;
+    } else if (n_generated_ >= sp.max_tokens || context_full) {
+      ev.text += flush_text(hit_stop);
+      reason = hit_stop ? FinishReason::Stop : FinishReason::Length;
+    }
+  }
+  if (reason) {
+    deliver_final(ev, *reason);
+    return true;
+  }
+  job_.on_event(ev);
+  return false;
+}
+
+std::string Sequence::flush_text(bool& hit_stop) {
+  StopMatcher::Result r = stop_.feed(decoder_.flush());
+  if (r.stopped) {
+    hit_stop = true;
+    return std::move(r.text);
+  }
+  return r.text + stop_.flush();
+}
+
+void Sequence::deliver_final(GenerationEvent& ev, FinishReason reason) {
+  ev.done = true;
+  ev.finish = reason;
+  const Clock::time_point now = Clock::now();
+  if (n_generated_ > 0) timings_.decode_s = seconds(first_token_, last_token_);
+  timings_.e2e_s = seconds(job_.submitted, now);
+  if (n_cached_first < 0) timings_.queue_s = timings_.e2e_s;  // never admitted
+  ev.usage = usage_;
+  ev.timings = timings_;
+  final_sent_ = true;  // before the call: a throwing callback must not get a second final event
+  job_.on_event(ev);
+}
+
+void Sequence::finish(FinishReason reason, const std::string& error) noexcept {
+  if (final_sent_) return;
+  try {
+    GenerationEvent ev;
+    ev.error = error;
+    deliver_final(ev, reason);
+  } catch (...) {
+    // The callback threw on the final event: there is nothing more to tell it.
+  }
+}
+
+}  // namespace nexus

@@ -1,0 +1,88 @@
+// Sequence: one request's generation state inside the engine -- what the
+// scheduler sees (SchedSeq: tokens, blocks, priority) plus everything that
+// turns logits into the client's events:
+//   logits -> Sampler -> StreamDecoder (whole UTF-8 characters)
+//          -> StopMatcher (stop strings withheld) -> GenerationEvent
+// until an end-of-generation token (unless ignore_eos), max_tokens, a stop
+// string, a full context ("length"), cancellation or an error. The sampler
+// lives as long as the sequence, so a preempted and resumed sequence draws
+// the same random numbers as an uninterrupted one. Internal to the engine;
+// used on the engine thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/scheduler.h"
+#include "sampling/sampler.h"
+#include "sampling/stop_matcher.h"
+#include "tokenizer/tokenizer.h"
+
+namespace nexus {
+
+using Clock = std::chrono::steady_clock;
+
+struct GenerationJob {
+  GenerationRequest req;
+  EventCallback on_event;
+  std::shared_ptr<RequestHandle> handle;
+  Clock::time_point submitted;
+};
+
+// Throws nexus::Error describing the first problem with the request.
+void validate_request(const GenerationRequest& req, int32_t n_ctx, int32_t n_vocab);
+
+class Sequence : public SchedSeq {
+ public:
+  // `job` must have passed validate_request.
+  Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival);
+
+  bool cancelled() const { return job_.handle && job_.handle->cancelled(); }
+  const std::shared_ptr<RequestHandle>& handle() const { return job_.handle; }
+  bool finished() const { return final_sent_; }
+
+  // The step that first admitted the sequence starts at `now`.
+  void on_admitted(Clock::time_point now);
+
+  // The logits of tokens.back() ([n_vocab], copied into `scratch` before the
+  // sampler edits them): samples the next token, appends it to tokens and
+  // delivers its event. n_ctx: the context limit (tokens). Returns true when
+  // the generation ended (the final event was delivered). Exceptions from the
+  // callback propagate (the engine then calls fail()).
+  bool on_logits(std::span<const float> logits, std::vector<float>& scratch, int32_t n_ctx, Clock::time_point now);
+
+  // Delivers the final event with `reason` (no token) unless one was sent;
+  // never throws.
+  void finish(FinishReason reason, const std::string& error = {}) noexcept;
+  void fail(const std::string& error) noexcept { finish(FinishReason::Error, error); }
+
+  const Usage& usage() const { return usage_; }
+  const Timings& timings() const { return timings_; }
+  // Gap between the last two tokens (seconds); valid after the second token.
+  double last_itl() const { return last_itl_; }
+  int32_t n_generated() const { return n_generated_; }
+
+ private:
+  void deliver_final(GenerationEvent& ev, FinishReason reason);
+  std::string flush_text(bool& hit_stop);
+
+  GenerationJob job_;
+  const Tokenizer& tok_;
+  Sampler sampler_;
+  StreamDecoder decoder_;
+  StopMatcher stop_;
+  Usage usage_;
+  Timings timings_;
+  Clock::time_point admitted_, first_token_, last_token_;
+  double last_itl_ = 0;
+  int32_t n_generated_ = 0;
+  bool final_sent_ = false;
+};
+
+}  // namespace nexus

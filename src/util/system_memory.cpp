@@ -1,0 +1,17 @@
+#include "util/system_memory.h"
+
+#include <fstream>
+#include <string>
+
+namespace nexus {
+
+int64_t available_ram_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  int64_t kb = 0;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+}  // namespace nexus

@@ -1,0 +1,290 @@
+// Continuous batching on the real F32 models: 16 concurrent greedy requests
+// (different prompts and lengths) each return exactly what they return alone
+// -- with the default budget, a chunk budget of 7 tokens, a warm prefix
+// cache, and a KV pool of a few blocks that forces preemption. Plus
+// priorities, cancellation and the pool bounds.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "engine/engine.h"
+#include "gguf/gguf_file.h"
+#include "model/kv_cache.h"
+#include "model/llama_model.h"
+#include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+using namespace nexus;
+
+namespace {
+
+struct Loaded {
+  explicit Loaded(const std::string& path) : gguf(path), tok(Tokenizer::from_gguf(gguf)), model(gguf) {}
+  GgufFile gguf;
+  std::unique_ptr<Tokenizer> tok;
+  LlamaModel model;
+};
+
+Loaded& load(const std::string& path) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
+  auto& slot = cache[path];
+  if (!slot) slot = std::make_unique<Loaded>(path);
+  return *slot;
+}
+
+struct Result {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int32_t> tokens;
+  GenerationEvent final_event;
+  bool done = false;
+  int finals = 0;
+
+  void on(const GenerationEvent& ev) {
+    std::lock_guard lock(mu);
+    if (ev.token >= 0) tokens.push_back(ev.token);
+    if (ev.done) {
+      ++finals;
+      final_event = ev;
+      done = true;
+      cv.notify_all();
+    }
+  }
+  bool wait(int seconds = 120) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return done; });
+  }
+};
+
+GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority = kPriorityDefault) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.stop.max_tokens = max_tokens;
+  r.stop.ignore_eos = true;  // lengths as asked, so sequences overlap for many steps
+  r.priority = priority;
+  return r;
+}
+
+// Submits every request at once, waits for all; returns each one's tokens.
+std::vector<std::vector<int32_t>> run_concurrently(Engine& e, const std::vector<GenerationRequest>& reqs,
+                                                   std::vector<GenerationEvent>* finals = nullptr) {
+  std::vector<std::shared_ptr<Result>> results;
+  for (const GenerationRequest& r : reqs) {
+    auto res = std::make_shared<Result>();
+    EXPECT_NE(e.submit(r, [res](const GenerationEvent& ev) { res->on(ev); }), nullptr);
+    results.push_back(res);
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (auto& r : results) {
+    EXPECT_TRUE(r->wait()) << "a request never finished";
+    EXPECT_EQ(r->finals, 1);
+    EXPECT_EQ(r->final_event.finish, FinishReason::Length) << r->final_event.error;
+    out.push_back(r->tokens);
+    if (finals) finals->push_back(r->final_event);
+  }
+  return out;
+}
+
+// 16 requests: prompts of 1 to ~40 tokens cut from a story (several share
+// their beginning, as chat turns and system prompts do), outputs of 4 to 50.
+std::vector<GenerationRequest> sixteen_requests(const Tokenizer& tok) {
+  const std::string story =
+      "Once upon a time, there was a little girl named Lily. She loved to play in the park with her dog Max. "
+      "One day, the sun was hot and the sky was blue. Lily saw a big red ball under a tree and ran to get it.";
+  const std::vector<int32_t> all = tok.encode(story, true);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 16; ++i) {
+    const size_t len = std::min(all.size(), static_cast<size_t>(1 + (i * 7) % 41));
+    std::vector<int32_t> prompt(all.begin(), all.begin() + static_cast<ptrdiff_t>(len));
+    if (i % 3 == 2) prompt.push_back(all[(i * 5) % all.size()]);  // a different last token
+    reqs.push_back(greedy(prompt, 4 + (i * 13) % 47));
+  }
+  return reqs;
+}
+
+EngineOptions opts(int32_t n_ctx = 0) {
+  EngineOptions o;
+  o.n_threads = 2;
+  o.n_ctx = n_ctx;
+  return o;
+}
+
+// Each request alone, on a fresh engine: the reference.
+std::vector<std::vector<int32_t>> run_alone(const Loaded& m, const std::vector<GenerationRequest>& reqs,
+                                            EngineOptions o) {
+  std::vector<std::vector<int32_t>> out;
+  o.max_seqs = 1;
+  for (const GenerationRequest& r : reqs) {
+    Engine e(m.model, *m.tok, o);
+    out.push_back(run_concurrently(e, {r})[0]);
+  }
+  return out;
+}
+
+class BatchingOnModel : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BatchingOnModel, SixteenConcurrentGreedyRequestsMatchTheirSoloRuns) {
+  NEXUS_REQUIRE_SHARED(path, GetParam());
+  Loaded& m = load(path);
+  const std::vector<GenerationRequest> reqs = sixteen_requests(*m.tok);
+  const auto alone = run_alone(m, reqs, opts(120));
+
+  {  // default budget: everything in a few big batches
+    Engine e(m.model, *m.tok, opts(120));
+    EXPECT_EQ(run_concurrently(e, reqs), alone);
+  }
+  {  // chunk budget of 7 tokens per step: prefills in chunks, decodes round-robin
+    EngineOptions o = opts(120);
+    o.max_batch_tokens = 7;
+    Engine e(m.model, *m.tok, o);
+    EXPECT_EQ(run_concurrently(e, reqs), alone);
+  }
+  {  // prefix reuse: the second round finds the prompts' full blocks cached
+    Engine e(m.model, *m.tok, opts(120));
+    EXPECT_EQ(run_concurrently(e, reqs), alone);
+    std::vector<GenerationEvent> finals;
+    EXPECT_EQ(run_concurrently(e, reqs, &finals), alone);
+    int32_t cached = 0;
+    for (const GenerationEvent& f : finals) cached += f.usage.cached_tokens;
+    EXPECT_GT(cached, 16 * 8) << "the second round should reuse most prompt blocks";
+    EXPECT_GT(e.stats().prefix_hit_tokens, 0);
+  }
+  {  // a pool of 8 blocks (128 positions) for 16 sequences: preemption
+    EngineOptions o = opts(120);
+    o.kv_memory = static_cast<int64_t>(KvCache::block_bytes(m.model.config(), kDefaultBlockSize, KvType::F16)) * 8;
+    Engine e(m.model, *m.tok, o);
+    EXPECT_EQ(e.stats().kv_blocks_total, 8);
+    EXPECT_EQ(run_concurrently(e, reqs), alone);
+    EXPECT_GT(e.stats().preemptions, 0) << "the small pool should have forced preemption";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(F32Models, BatchingOnModel,
+                         ::testing::Values("stories260K.gguf", "TinyLLama-v0.F32.gguf"),
+                         [](const auto& info) { return info.index == 0 ? "stories260K" : "TinyLLamaV0"; });
+
+#define LOAD_STORIES(var)                               \
+  NEXUS_REQUIRE_SHARED(var##_path, "stories260K.gguf"); \
+  Loaded& var = load(var##_path)
+
+TEST(EngineBatching, InteractivePreemptsBatchWhenTheSequenceSlotsAreFull) {
+  LOAD_STORIES(m);
+  const std::vector<int32_t> prompt = m.tok->encode("Once upon a time", true);
+  const auto alone = run_alone(m, {greedy(prompt, 300)}, opts());
+  EngineOptions o = opts();
+  o.max_seqs = 1;
+  Engine e(m.model, *m.tok, o);
+  auto batch = std::make_shared<Result>(), inter = std::make_shared<Result>();
+  std::mutex order_mu;
+  std::vector<char> order;  // which request finished first
+  auto tagged = [&](char tag, std::shared_ptr<Result> r) {
+    return [&, tag, r](const GenerationEvent& ev) {
+      if (ev.done) {
+        std::lock_guard lock(order_mu);
+        order.push_back(tag);
+      }
+      r->on(ev);
+    };
+  };
+  ASSERT_NE(e.submit(greedy(prompt, 300, kPriorityBatch), tagged('b', batch)), nullptr);
+  while (e.stats().running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_NE(e.submit(greedy(m.tok->encode("Lily and Tom", true), 5, kPriorityInteractive), tagged('i', inter)),
+            nullptr);
+  ASSERT_TRUE(inter->wait());
+  ASSERT_TRUE(batch->wait());
+  EXPECT_EQ(order, (std::vector<char>{'i', 'b'}));
+  EXPECT_GE(e.stats().preemptions, 1);
+  EXPECT_EQ(batch->tokens, alone[0]) << "the preempted request must continue as if uninterrupted";
+}
+
+TEST(EngineBatching, SeededSamplingSurvivesPreemption) {
+  LOAD_STORIES(m);
+  GenerationRequest r = greedy(m.tok->encode("Once upon a time", true), 40);
+  r.sampling.temperature = 0.9f;
+  r.sampling.seed = 7;
+  std::vector<GenerationRequest> reqs(6, r);
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].sampling.seed = 7 + i;
+  const auto alone = run_alone(m, reqs, opts(64));
+  EngineOptions o = opts(64);
+  o.kv_memory = static_cast<int64_t>(KvCache::block_bytes(m.model.config(), kDefaultBlockSize, KvType::F16)) * 5;
+  Engine e(m.model, *m.tok, o);
+  EXPECT_EQ(run_concurrently(e, reqs), alone);
+  EXPECT_GT(e.stats().preemptions, 0);
+}
+
+TEST(EngineBatching, CancelReturnsTheBlocksInTheNextStep) {
+  LOAD_STORIES(m);
+  Engine e(m.model, *m.tok, opts());
+  const int32_t used_before = e.stats().kv_blocks_used;
+  auto res = std::make_shared<Result>();
+  std::promise<std::shared_ptr<RequestHandle>> handle_p;
+  std::shared_future<std::shared_ptr<RequestHandle>> handle_f = handle_p.get_future().share();
+  int n = 0;
+  int64_t steps_at_cancel = 0;
+  auto h = e.submit(greedy(m.tok->encode("Once upon a time", true), 1000), [&, res, handle_f](const GenerationEvent& ev) {
+    if (++n == 40) {
+      steps_at_cancel = e.stats().steps;
+      handle_f.get()->cancel();
+    }
+    res->on(ev);
+  });
+  ASSERT_NE(h, nullptr);
+  handle_p.set_value(h);
+  ASSERT_TRUE(res->wait());
+  EXPECT_EQ(res->final_event.finish, FinishReason::Cancelled);
+  EXPECT_EQ(res->tokens.size(), 40u);
+  EngineStats s;
+  for (int i = 0; i < 1000; ++i) {  // the stats are published after each step
+    s = e.stats();
+    if (s.running == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(s.kv_blocks_used, used_before);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_LE(s.steps, steps_at_cancel + 2) << "the blocks must be freed in the step after the cancel";
+}
+
+TEST(EngineBatching, ContextIsCappedToWhatThePoolHolds) {
+  LOAD_STORIES(m);
+  EngineOptions o = opts();
+  o.kv_memory = static_cast<int64_t>(KvCache::block_bytes(m.model.config(), kDefaultBlockSize, KvType::F16)) * 4;
+  Engine e(m.model, *m.tok, o);
+  EXPECT_EQ(e.n_ctx(), 4 * kDefaultBlockSize);
+  // A prompt that could never fit is refused at once.
+  auto res = std::make_shared<Result>();
+  ASSERT_NE(e.submit(greedy(std::vector<int32_t>(64, 1), 4), [res](const GenerationEvent& ev) { res->on(ev); }),
+            nullptr);
+  ASSERT_TRUE(res->wait());
+  EXPECT_EQ(res->final_event.finish, FinishReason::Error);
+  EXPECT_NE(res->final_event.error.find("context"), std::string::npos) << res->final_event.error;
+  // One that fits runs until the pool (its context) is full.
+  const auto out = run_concurrently(e, {greedy({1, 403}, 1000)});
+  EXPECT_EQ(out[0].size(), 4u * kDefaultBlockSize - 2 + 1);
+  EXPECT_THROW(
+      {
+        EngineOptions tiny = opts();
+        tiny.kv_memory = 1;
+        Engine bad(m.model, *m.tok, tiny);
+      },
+      Error);
+}
+
+TEST(EngineBatching, PriorityOutOfRangeIsAnError) {
+  LOAD_STORIES(m);
+  Engine e(m.model, *m.tok, opts());
+  auto res = std::make_shared<Result>();
+  e.submit(greedy({1, 403}, 3, kPriorityMax + 1), [res](const GenerationEvent& ev) { res->on(ev); });
+  ASSERT_TRUE(res->wait());
+  EXPECT_EQ(res->final_event.finish, FinishReason::Error);
+  EXPECT_NE(res->final_event.error.find("priority"), std::string::npos);
+}
+
+}  // namespace
