@@ -285,3 +285,28 @@ TEST(BlockManager, RandomWorkloadKeepsInvariantsAndReusesOnlyMatchingBlocks) {
   EXPECT_EQ(bm.n_used(), 0);
   bm.validate();
 }
+
+TEST(BlockManager, TruncateKeepsPrivatePartialBlocksAndDropsSharedOnes) {
+  BlockManager bm(8, 4);
+  const auto s = bm.create();
+  ASSERT_TRUE(bm.append(s, iota_tokens(10, 1)));  // blocks: [1..4] [5..8] [9,10]
+  bm.commit(s);                                   // the two full blocks are hashed
+  EXPECT_EQ(bm.truncate(s, 9), 9);                // inside the private partial block: kept
+  EXPECT_EQ(bm.n_tokens(s), 9);
+  EXPECT_EQ(bm.block_table(s).size(), 3u);
+  EXPECT_EQ(bm.truncate(s, 6), 4);                // inside a hashed block: dropped whole
+  EXPECT_EQ(bm.block_table(s).size(), 1u);
+  EXPECT_EQ(bm.truncate(s, 100), 4);              // clamped
+  bm.validate();
+  // The chain hash restarts after the kept block: re-appending the same
+  // tokens and committing makes them findable again.
+  ASSERT_TRUE(bm.append(s, iota_tokens(6, 5)));
+  bm.commit(s);
+  const auto t = bm.create();
+  EXPECT_EQ(bm.match_prefix(t, iota_tokens(10, 1)), 8);
+  bm.validate();
+  bm.release(s);
+  bm.release(t);
+  EXPECT_EQ(bm.n_used(), 0);
+  bm.validate();
+}

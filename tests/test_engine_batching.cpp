@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -285,6 +286,110 @@ TEST(EngineBatching, PriorityOutOfRangeIsAnError) {
   ASSERT_TRUE(res->wait());
   EXPECT_EQ(res->final_event.finish, FinishReason::Error);
   EXPECT_NE(res->final_event.error.find("priority"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// The stats are published after each step, a moment after the final event.
+EngineStats settled_stats(Engine& e, const std::function<bool(const EngineStats&)>& done) {
+  EngineStats s = e.stats();
+  for (int i = 0; i < 2000 && !done(s); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    s = e.stats();
+  }
+  return s;
+}
+
+GenerationRequest in_session(std::vector<int32_t> prompt, int32_t max_tokens, uint64_t session) {
+  GenerationRequest r = greedy(std::move(prompt), max_tokens);
+  r.session = session;
+  return r;
+}
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST(EngineSessions, NextTurnPrefillsOnlyWhatIsNew) {
+  LOAD_STORIES(m);
+  const std::vector<int32_t> p = m.tok->encode("Once upon a time", true);
+  const std::vector<int32_t> x = m.tok->encode(" Then Lily said", false);
+  Engine e(m.model, *m.tok, opts());
+  std::vector<GenerationEvent> f1, f2;
+  const auto g = run_concurrently(e, {in_session(p, 21, 5)}, &f1)[0];
+  EXPECT_EQ(settled_stats(e, [](const EngineStats& s) { return s.sessions_kept == 1; }).sessions_kept, 1);
+  const std::vector<int32_t> turn2 = concat(concat(p, g), x);
+  const auto out = run_concurrently(e, {in_session(turn2, 12, 5)}, &f2)[0];
+  // Kept: the prompt and every generated token but the last (sampled, never evaluated).
+  EXPECT_EQ(f2[0].usage.cached_tokens, static_cast<int32_t>(p.size() + g.size() - 1));
+  EXPECT_EQ(out, run_alone(m, {greedy(turn2, 12)}, opts())[0]);
+}
+
+TEST(EngineSessions, RedirectAfterCancelContinuesFromWhatWasKept) {
+  LOAD_STORIES(m);
+  const std::vector<int32_t> p = m.tok->encode("Lily and Tom went to the park", true);
+  const std::vector<int32_t> x = m.tok->encode(" But the dog", false);
+  Engine e(m.model, *m.tok, opts());
+  auto res = std::make_shared<Result>();
+  std::promise<std::shared_ptr<RequestHandle>> hp;
+  std::shared_future<std::shared_ptr<RequestHandle>> hf = hp.get_future().share();
+  int n = 0;
+  auto h = e.submit(in_session(p, 1000, 9), [&, res, hf](const GenerationEvent& ev) {
+    if (++n == 10) hf.get()->cancel();
+    res->on(ev);
+  });
+  hp.set_value(h);
+  ASSERT_TRUE(res->wait());
+  ASSERT_EQ(res->final_event.finish, FinishReason::Cancelled);
+  ASSERT_EQ(res->tokens.size(), 10u);
+  const std::vector<int32_t> turn2 = concat(concat(p, res->tokens), x);
+  std::vector<GenerationEvent> f2;
+  const auto out = run_concurrently(e, {in_session(turn2, 15, 9)}, &f2)[0];
+  EXPECT_EQ(f2[0].usage.cached_tokens, static_cast<int32_t>(p.size() + 9));
+  EXPECT_EQ(out, run_alone(m, {greedy(turn2, 15)}, opts())[0]);
+}
+
+TEST(EngineSessions, ADivergingPromptKeepsOnlyTheCommonPrefix) {
+  LOAD_STORIES(m);
+  const std::vector<int32_t> p = m.tok->encode(
+      "Once upon a time there was a little girl named Lily who loved to play outside in the sun", true);
+  Engine e(m.model, *m.tok, opts());
+  run_concurrently(e, {in_session(p, 30, 3)});
+  std::vector<int32_t> edited(p.begin(), p.begin() + 20);  // an edited history: same start, new end
+  const std::vector<int32_t> tail = m.tok->encode(" and a big red ball", false);
+  edited = concat(edited, tail);
+  std::vector<GenerationEvent> f;
+  const auto out = run_concurrently(e, {in_session(edited, 10, 3)}, &f)[0];
+  // The 20 common tokens end inside the second block (positions 16..31),
+  // which the first request filled and shared through the prefix cache: it
+  // is never written again, so it is dropped whole and 16 tokens are kept.
+  EXPECT_EQ(f[0].usage.cached_tokens, 16);
+  EXPECT_EQ(out, run_alone(m, {greedy(edited, 10)}, opts())[0]);
+}
+
+TEST(EngineSessions, EndSessionAndMemoryPressureReleaseTheKeptBlocks) {
+  LOAD_STORIES(m);
+  EngineOptions o = opts();
+  o.kv_memory = static_cast<int64_t>(KvCache::block_bytes(m.model.config(), kDefaultBlockSize, KvType::F16)) * 6;
+  Engine e(m.model, *m.tok, o);
+  const std::vector<int32_t> p = m.tok->encode("Once upon a time", true);
+  run_concurrently(e, {in_session(p, 40, 1)});
+  EngineStats s = settled_stats(e, [](const EngineStats& s) { return s.sessions_kept == 1; });
+  EXPECT_EQ(s.sessions_kept, 1);
+  EXPECT_GT(s.kv_blocks_used, 0);
+  e.end_session(1);
+  s = settled_stats(e, [](const EngineStats& s) { return s.sessions_kept == 0; });
+  EXPECT_EQ(s.sessions_kept, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  // Under pressure a kept session goes before anything is preempted.
+  run_concurrently(e, {in_session(p, 40, 2)});
+  EXPECT_EQ(settled_stats(e, [](const EngineStats& s) { return s.sessions_kept == 1; }).sessions_kept, 1);
+  run_concurrently(e, {greedy(m.tok->encode("Tom had a big dog", true), 90)});  // needs all 6 blocks
+  EXPECT_EQ(settled_stats(e, [](const EngineStats& s) { return s.sessions_kept == 0; }).sessions_kept, 0);
+  EXPECT_EQ(e.stats().preemptions, 0);
 }
 
 }  // namespace

@@ -123,6 +123,25 @@ void BlockManager::commit(SeqId seq) {
   }
 }
 
+int32_t BlockManager::truncate(SeqId seq, int32_t n) {
+  Seq& s = get(seq);
+  n = std::clamp<int32_t>(n, 0, static_cast<int32_t>(s.tokens.size()));
+  int32_t keep = (n + block_size_ - 1) / block_size_;
+  if (n % block_size_ != 0 && blocks_[s.table[static_cast<size_t>(keep - 1)]].hashed) n = --keep * block_size_;
+  while (static_cast<int32_t>(s.table.size()) > keep) {
+    unref(s.table.back());
+    s.table.pop_back();
+  }
+  s.tokens.resize(static_cast<size_t>(n));
+  if (s.n_hashed > n / block_size_) {  // recompute the chain hash of the blocks kept
+    s.n_hashed = n / block_size_;
+    s.last_hash = kRootHash;
+    for (int32_t i = 0; i < s.n_hashed; ++i)
+      s.last_hash = chain_hash(s.last_hash, s.tokens.data() + static_cast<size_t>(i) * block_size_, block_size_);
+  }
+  return n;
+}
+
 std::span<const int32_t> BlockManager::block_table(SeqId seq) const { return get(seq).table; }
 int32_t BlockManager::n_tokens(SeqId seq) const { return static_cast<int32_t>(get(seq).tokens.size()); }
 std::span<const int32_t> BlockManager::tokens(SeqId seq) const { return get(seq).tokens; }

@@ -74,6 +74,13 @@ class BlockManager {
   // nothing when there are not enough blocks. The caller then writes their
   // K/V (batch_forward) and calls commit().
   bool append(SeqId seq, std::span<const int32_t> tokens);
+  // Shortens `seq` to its first n tokens (n is clamped to [0, n_tokens])
+  // and returns how many it keeps: n, or less when position n falls inside
+  // a full hashed block -- such a block may be shared and is never written
+  // again, so it is dropped whole (the caller re-evaluates the tokens from
+  // the returned count). A kept partial block is private: later appends
+  // overwrite its rows past n. Blocks dropped lose one reference.
+  int32_t truncate(SeqId seq, int32_t n);
   // Marks every appended token as computed: the sequence's full blocks become
   // reusable by other sequences. Call after the forward pass that wrote them.
   void commit(SeqId seq);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "engine/block_manager.h"
 #include "engine/scheduler.h"
@@ -82,7 +83,9 @@ struct Engine::Impl {
         blocks(cache.n_blocks(), cache.block_size()),
         sched(blocks, o.max_seqs, o.max_batch_tokens),
         forward(model, cache, o.n_threads),
-        n_ctx(std::min(ctx, cache.n_blocks() * cache.block_size())) {}
+        n_ctx(std::min(ctx, cache.n_blocks() * cache.block_size())) {
+    sched.set_reclaim([this] { return release_oldest_session(); });
+  }
 
   void loop();
   void accept(GenerationJob job);
@@ -91,6 +94,9 @@ struct Engine::Impl {
   void retire(Sequence* s);
   void publish();
   void leave_queue(int32_t n);  // n requests stopped waiting for admission
+  void end_sessions();           // those end_session() asked for
+  bool release_oldest_session();
+  void release_session(uint64_t id);
   void shutdown();
 
   const Tokenizer& tok;
@@ -106,11 +112,18 @@ struct Engine::Impl {
   std::vector<SeqRun> runs;
   std::vector<float> scratch;
   uint64_t n_arrived = 0;
+  struct Kept {
+    BlockManager::SeqId kv;
+    uint64_t last_use;
+  };
+  std::unordered_map<uint64_t, Kept> kept;  // session -> its KV
+  uint64_t n_kept = 0;                      // use counter for LRU
 
   mutable std::mutex mu;
   std::condition_variable cv;
   std::deque<GenerationJob> inbox;                      // guarded by mu
   std::vector<std::shared_ptr<RequestHandle>> live;     // guarded by mu: submitted, not finished
+  std::vector<uint64_t> ending;                         // guarded by mu: end_session() ids
   int32_t unadmitted = 0;                               // guarded by mu: inbox + never admitted
   bool stopping = false;                                // guarded by mu
   EngineStats stats;                                    // guarded by mu
@@ -122,10 +135,11 @@ void Engine::Impl::loop() {
     std::deque<GenerationJob> arrived;
     {
       std::unique_lock lock(mu);
-      if (seqs.empty()) cv.wait(lock, [&] { return stopping || !inbox.empty(); });
+      if (seqs.empty()) cv.wait(lock, [&] { return stopping || !inbox.empty() || !ending.empty(); });
       if (stopping) break;
       arrived.swap(inbox);
     }
+    end_sessions();
     for (GenerationJob& job : arrived) accept(std::move(job));
     reap_cancelled();
     if (!seqs.empty()) step();
@@ -144,8 +158,46 @@ void Engine::Impl::accept(GenerationJob job) {
     std::erase(live, job.handle);
     return;
   }
+  const uint64_t session = job.req.session;
   seqs.push_back(std::make_unique<Sequence>(std::move(job), tok, n_vocab, ++n_arrived));
-  sched.add(seqs.back().get());
+  Sequence* s = seqs.back().get();
+  if (auto it = kept.find(session); session != 0 && it != kept.end()) {
+    // Keep the longest common prefix; at least the last prompt token is evaluated.
+    const BlockManager::SeqId kv = it->second.kv;
+    kept.erase(it);
+    const std::span<const int32_t> have = blocks.tokens(kv);
+    const size_t limit = std::min(have.size(), s->tokens.size() - 1);
+    size_t common = 0;
+    while (common < limit && have[common] == s->tokens[common]) ++common;
+    blocks.truncate(kv, static_cast<int32_t>(common));
+    s->resume_kv = kv;
+  }
+  sched.add(s);
+}
+
+void Engine::Impl::end_sessions() {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard lock(mu);
+    ids.swap(ending);
+  }
+  for (uint64_t id : ids) release_session(id);
+}
+
+void Engine::Impl::release_session(uint64_t id) {
+  auto it = kept.find(id);
+  if (it == kept.end()) return;
+  blocks.release(it->second.kv);
+  kept.erase(it);
+}
+
+bool Engine::Impl::release_oldest_session() {
+  if (kept.empty()) return false;
+  auto oldest = kept.begin();
+  for (auto it = kept.begin(); it != kept.end(); ++it)
+    if (it->second.last_use < oldest->second.last_use) oldest = it;
+  release_session(oldest->first);
+  return true;
 }
 
 void Engine::Impl::reap_cancelled() {
@@ -162,7 +214,15 @@ void Engine::Impl::reap_cancelled() {
 
 void Engine::Impl::retire(Sequence* s) {
   if (s->n_cached_first < 0) leave_queue(1);  // left without ever being admitted
-  sched.remove(s);
+  const uint64_t session = s->session();
+  if (session != 0) {
+    if (const BlockManager::SeqId kv = sched.detach(s)) {
+      release_session(session);  // an older kept state of the same session
+      kept[session] = Kept{kv, ++n_kept};
+    }
+  } else {
+    sched.remove(s);
+  }
   std::shared_ptr<RequestHandle> handle = s->handle();
   std::erase_if(seqs, [s](const std::unique_ptr<Sequence>& p) { return p.get() == s; });
   std::lock_guard lock(mu);
@@ -229,6 +289,7 @@ void Engine::Impl::publish() {
   stats.preemptions = sched.preemptions();
   stats.prefix_queried_tokens = blocks.stats().queried_tokens;
   stats.prefix_hit_tokens = blocks.stats().hit_tokens;
+  stats.sessions_kept = static_cast<int32_t>(kept.size());
 }
 
 void Engine::Impl::shutdown() {
@@ -237,6 +298,7 @@ void Engine::Impl::shutdown() {
     s->finish(FinishReason::Cancelled);
     retire(s);
   }
+  while (!kept.empty()) release_session(kept.begin()->first);
   std::deque<GenerationJob> left;
   {
     std::lock_guard lock(mu);
@@ -288,6 +350,14 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest req, EventCallba
 }
 
 int32_t Engine::n_ctx() const { return impl_->n_ctx; }
+
+void Engine::end_session(uint64_t session) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->ending.push_back(session);
+  }
+  impl_->cv.notify_one();
+}
 
 EngineStats Engine::stats() const {
   std::lock_guard lock(impl_->mu);

@@ -58,6 +58,16 @@ struct GenerationRequest {
   SamplingParams sampling;
   StopParams stop;
   int32_t priority = kPriorityDefault;
+  // Non-zero: the request belongs to this session. When it ends (for any
+  // reason) the engine keeps its sequence's KV (prompt + generated tokens
+  // that were evaluated) for the session's next request, which then
+  // prefills only what follows the longest common prefix of the kept tokens
+  // and its prompt (at least the prompt's last token). Kept sessions are
+  // released under memory pressure (before any running sequence is
+  // preempted), by end_session(), or when a newer request of the session
+  // ends. One request per session at a time: a second concurrent one simply
+  // does not find the KV kept. Callers choose ids (e.g. a counter).
+  uint64_t session = 0;
 };
 
 struct Usage {
@@ -124,6 +134,7 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t prefix_queried_tokens = 0;  // prompt tokens looked up in the prefix cache
   int64_t prefix_hit_tokens = 0;      // of those, found
+  int32_t sessions_kept = 0;          // sessions whose KV is kept between requests
 };
 
 class Engine {
@@ -147,6 +158,9 @@ class Engine {
   int32_t n_ctx() const;
   // Thread-safe; as of the end of the last engine step.
   EngineStats stats() const;
+  // Releases the KV a session keeps (at the next step); thread-safe, never
+  // blocks. Unknown ids are ignored.
+  void end_session(uint64_t session);
 
  private:
   struct Impl;

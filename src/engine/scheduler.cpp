@@ -41,13 +41,19 @@ void Scheduler::add(SchedSeq* s) {
 }
 
 void Scheduler::remove(SchedSeq* s) {
-  if (s->running()) {
-    blocks_.release(s->kv);
-    s->kv = 0;
-    erase_one(running_, s);
-  } else {
-    erase_one(waiting_, s);
+  if (const BlockManager::SeqId kv = detach(s)) blocks_.release(kv);
+}
+
+BlockManager::SeqId Scheduler::detach(SchedSeq* s) {
+  if (s->resume_kv) {
+    blocks_.release(s->resume_kv);
+    s->resume_kv = 0;
   }
+  const BlockManager::SeqId kv = s->kv;
+  s->kv = 0;
+  if (kv) erase_one(running_, s);
+  else erase_one(waiting_, s);
+  return kv;
 }
 
 StepPlan Scheduler::plan() {
@@ -69,14 +75,23 @@ StepPlan Scheduler::plan() {
   return plan;
 }
 
-bool Scheduler::schedule_running(SchedSeq* s, int32_t& budget, StepPlan& plan) {
-  const int32_t n = std::min(s->pending(), budget);
+// Frees blocks until `s` can append n tokens: kept sessions first, then
+// victims with priority < below. False when s cannot get them (s itself may
+// have been the victim).
+bool Scheduler::make_room(SchedSeq* s, int32_t n, int64_t below, StepPlan& plan) {
   while (!blocks_.can_append(s->kv, n)) {
-    SchedSeq* v = victim(std::numeric_limits<int64_t>::max());
-    if (v == nullptr) return false;  // cannot happen: s itself qualifies
+    if (reclaim_ && reclaim_()) continue;
+    SchedSeq* v = victim(below);
+    if (v == nullptr) return false;
     preempt(v, plan);
     if (v == s) return false;
   }
+  return true;
+}
+
+bool Scheduler::schedule_running(SchedSeq* s, int32_t& budget, StepPlan& plan) {
+  const int32_t n = std::min(s->pending(), budget);
+  if (!make_room(s, n, std::numeric_limits<int64_t>::max(), plan)) return false;
   push_run(s, n, budget, plan);
   return true;
 }
@@ -87,18 +102,24 @@ bool Scheduler::admit(SchedSeq* s, int32_t& budget, StepPlan& plan) {
     if (v == nullptr) return false;
     preempt(v, plan);
   }
-  s->kv = blocks_.create();
-  const int32_t matched = blocks_.match_prefix(s->kv, s->tokens);
+  int32_t matched = 0;
+  const bool resumed = s->resume_kv != 0;
+  if (resumed) {  // a kept session: its blocks hold the tokens' beginning
+    s->kv = s->resume_kv;
+    s->resume_kv = 0;
+    matched = blocks_.n_tokens(s->kv);
+  } else {
+    s->kv = blocks_.create();
+    matched = blocks_.match_prefix(s->kv, s->tokens);
+  }
   s->n_computed = matched;
-  while (!blocks_.can_append(s->kv, s->pending())) {
-    SchedSeq* v = victim(s->priority);
-    if (v == nullptr) {
-      blocks_.release(s->kv);
-      s->kv = 0;
-      s->n_computed = 0;
-      return false;
-    }
-    preempt(v, plan);
+  if (!make_room(s, s->pending(), s->priority, plan)) {
+    // A session keeps its blocks while it waits; a prefix match is cheap to redo.
+    if (resumed) s->resume_kv = s->kv;
+    else blocks_.release(s->kv);
+    s->kv = 0;
+    s->n_computed = 0;
+    return false;
   }
   erase_one(waiting_, s);
   running_.push_back(s);

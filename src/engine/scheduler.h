@@ -26,11 +26,16 @@
 //     fit; otherwise admission stops for this step (no overtaking, so a big
 //     request is not starved by small ones behind it).
 // A sequence preempted in a step is not readmitted in the same step.
+// Before preempting anyone for blocks, the scheduler asks the engine to
+// release a kept session (set_reclaim): idle sessions go before live work.
+// A sequence that continues a kept session (resume_kv) adopts its blocks at
+// admission instead of looking up the prefix cache.
 //
 // Not thread-safe: the engine thread owns it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/block_manager.h"
@@ -44,6 +49,7 @@ struct SchedSeq {
   uint64_t started = 0;        // admission order of the current residency; 0 while waiting
   uint64_t last_step = 0;      // step that last scheduled (or preempted) it
   BlockManager::SeqId kv = 0;  // 0 while it holds no blocks
+  BlockManager::SeqId resume_kv = 0;  // blocks of a kept session, adopted at admission
   std::vector<int32_t> tokens; // prompt + generated; all must be computed before the next sample
   int32_t n_computed = 0;      // tokens whose K/V are in the cache
   int32_t n_cached_first = -1; // prefix-cache hit at the first admission; -1 before it
@@ -76,6 +82,12 @@ class Scheduler {
   void add(SchedSeq* s);
   // Forgets a sequence (finished, cancelled or failed), releasing its blocks.
   void remove(SchedSeq* s);
+  // Forgets a sequence but hands its blocks (kv, 0 when none) to the caller,
+  // e.g. to keep a session's KV for its next turn.
+  BlockManager::SeqId detach(SchedSeq* s);
+  // `reclaim` releases one kept session's blocks and returns true, or
+  // returns false when there is none.
+  void set_reclaim(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
 
   // Plans the next step and allocates every run's blocks. The caller runs
   // the forward pass over plan.runs, then calls complete(plan).
@@ -98,7 +110,10 @@ class Scheduler {
   void preempt(SchedSeq* v, StepPlan& plan);
   void push_run(SchedSeq* s, int32_t n, int32_t& budget, StepPlan& plan);
 
+  bool make_room(SchedSeq* s, int32_t n, int64_t below, StepPlan& plan);
+
   BlockManager& blocks_;
+  std::function<bool()> reclaim_;
   int32_t max_seqs_, max_batch_tokens_;
   std::vector<SchedSeq*> running_, waiting_, order_;
   uint64_t step_ = 0, n_started_ = 0;

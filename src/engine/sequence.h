@@ -45,6 +45,7 @@ class Sequence : public SchedSeq {
 
   bool cancelled() const { return job_.handle && job_.handle->cancelled(); }
   const std::shared_ptr<RequestHandle>& handle() const { return job_.handle; }
+  uint64_t session() const { return job_.req.session; }
   bool finished() const { return final_sent_; }
 
   // The step that first admitted the sequence starts at `now`.
