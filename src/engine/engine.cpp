@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/engine_metrics.h"
 #include "engine/generation.h"
 #include "model/llama_context.h"
 #include "model/llama_model.h"
@@ -28,12 +29,13 @@ const char* finish_reason_name(FinishReason r) {
 struct Engine::Impl {
   Impl(const LlamaModel& model, const Tokenizer& tok, const EngineOptions& opts)
       : tok(tok), max_queue(opts.max_queue), ctx(model, opts.n_ctx, opts.n_threads),
-        seq{ctx, model.config().n_vocab, {}} {}
+        seq{ctx, model.config().n_vocab, {}, &metrics} {}
 
   void loop();
 
   const Tokenizer& tok;
   const int32_t max_queue;
+  EngineMetrics metrics;
   LlamaContext ctx;     // used by the engine thread only (after construction)
   SequenceState seq;    // likewise
 
@@ -55,10 +57,12 @@ void Engine::Impl::loop() {
       job = std::move(queue.front());
       queue.pop_front();
       running = job.handle;
+      metrics.set_gauges({.running_sequences = 1, .waiting_requests = static_cast<int32_t>(queue.size())});
     }
     run_generation(seq, tok, job);  // invokes callbacks without holding mu
     std::lock_guard lock(mu);
     running.reset();
+    metrics.set_gauges({.running_sequences = 0, .waiting_requests = static_cast<int32_t>(queue.size())});
   }
   // Shutdown: whatever is still queued gets its final event.
   std::deque<GenerationJob> left;
@@ -98,11 +102,15 @@ std::shared_ptr<RequestHandle> Engine::submit(GenerationRequest req, EventCallba
     if (impl_->stopping || static_cast<int32_t>(impl_->queue.size()) >= impl_->max_queue) return nullptr;
     impl_->queue.push_back(
         GenerationJob{std::move(req), std::move(on_event), handle, std::chrono::steady_clock::now()});
+    impl_->metrics.set_gauges({.running_sequences = impl_->running ? 1 : 0,
+                               .waiting_requests = static_cast<int32_t>(impl_->queue.size())});
   }
   impl_->cv.notify_one();
   return handle;
 }
 
 int32_t Engine::n_ctx() const { return impl_->ctx.n_ctx(); }
+
+const EngineMetrics& Engine::metrics() const { return impl_->metrics; }
 
 }  // namespace nexus

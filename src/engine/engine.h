@@ -31,6 +31,7 @@ namespace nexus {
 
 class Tokenizer;
 class LlamaModel;
+class EngineMetrics;
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
@@ -100,6 +101,8 @@ class Engine {
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const LlamaModel& model() const { return model_; }
   int32_t n_ctx() const;
+  // Prometheus metrics (engine/engine_metrics.h); render() is safe from any thread.
+  const EngineMetrics& metrics() const;
 
  private:
   struct Impl;

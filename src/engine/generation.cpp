@@ -6,6 +6,7 @@
 #include <exception>
 #include <optional>
 
+#include "engine/engine_metrics.h"
 #include "model/llama_context.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_matcher.h"
@@ -37,7 +38,7 @@ void validate(const GenerationRequest& req, int32_t n_ctx, int32_t n_vocab) {
 // Prefill: keep the longest common prefix of what the cache holds and the
 // prompt, evaluate the rest in one batch. At least the last prompt token is
 // evaluated, since its logits choose the first generated token.
-std::span<const float> prefill(SequenceState& seq, const std::vector<int32_t>& prompt) {
+std::span<const float> prefill(SequenceState& seq, const std::vector<int32_t>& prompt, int32_t& reused) {
   if (seq.cached.size() != static_cast<size_t>(seq.ctx.n_past())) {  // out of sync: start over
     seq.ctx.truncate(0);
     seq.cached.clear();
@@ -47,6 +48,7 @@ std::span<const float> prefill(SequenceState& seq, const std::vector<int32_t>& p
   common = std::min(common, prompt.size() - 1);
   seq.ctx.truncate(static_cast<int32_t>(common));
   seq.cached.resize(common);
+  reused = static_cast<int32_t>(common);
   std::span<const int32_t> rest(prompt.data() + common, prompt.size() - common);
   std::span<const float> logits = seq.ctx.eval(rest);
   seq.cached.insert(seq.cached.end(), rest.begin(), rest.end());
@@ -85,6 +87,7 @@ class Generation {
     ev.usage = usage_;
     if (n_sampled_ > 0) timings_.decode_s = seconds(first_token_, last_token_);
     ev.timings = timings_;
+    if (seq_.metrics) seq_.metrics->observe_request(request_record(ev, seconds(job_.submitted, Clock::now()), reused_));
     final_sent_ = true;  // before the call: a throwing callback must not get a second final event
     job_.on_event(ev);
   }
@@ -106,6 +109,7 @@ class Generation {
   Usage usage_;
   Timings timings_;
   int32_t n_sampled_ = 0;
+  int32_t reused_ = 0;  // prompt tokens whose K/V the cache already held
   bool final_sent_ = false;
 };
 
@@ -117,8 +121,9 @@ void Generation::run() {
     return finish(ev, FinishReason::Cancelled);
   }
 
-  std::span<const float> logits = prefill(seq_, req.prompt);
+  std::span<const float> logits = prefill(seq_, req.prompt, reused_);
   timings_.prefill_s = seconds(start_, Clock::now());
+  if (seq_.metrics) seq_.metrics->observe_step(timings_.prefill_s, usage_.prompt_tokens - reused_, 1);
 
   Sampler sampler(req.sampling, seq_.n_vocab);
   StreamDecoder decoder(tok_);
@@ -134,10 +139,13 @@ void Generation::run() {
     }
     row.assign(logits.begin(), logits.end());
     const int32_t id = sampler.sample(row, history);
+    const Clock::time_point prev_token = last_token_;
     last_token_ = Clock::now();
     if (n_sampled_++ == 0) {
       first_token_ = last_token_;
       timings_.ttft_s = seconds(job_.submitted, first_token_);
+    } else if (seq_.metrics) {
+      seq_.metrics->observe_itl(seconds(prev_token, last_token_));
     }
     usage_.completion_tokens = n_sampled_;
     history.push_back(id);
@@ -163,7 +171,9 @@ void Generation::run() {
     if (reason) return finish(ev, *reason);
     job_.on_event(ev);
 
+    const Clock::time_point step_start = Clock::now();
     logits = seq_.ctx.eval(std::span<const int32_t>(&id, 1));
+    if (seq_.metrics) seq_.metrics->observe_step(seconds(step_start, Clock::now()), 1, 1);
     seq_.cached.push_back(id);
   }
 }

@@ -16,6 +16,7 @@
 namespace nexus {
 
 class LlamaContext;
+class EngineMetrics;
 
 struct GenerationJob {
   GenerationRequest req;
@@ -29,6 +30,7 @@ struct SequenceState {
   LlamaContext& ctx;
   int32_t n_vocab = 0;  // the model's (logits per row)
   std::vector<int32_t> cached;
+  EngineMetrics* metrics = nullptr;  // observed per step, token and request when set
 };
 
 // Delivers exactly one final event (done = true) to job.on_event, whatever
