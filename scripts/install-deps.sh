@@ -10,6 +10,7 @@ pkgs=(
   libboost-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   curl
+  prometheus  # tests/test_prometheus.cpp scrapes `nexus serve` with the real server
 )
 # Node.js: the machine image ships NodeSource's nodejs (which bundles npm and
 # conflicts with Debian's npm package); fall back to Debian's when absent.

@@ -36,6 +36,7 @@ class ObservedBackend final : public server::Backend {
   int32_t n_vocab() const override { return inner_.n_vocab(); }
   server::ChatFamily chat_family() const override { return inner_.chat_family(); }
   std::vector<int32_t> tokenize(std::string_view t, bool s) const override { return inner_.tokenize(t, s); }
+  std::string metrics_text() const override { return inner_.metrics_text(); }
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback cb) override {
     return inner_.submit(std::move(req), [this, cb = std::move(cb)](const GenerationEvent& ev) {
       if (ev.done) {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "engine/block_manager.h"
+#include "engine/engine_metrics.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "model/batch_forward.h"
@@ -102,6 +103,7 @@ struct Engine::Impl {
   const Tokenizer& tok;
   const int32_t n_vocab;
   const int32_t max_queue;
+  EngineMetrics metrics;  // updated by the engine thread, rendered by any
   // Engine thread only (after construction):
   KvCache cache;
   BlockManager blocks;
@@ -152,14 +154,20 @@ void Engine::Impl::accept(GenerationJob job) {
   try {
     validate_request(job.req, n_ctx, n_vocab);
   } catch (const std::exception& e) {
-    finish_unrun(job, FinishReason::Error, e.what());
+    const GenerationEvent ev = final_event(job, FinishReason::Error, e.what());
+    metrics.observe_request(request_record(ev, ev.timings.e2e_s, 0));
+    try {
+      job.on_event(ev);
+    } catch (...) {
+      // Nothing more to tell a callback that throws on its final event.
+    }
     leave_queue(1);
     std::lock_guard lock(mu);
     std::erase(live, job.handle);
     return;
   }
   const uint64_t session = job.req.session;
-  seqs.push_back(std::make_unique<Sequence>(std::move(job), tok, n_vocab, ++n_arrived));
+  seqs.push_back(std::make_unique<Sequence>(std::move(job), tok, n_vocab, ++n_arrived, &metrics));
   Sequence* s = seqs.back().get();
   if (auto it = kept.find(session); session != 0 && it != kept.end()) {
     // Keep the longest common prefix; at least the last prompt token is evaluated.
@@ -234,6 +242,7 @@ void Engine::Impl::step() {
   const Clock::time_point start = Clock::now();
   for (SchedSeq* s : plan.admitted) static_cast<Sequence*>(s)->on_admitted(start);
   if (!plan.admitted.empty()) leave_queue(static_cast<int32_t>(plan.admitted.size()));
+  for (size_t i = 0; i < plan.preempted.size(); ++i) metrics.add_preemption();
   if (plan.runs.empty()) return;
   runs.clear();
   for (const ScheduledRun& r : plan.runs)
@@ -253,6 +262,8 @@ void Engine::Impl::step() {
   }
   sched.complete(plan);
   const Clock::time_point now = Clock::now();
+  metrics.observe_step(std::chrono::duration<double>(now - start).count(), plan.n_tokens,
+                       static_cast<int32_t>(plan.runs.size()));
   size_t row = 0;
   for (const ScheduledRun& r : plan.runs) {
     if (!r.completes) continue;
@@ -290,6 +301,14 @@ void Engine::Impl::publish() {
   stats.prefix_queried_tokens = blocks.stats().queried_tokens;
   stats.prefix_hit_tokens = blocks.stats().hit_tokens;
   stats.sessions_kept = static_cast<int32_t>(kept.size());
+  metrics.set_gauges({.running_sequences = stats.running,
+                      .waiting_requests = stats.waiting,
+                      .kv_blocks_total = stats.kv_blocks_total,
+                      .kv_blocks_used = stats.kv_blocks_used,
+                      .kv_blocks_free = stats.kv_blocks_free,
+                      .kv_blocks_cached = stats.kv_blocks_cached,
+                      .prefix_cache_queried_tokens = stats.prefix_queried_tokens,
+                      .prefix_cache_hit_tokens = stats.prefix_hit_tokens});
 }
 
 void Engine::Impl::shutdown() {
@@ -358,6 +377,8 @@ void Engine::end_session(uint64_t session) {
   }
   impl_->cv.notify_one();
 }
+
+const EngineMetrics& Engine::metrics() const { return impl_->metrics; }
 
 EngineStats Engine::stats() const {
   std::lock_guard lock(impl_->mu);

@@ -41,6 +41,7 @@ namespace nexus {
 
 class Tokenizer;
 class LlamaModel;
+class EngineMetrics;
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
@@ -158,6 +159,8 @@ class Engine {
   int32_t n_ctx() const;
   // Thread-safe; as of the end of the last engine step.
   EngineStats stats() const;
+  // Prometheus metrics (engine/engine_metrics.h); render() is safe from any thread.
+  const EngineMetrics& metrics() const;
   // Releases the KV a session keeps (at the next step); thread-safe, never
   // blocks. Unknown ids are ignored.
   void end_session(uint64_t session);

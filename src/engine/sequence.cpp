@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/engine_metrics.h"
 #include "util/error.h"
 
 namespace nexus {
@@ -27,8 +28,9 @@ void validate_request(const GenerationRequest& req, int32_t n_ctx, int32_t n_voc
   Sampler::validate(req.sampling);
 }
 
-Sequence::Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival)
-    : job_(std::move(job)), tok_(tok), sampler_(job_.req.sampling, n_vocab), decoder_(tok), stop_(job_.req.stop.stop) {
+Sequence::Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival,
+                   EngineMetrics* metrics)
+    : job_(std::move(job)), tok_(tok), metrics_(metrics), sampler_(job_.req.sampling, n_vocab), decoder_(tok), stop_(job_.req.stop.stop) {
   priority = job_.req.priority;
   this->arrival = arrival;
   tokens = job_.req.prompt;
@@ -52,6 +54,7 @@ bool Sequence::on_logits(std::span<const float> logits, std::vector<float>& scra
     timings_.prefill_s = seconds(admitted_, now);
   } else {
     last_itl_ = seconds(last_token_, now);
+    if (metrics_) metrics_->observe_itl(last_itl_);
   }
   last_token_ = now;
   usage_.completion_tokens = n_generated_;
@@ -103,6 +106,7 @@ void Sequence::deliver_final(GenerationEvent& ev, FinishReason reason) {
   if (n_cached_first < 0) timings_.queue_s = timings_.e2e_s;  // never admitted
   ev.usage = usage_;
   ev.timings = timings_;
+  if (metrics_) metrics_->observe_request(request_record(ev, timings_.e2e_s, usage_.cached_tokens));
   final_sent_ = true;  // before the call: a throwing callback must not get a second final event
   job_.on_event(ev);
 }

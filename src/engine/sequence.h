@@ -26,6 +26,8 @@
 
 namespace nexus {
 
+class EngineMetrics;
+
 using Clock = std::chrono::steady_clock;
 
 struct GenerationJob {
@@ -40,8 +42,9 @@ void validate_request(const GenerationRequest& req, int32_t n_ctx, int32_t n_voc
 
 class Sequence : public SchedSeq {
  public:
-  // `job` must have passed validate_request.
-  Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival);
+  // `job` must have passed validate_request. `metrics` (may be null) gets
+  // every inter-token gap and the final event's record.
+  Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival, EngineMetrics* metrics);
 
   bool cancelled() const { return job_.handle && job_.handle->cancelled(); }
   const std::shared_ptr<RequestHandle>& handle() const { return job_.handle; }
@@ -75,6 +78,7 @@ class Sequence : public SchedSeq {
 
   GenerationJob job_;
   const Tokenizer& tok_;
+  EngineMetrics* metrics_;
   Sampler sampler_;
   StreamDecoder decoder_;
   StopMatcher stop_;

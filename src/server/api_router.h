@@ -5,6 +5,7 @@
 //   POST /v1/chat/completions     generation (messages)
 //   GET  /v1/models               {"object":"list","data":[{"id":…,"object":"model",…}]}
 //   GET  /health                  {"status":"ok"}
+//   GET  /metrics                 Prometheus text format 0.0.4 (docs/metrics.md)
 // Unknown path: 404 not_found_error; known path, other method: 405 with Allow.
 // All errors use ApiError's JSON shape. Pure: no I/O, safe from any thread.
 #pragma once
@@ -25,8 +26,9 @@ namespace nexus::server {
 
 struct HttpReply {
   int status = 200;
-  std::string body;  // JSON
+  std::string body;  // JSON unless content_type says otherwise
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+  std::string content_type = "application/json";
 };
 
 HttpReply error_reply(const ApiError& e);

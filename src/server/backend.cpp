@@ -1,5 +1,6 @@
 #include "server/backend.h"
 
+#include "engine/engine_metrics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nexus::server {
@@ -19,5 +20,7 @@ std::vector<int32_t> EngineBackend::tokenize(std::string_view text, bool parse_s
 std::shared_ptr<RequestHandle> EngineBackend::submit(GenerationRequest req, EventCallback on_event) {
   return engine_.submit(std::move(req), std::move(on_event));
 }
+
+std::string EngineBackend::metrics_text() const { return engine_.metrics().render(); }
 
 }  // namespace nexus::server

@@ -29,6 +29,9 @@ class Backend {
   virtual std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const = 0;
   // nullptr when the queue is full (HTTP 429).
   virtual std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event) = 0;
+  // GET /metrics: the Prometheus text exposition format 0.0.4. A backend
+  // without metrics exposes none (an empty document is valid).
+  virtual std::string metrics_text() const { return {}; }
 };
 
 // Backend over a running Engine (which must outlive it). BOS follows the
@@ -42,6 +45,7 @@ class EngineBackend final : public Backend {
   ChatFamily chat_family() const override { return family_; }
   std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const override;
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event) override;
+  std::string metrics_text() const override;  // the engine's EngineMetrics
 
  private:
   Engine& engine_;

@@ -17,11 +17,12 @@ constexpr size_t kMaxDrain = 64u << 20;            // bytes discarded before clo
 constexpr std::chrono::seconds kLinger{5};
 
 std::string reply_head(int status, size_t content_length, bool keep_alive,
-                       const std::vector<std::pair<std::string, std::string>>& extra) {
+                       const std::vector<std::pair<std::string, std::string>>& extra,
+                       std::string_view content_type) {
   const auto reason = http::obsolete_reason(http::int_to_status(static_cast<unsigned>(status)));
-  std::string h = fmt::format("HTTP/1.1 {} {}\r\nServer: nexus\r\nContent-Type: application/json\r\n"
+  std::string h = fmt::format("HTTP/1.1 {} {}\r\nServer: nexus\r\nContent-Type: {}\r\n"
                               "Content-Length: {}\r\nConnection: {}\r\n",
-                              status, std::string_view(reason.data(), reason.size()), content_length,
+                              status, std::string_view(reason.data(), reason.size()), content_type, content_length,
                               keep_alive ? "keep-alive" : "close");
   for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
   return h + "\r\n";
@@ -183,7 +184,7 @@ void HttpSession::on_engine_event(const GenerationEvent& ev) {
 
 void HttpSession::send_reply(const HttpReply& r) {
   log_request(r.status);
-  enqueue(reply_head(r.status, r.body.size(), keep_alive_, r.headers) + r.body);
+  enqueue(reply_head(r.status, r.body.size(), keep_alive_, r.headers, r.content_type) + r.body);
   response_queued_ = true;
 }
 

@@ -55,6 +55,11 @@ class FakeBackend final : public server::Backend {
     return h;
   }
 
+  // A fixed exposition, for the GET /metrics routing tests.
+  std::string metrics_text() const override { return kMetricsText; }
+  static constexpr const char* kMetricsText =
+      "# HELP fake_requests_total Fake.\n# TYPE fake_requests_total counter\nfake_requests_total 7\n";
+
   size_t queued() const { std::lock_guard lock(mu_); return queue_.size(); }
   void hold() { std::lock_guard lock(mu_); held_ = true; }
   void release() {

@@ -1,0 +1,27 @@
+// ServeProcess: `nexus serve` on an OS-picked loopback port as a child
+// process (killed by ChildProcess's destructor if the test does not stop it).
+#pragma once
+
+#include <cstdint>
+#include <regex>
+#include <string>
+
+#include "support/child_process.h"
+#include "support/test_support.h"
+
+namespace nexus::test {
+
+struct ServeProcess {
+  // port stays 0 when the server did not print its startup line in time.
+  explicit ServeProcess(const std::string& model)
+      : proc({nexus_binary(), "serve", "-m", model, "--port", "0", "--threads", "1"}) {
+    const auto line = proc.read_line();
+    std::smatch m;
+    if (line && std::regex_match(*line, m, std::regex(R"(listening on http://127\.0\.0\.1:(\d+))")))
+      port = static_cast<uint16_t>(std::stoi(m[1]));
+  }
+  ChildProcess proc;
+  uint16_t port = 0;
+};
+
+}  // namespace nexus::test
