@@ -58,7 +58,9 @@ class BenchE2E : public ::testing::Test {
     dir_ = make_temp_dir();
   }
   void TearDown() override {
-    if (server_) EXPECT_EQ(server_->stop(SIGTERM), 0);
+    if (server_) {
+      EXPECT_EQ(server_->stop(SIGTERM), 0);
+    }
   }
 
   std::string model_, url_, dir_;
