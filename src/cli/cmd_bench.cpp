@@ -1,0 +1,172 @@
+// `nexus bench`: load generator and latency benchmark for Nexus or any
+// OpenAI-compatible server (src/loadgen/, docs/bench.md). Prints a table to
+// stdout (stderr when --json - takes stdout), optionally writes JSON and an
+// SVG sweep chart. Exit status: 0 all requests completed, 3 some failed
+// (the report is still written), 1 fatal error (bad flags, server unreachable).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "loadgen/bench.h"
+#include "loadgen/report_json.h"
+#include "loadgen/report_text.h"
+#include "loadgen/svg_chart.h"
+#include "util/error.h"
+
+namespace nexus::cli {
+namespace {
+
+using namespace nexus::loadgen;
+
+struct BenchCliArgs {
+  std::string url = "http://127.0.0.1:8080";
+  std::string endpoint = "completions";
+  std::string transport = "http-keepalive";
+  std::string model, api_key, extra_body;
+  int32_t concurrency = 1;
+  double rate = 0;
+  uint64_t requests = 0;
+  double duration_s = 0;
+  int32_t max_inflight = 1024;
+  std::string prompt_tokens = "128", max_tokens = "128";
+  bool ignore_eos = false;
+  std::string prompts;
+  int32_t turns = 1;
+  uint64_t seed = 0, warmup = 0;
+  double timeout_s = 300;
+  std::string json_path, svg_path;
+  bool no_progress = false;
+  std::vector<int32_t> sweep_concurrency;
+  std::vector<double> sweep_rate;
+  double price_per_hour = -1;
+};
+
+void write_file(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !(f << text) || !(f.flush())) throw Error(fmt::format("cannot write {} file {}", what, path));
+}
+
+int run(const BenchCliArgs& a, CLI::App& sub) {
+  BenchOptions o;
+  o.http.server = parse_server_url(a.url);
+  o.http.keep_alive = a.transport == "http-keepalive";
+  if (!(a.timeout_s > 0) || a.timeout_s > 86400) throw Error("--timeout must be in (0, 86400] seconds");
+  o.http.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1e3));
+  o.http.api_key = a.api_key;
+  if (o.http.api_key.empty()) {
+    if (const char* k = std::getenv("OPENAI_API_KEY")) o.http.api_key = k;
+  }
+  if (!a.extra_body.empty()) {
+    o.http.extra_body = nlohmann::json::parse(a.extra_body, nullptr, false);
+    if (!o.http.extra_body.is_object()) throw Error("--extra-body must be a JSON object");
+  }
+  o.workload.api = a.endpoint == "chat" ? Api::Chat : Api::Completions;
+  o.workload.model = a.model;
+  o.workload.prompt_tokens = LengthDistribution::parse(a.prompt_tokens);
+  o.workload.max_tokens = LengthDistribution::parse(a.max_tokens);
+  o.workload.ignore_eos = a.ignore_eos;
+  o.workload.turns = a.turns;
+  o.workload.seed = a.seed;
+  if (!a.prompts.empty()) {
+    o.workload.prompts = load_prompts_jsonl(a.prompts);
+    o.prompts_file = a.prompts;
+  }
+  o.load.concurrency = a.concurrency;
+  o.load.rate = a.rate;
+  o.load.max_inflight = a.max_inflight;
+  o.load.seed = a.seed;
+  const bool has_requests = sub.count("--requests") > 0, has_duration = sub.count("--duration") > 0;
+  if (has_requests) {
+    if (a.requests < 1) throw Error("--requests must be >= 1");
+    o.load.sessions = a.requests;
+  }
+  if (has_duration) o.load.duration_s = a.duration_s;
+  if (!has_requests && !has_duration) o.load.sessions = 100;
+  o.warmup = a.warmup;
+  o.sweep_concurrency = a.sweep_concurrency;
+  o.sweep_rate = a.sweep_rate;
+  if (sub.count("--price-per-hour")) o.price_per_hour = a.price_per_hour;
+  o.progress = !a.no_progress && isatty(STDERR_FILENO);
+  o.log = [](const std::string& s) { std::fprintf(stderr, "nexus bench: %s\n", s.c_str()); };
+
+  const BenchReport report = run_bench(o);
+
+  const bool json_stdout = a.json_path == "-";
+  const std::string text = report_text(report);
+  std::fputs(text.c_str(), json_stdout ? stderr : stdout);
+  if (!a.json_path.empty()) {
+    const std::string j = report_json(report).dump(2) + "\n";
+    if (json_stdout) {
+      std::fputs(j.c_str(), stdout);
+    } else {
+      write_file(a.json_path, j, "JSON");
+    }
+  }
+  if (!a.svg_path.empty()) write_file(a.svg_path, sweep_svg(report), "SVG");
+  std::fflush(stdout);
+  uint64_t failed = 0;
+  for (const PhaseReport& p : report.phases) failed += p.failed;
+  if (failed > 0) {
+    std::fprintf(stderr, "nexus bench: %llu request(s) failed\n", static_cast<unsigned long long>(failed));
+    return 3;
+  }
+  return 0;
+}
+
+std::function<int()> setup(CLI::App& sub) {
+  auto a = std::make_shared<BenchCliArgs>();
+  sub.add_option("--url", a->url, "server root, http://HOST:PORT[/PREFIX]")->capture_default_str();
+  sub.add_option("--endpoint", a->endpoint, "completions (/v1/completions, prompt) or chat (/v1/chat/completions)")
+      ->capture_default_str()->check(CLI::IsMember({"completions", "chat"}));
+  sub.add_option("--transport", a->transport,
+                 "http (a new TCP connection per request) or http-keepalive (one connection per worker)")
+      ->capture_default_str()->check(CLI::IsMember({"http", "http-keepalive"}));
+  sub.add_option("--model", a->model, "\"model\" to send (default: the first id of GET /v1/models)");
+  sub.add_option("--api-key", a->api_key, "bearer token (default: $OPENAI_API_KEY)");
+  sub.add_option("--extra-body", a->extra_body, "JSON object merged into every request body");
+  auto* conc = sub.add_option("-c,--concurrency", a->concurrency, "closed loop: requests in flight")
+                   ->capture_default_str()->check(CLI::Range(1, 100000));
+  auto* rate = sub.add_option("--rate", a->rate, "open loop: Poisson arrivals, sessions per second")
+                   ->check(CLI::PositiveNumber);
+  rate->excludes(conc);
+  sub.add_option("-n,--requests", a->requests, "sessions to run (a session is --turns requests; default 100)");
+  sub.add_option("--duration", a->duration_s, "run for this many seconds (no new session after it)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--max-inflight", a->max_inflight, "open loop: most sessions in flight")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  sub.add_option("--prompt-tokens", a->prompt_tokens, "prompt length in words: N, uniform:MIN:MAX, normal:MEAN:SD")
+      ->capture_default_str();
+  sub.add_option("--max-tokens", a->max_tokens, "max_tokens per request: N, uniform:MIN:MAX, normal:MEAN:SD")
+      ->capture_default_str();
+  sub.add_flag("--ignore-eos", a->ignore_eos, "send ignore_eos: true (generate exactly max_tokens on Nexus/vLLM)");
+  sub.add_option("--prompts", a->prompts, "JSONL file: {\"prompt\": ...} or {\"messages\": [...]}, optional max_tokens")
+      ->check(CLI::ExistingFile);
+  sub.add_option("--turns", a->turns, "chat turns per session (history resent each turn)")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
+  sub.add_option("--seed", a->seed, "seed of prompts, lengths and arrivals")->capture_default_str();
+  sub.add_option("--warmup", a->warmup, "sessions run first and not counted")->capture_default_str();
+  sub.add_option("--timeout", a->timeout_s, "per-request limit in seconds, connect included")->capture_default_str();
+  sub.add_option("--json", a->json_path, "write the JSON report to FILE (- = stdout; the table then goes to stderr)");
+  sub.add_option("--svg", a->svg_path, "write an SVG chart of TTFT/ITL/E2E percentiles per load level");
+  sub.add_flag("--no-progress", a->no_progress, "no live progress bar on stderr");
+  sub.add_option("--sweep-concurrency", a->sweep_concurrency, "one phase per level, e.g. 1,2,4,8")
+      ->delimiter(',')->excludes(rate);
+  auto* sweep_rate = sub.add_option("--sweep-rate", a->sweep_rate, "one open-loop phase per rate, e.g. 1,2,4")
+                         ->delimiter(',');
+  sweep_rate->excludes(conc);
+  sub.add_option("--price-per-hour", a->price_per_hour, "server cost in USD/hour: prints cost per million output tokens")
+      ->check(CLI::NonNegativeNumber);
+  CLI::App* app = &sub;
+  return [a, app] { return run(*a, *app); };
+}
+
+const CommandRegistrar reg{{"bench", "load-test an OpenAI-compatible server: TTFT, ITL, TPOT, E2E, throughput", setup}};
+
+}  // namespace
+}  // namespace nexus::cli

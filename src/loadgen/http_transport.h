@@ -1,0 +1,65 @@
+// HttpTransport: OpenAI-compatible HTTP/1.1 + SSE streaming (Boost.Beast).
+//
+// Every request is a POST with "stream": true and
+// "stream_options": {"include_usage": true}, so the server's own token
+// counts arrive in the last chunk. The time of every read that completes an
+// SSE event carrying text is recorded as a token arrival.
+//
+// Connection modes:
+//   keep_alive = true   one connection reused across this object's requests
+//                       (a stale one that fails before any response byte is
+//                       reopened once, as HTTP clients do);
+//   keep_alive = false  a new TCP connection per request ("Connection: close").
+// Every network wait is bounded by the request's deadline (start + timeout).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "loadgen/transport.h"
+#include "loadgen/url.h"
+
+namespace nexus::loadgen {
+
+struct HttpTransportOptions {
+  ServerUrl server;
+  bool keep_alive = true;
+  std::chrono::milliseconds timeout{300'000};  // per request, connect included
+  std::string api_key;                          // "" = no Authorization header
+  nlohmann::json extra_body = nlohmann::json::object();  // merged into every request body
+};
+
+// The JSON body of `req` (see above), with `extra` merged last (RFC 7386).
+nlohmann::json openai_request_body(const RequestSpec& req, const nlohmann::json& extra);
+// "/v1/completions" or "/v1/chat/completions" after the URL's base path.
+std::string openai_target(const ServerUrl& server, Api api);
+
+struct HttpReply {
+  ErrorKind error = ErrorKind::None;
+  int status = 0;
+  std::string body;
+  std::string error_message;
+};
+
+class HttpTransport final : public Transport {
+ public:
+  explicit HttpTransport(HttpTransportOptions opts);
+  ~HttpTransport() override;
+
+  RequestResult run_request(const RequestSpec& req) override;
+  uint64_t connections_opened() const override;
+
+  // A plain (non-streaming) GET, e.g. /v1/models for the preflight.
+  HttpReply get(const std::string& target);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+TransportFactory http_transport_factory(HttpTransportOptions opts);
+
+}  // namespace nexus::loadgen

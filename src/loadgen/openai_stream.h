@@ -1,0 +1,27 @@
+// What one SSE `data:` payload of an OpenAI streaming response says.
+//
+// Completions chunks carry choices[0].text, chat chunks choices[0].delta.content
+// (both are accepted for either endpoint); with stream_options.include_usage
+// the last chunk before [DONE] has "usage" (and an empty "choices"), other
+// chunks "usage": null. An error object ({"error": {...}}) may replace a chunk
+// when generation fails after the 200 status was sent.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace nexus::loadgen {
+
+struct ChunkInfo {
+  bool done = false;                       // the "[DONE]" sentinel
+  std::string text;                        // generated text in this chunk ("" = none)
+  std::optional<int64_t> prompt_tokens;    // from "usage"
+  std::optional<int64_t> completion_tokens;
+  std::optional<std::string> error;        // error message, for an error payload
+  bool malformed = false;                  // not JSON, or not an object
+};
+
+ChunkInfo interpret_chunk(std::string_view data);
+
+}  // namespace nexus::loadgen

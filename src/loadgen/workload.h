@@ -1,0 +1,93 @@
+// Workload: what each benchmark session asks for.
+//
+// A session is `turns` sequential requests; turn k > 0 resends the whole
+// history (prompt/user messages and the server's replies so far), as a chat
+// client over stateless HTTP does. Session i's content depends only on
+// (seed, i), never on scheduling, so a run is reproducible with --seed.
+// Content is either synthetic (random words, lengths from distributions) or
+// taken from a prompts file (JSONL, see parse_prompts_jsonl).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "loadgen/distribution.h"
+
+namespace nexus::loadgen {
+
+enum class Api { Completions, Chat };  // /v1/completions (prompt) or /v1/chat/completions (messages)
+
+// One request, independent of the wire format (each Transport encodes it).
+struct RequestSpec {
+  Api api = Api::Completions;
+  std::string prompt;                                   // Completions: the whole text so far
+  nlohmann::json messages = nlohmann::json::array();    // Chat: [{role, content}, ...]
+  int32_t max_tokens = 16;
+  bool ignore_eos = false;
+  std::string model;  // "" = no "model" field
+  uint64_t session = 0;
+  int32_t turn = 0;   // 0-based turn index within the session
+};
+
+// One line of a prompts file: {"prompt": "..."} or {"messages": [...]},
+// optionally "max_tokens".
+struct PromptEntry {
+  std::optional<std::string> prompt;
+  nlohmann::json messages;  // null when the line has "prompt"
+  std::optional<int32_t> max_tokens;
+};
+
+// Parses JSONL text; blank lines are skipped. `name` is used in errors,
+// which name the line (nexus::Error). At least one entry is required.
+std::vector<PromptEntry> parse_prompts_jsonl(const std::string& text, const std::string& name);
+std::vector<PromptEntry> load_prompts_jsonl(const std::string& path);
+
+struct WorkloadOptions {
+  Api api = Api::Completions;
+  LengthDistribution prompt_tokens = LengthDistribution::fixed(128);  // words per synthetic prompt/turn
+  LengthDistribution max_tokens = LengthDistribution::fixed(128);
+  int32_t turns = 1;
+  bool ignore_eos = false;
+  std::string model;
+  uint64_t seed = 0;
+  std::vector<PromptEntry> prompts;  // empty = synthetic
+};
+
+// One turn's new input: user text, or a full message list (file "messages").
+struct TurnPlan {
+  std::string user_text;
+  nlohmann::json messages;  // non-null: replaces the history (turns == 1 only)
+  int32_t max_tokens = 16;
+};
+
+class Workload {
+ public:
+  explicit Workload(WorkloadOptions opts);  // validates (nexus::Error)
+  const WorkloadOptions& options() const { return opts_; }
+  std::vector<TurnPlan> session(uint64_t index) const;
+
+ private:
+  WorkloadOptions opts_;
+};
+
+// The history of one session: builds each turn's request and records replies.
+class Conversation {
+ public:
+  Conversation(const Workload& w, uint64_t session_index);
+  int32_t turns() const { return static_cast<int32_t>(plan_.size()); }
+  RequestSpec request(int32_t turn);               // appends turn's input to the history
+  void add_reply(const std::string& text);         // the server's answer to the last request
+
+ private:
+  const WorkloadOptions& opts_;
+  uint64_t index_;
+  std::vector<TurnPlan> plan_;
+  std::string text_;
+  nlohmann::json messages_ = nlohmann::json::array();
+};
+
+}  // namespace nexus::loadgen

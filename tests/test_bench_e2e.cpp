@@ -1,0 +1,211 @@
+// `nexus bench` end to end: the binary against `nexus serve` on stories260K
+// (both HTTP transports, the JSON report checked field by field), against
+// an unreachable server, and against a server that answers 4xx.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "support/child_process.h"
+#include "support/test_support.h"
+
+using namespace nexus::test;
+using nlohmann::json;
+
+namespace {
+
+// The documented schema (docs/bench.md): exactly these keys.
+const std::set<std::string> kTopKeys = {"schema", "config", "phases"};
+const std::set<std::string> kConfigKeys = {
+    "url",   "endpoint",   "transport", "model",     "mode",     "concurrency",    "rate",
+    "requests", "duration_s", "turns", "prompt_tokens", "max_tokens", "ignore_eos", "prompts_file",
+    "seed",  "warmup",     "timeout_s", "price_per_hour", "sweep_concurrency", "sweep_rate"};
+const std::set<std::string> kPhaseKeys = {
+    "label", "mode", "concurrency", "rate", "duration_s", "sessions", "requests", "completed", "failed", "errors",
+    "error_examples", "prompt_tokens", "completion_tokens", "usage_missing", "text_chunks", "connections_opened",
+    "request_throughput", "output_token_throughput", "total_token_throughput", "cost_per_million_output_tokens",
+    "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttft_by_turn", "request_details"};
+const std::set<std::string> kSummaryKeys = {"count", "mean", "min", "max", "p50", "p90", "p99"};
+const std::set<std::string> kRequestKeys = {
+    "session", "turn", "ok", "error", "error_message", "http_status", "start_s", "start_delay_ms", "connect_ms",
+    "reused_connection", "ttft_ms", "e2e_ms", "tpot_ms", "chunk_times_ms", "max_tokens", "prompt_tokens",
+    "completion_tokens"};
+
+std::set<std::string> keys(const json& j) {
+  std::set<std::string> k;
+  for (auto it = j.begin(); it != j.end(); ++it) k.insert(it.key());
+  return k;
+}
+
+class BenchE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = shared_model_path("stories260K.gguf");
+    if (!require_file(model_)) {
+      if (HasFailure()) return;
+      GTEST_SKIP() << "missing shared file " << model_ << " (set CI=true to fail instead)";
+    }
+    server_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{nexus_binary(), "serve", "-m", model_, "--port", "0", "--threads", "1"});
+    const auto line = server_->read_line();
+    ASSERT_TRUE(line.has_value()) << "no startup line";
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(*line, m, std::regex(R"(listening on (http://127\.0\.0\.1:\d+))"))) << *line;
+    url_ = m[1];
+    dir_ = make_temp_dir();
+  }
+  void TearDown() override {
+    if (server_) {
+      EXPECT_EQ(server_->stop(SIGTERM), 0);
+    }
+  }
+
+  std::string model_, url_, dir_;
+  std::unique_ptr<ChildProcess> server_;
+};
+
+void check_summary(const json& s, uint64_t count) {
+  EXPECT_EQ(keys(s), kSummaryKeys) << s.dump();
+  EXPECT_EQ(s["count"], count);
+  EXPECT_LE(s["min"].get<double>(), s["p50"].get<double>());
+  EXPECT_LE(s["p50"].get<double>(), s["p90"].get<double>());
+  EXPECT_LE(s["p90"].get<double>(), s["p99"].get<double>());
+  EXPECT_LE(s["p99"].get<double>(), s["max"].get<double>());
+  EXPECT_LE(s["min"].get<double>(), s["mean"].get<double>() + 1e-9);
+  EXPECT_LE(s["mean"].get<double>(), s["max"].get<double>() + 1e-9);
+}
+
+TEST_F(BenchE2E, BothTransportsReportEveryFieldAndConsistentCounts) {
+  for (const std::string transport : {"http", "http-keepalive"}) {
+    SCOPED_TRACE(transport);
+    const std::string out = dir_ + "/" + transport + ".json";
+    const CommandResult r = run_nexus("bench --url " + url_ + " --transport " + transport +
+                                      " --concurrency 2 --requests 6 --max-tokens 8 --ignore-eos --prompt-tokens 12"
+                                      " --no-progress --json " + shell_quote(out));
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("TTFT"), std::string::npos) << r.out;
+    const json j = json::parse(read_file(out), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << read_file(out);
+    EXPECT_EQ(keys(j), kTopKeys);
+    EXPECT_EQ(j["schema"], "nexus-bench/1");
+    EXPECT_EQ(keys(j["config"]), kConfigKeys);
+    EXPECT_EQ(j["config"]["transport"], transport);
+    EXPECT_EQ(j["config"]["model"], "stories260K");  // picked from /v1/models
+    ASSERT_EQ(j["phases"].size(), 1u);
+    const json& p = j["phases"][0];
+    EXPECT_EQ(keys(p), kPhaseKeys);
+    EXPECT_EQ(p["failed"], 0);
+    EXPECT_EQ(p["errors"], json::object());
+    EXPECT_EQ(p["completed"], 6);
+    EXPECT_EQ(p["requests"], 6);
+    EXPECT_EQ(p["usage_missing"], 0);
+    EXPECT_EQ(p["connections_opened"], transport == "http" ? 6 : 2);
+    check_summary(p["ttft_ms"], 6);
+    check_summary(p["e2e_ms"], 6);
+    check_summary(p["tpot_ms"], 6);
+    for (const char* q : {"min", "mean", "p50", "p90", "p99", "max"}) {
+      EXPECT_GE(p["e2e_ms"][q].get<double>(), p["ttft_ms"][q].get<double>()) << q;
+    }
+    ASSERT_EQ(p["ttft_by_turn"].size(), 1u);
+    EXPECT_EQ(p["ttft_by_turn"][0]["turn"], 1);
+
+    const json& details = p["request_details"];
+    ASSERT_EQ(details.size(), 6u);
+    int64_t usage_sum = 0;
+    uint64_t chunks = 0, reused = 0;
+    for (const json& d : details) {
+      EXPECT_EQ(keys(d), kRequestKeys) << d.dump();
+      EXPECT_TRUE(d["ok"].get<bool>());
+      EXPECT_EQ(d["http_status"], 200);
+      EXPECT_EQ(d["max_tokens"], 8);
+      EXPECT_EQ(d["completion_tokens"], 8);  // ignore_eos: exactly max_tokens
+      EXPECT_GT(d["prompt_tokens"].get<int64_t>(), 0);
+      usage_sum += d["completion_tokens"].get<int64_t>();
+      const auto times = d["chunk_times_ms"].get<std::vector<double>>();
+      // Each text chunk holds at least one token (a token may hold no text yet).
+      ASSERT_GE(times.size(), 1u);
+      EXPECT_LE(times.size(), 8u);
+      chunks += times.size();
+      EXPECT_DOUBLE_EQ(d["ttft_ms"].get<double>(), times.front());
+      for (size_t i = 1; i < times.size(); ++i) EXPECT_LE(times[i - 1], times[i]);
+      EXPECT_GE(d["e2e_ms"].get<double>(), times.back());
+      EXPECT_GE(d["e2e_ms"].get<double>(), d["ttft_ms"].get<double>());
+      EXPECT_NEAR(d["tpot_ms"].get<double>(), (d["e2e_ms"].get<double>() - d["ttft_ms"].get<double>()) / 7, 1e-6);
+      reused += d["reused_connection"].get<bool>() ? 1 : 0;
+    }
+    // Keep-alive: each of the 2 workers opened once and reused it after.
+    EXPECT_EQ(reused, transport == "http" ? 0u : 4u);
+    EXPECT_EQ(usage_sum, 6 * 8);
+    EXPECT_EQ(p["completion_tokens"], 6 * 8);
+    EXPECT_EQ(p["text_chunks"], chunks);
+    EXPECT_EQ(p["itl_ms"]["count"], chunks - 6);  // gaps within each request
+    EXPECT_GT(p["output_token_throughput"].get<double>(), 0);
+    EXPECT_GT(p["request_throughput"].get<double>(), 0);
+  }
+}
+
+TEST_F(BenchE2E, ChatTurnsAndSweepWriteJsonToStdoutAndAnSvg) {
+  const std::string svg = dir_ + "/sweep.svg";
+  const CommandResult r = run_nexus("bench --url " + url_ + " --endpoint chat --turns 2 --sweep-concurrency 1,2"
+                                    " --requests 2 --max-tokens 4 --ignore-eos --prompt-tokens 6 --warmup 1"
+                                    " --price-per-hour 1.5 --no-progress --json - --svg " + shell_quote(svg));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json j = json::parse(r.out, nullptr, false);  // stdout is only the JSON
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_NE(r.err.find("TTFT by turn"), std::string::npos) << r.err;  // the table went to stderr
+  ASSERT_EQ(j["phases"].size(), 2u);
+  for (const json& p : j["phases"]) {
+    EXPECT_EQ(p["completed"], 4);  // 2 sessions x 2 turns
+    EXPECT_EQ(p["completion_tokens"], 16);
+    ASSERT_EQ(p["ttft_by_turn"].size(), 2u);
+    EXPECT_EQ(p["ttft_by_turn"][1]["turn"], 2);
+    EXPECT_TRUE(p["cost_per_million_output_tokens"].is_number());
+  }
+  const std::string s = read_file(svg);
+  EXPECT_EQ(s.rfind("<?xml", 0), 0u);
+  EXPECT_NE(s.find("</svg>"), std::string::npos);
+}
+
+TEST_F(BenchE2E, ServerAnswering4xxCountsErrors) {
+  const std::string out = dir_ + "/errors.json";
+  // An unknown model: the server answers 400 to every request.
+  const CommandResult r = run_nexus("bench --url " + url_ + " --model gpt-4 --concurrency 2 --requests 5"
+                                    " --max-tokens 4 --no-progress --json " + shell_quote(out));
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.out.find("http_400 x5"), std::string::npos) << r.out;
+  const json j = json::parse(read_file(out));
+  const json& p = j["phases"][0];
+  EXPECT_EQ(p["completed"], 0);
+  EXPECT_EQ(p["failed"], 5);
+  EXPECT_EQ(p["errors"], json({{"http_400", 5}}));
+  EXPECT_NE(p["error_examples"]["http_400"].get<std::string>().find("gpt-4"), std::string::npos);
+  EXPECT_EQ(p["ttft_ms"]["count"], 0);
+  for (const json& d : p["request_details"]) {
+    EXPECT_FALSE(d["ok"].get<bool>());
+    EXPECT_EQ(d["error"], "http_400");
+    EXPECT_EQ(d["http_status"], 400);
+  }
+}
+
+TEST(BenchCli, UnreachableServerIsAClearErrorWithoutHanging) {
+  const CommandResult r = run_nexus("bench --url http://127.0.0.1:1 --requests 3 --no-progress --timeout 20");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("server not reachable"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("127.0.0.1:1"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(BenchCli, BadFlagsAreRejected) {
+  for (const char* args : {"bench --prompt-tokens uniform:9:3", "bench --url ftp://x", "bench --rate 0",
+                           "bench --rate 2 --concurrency 3", "bench --transport carrier-pigeon",
+                           "bench --max-tokens normal:x:1", "bench --sweep-concurrency 1,0"}) {
+    const CommandResult r = run_nexus(std::string(args) + " --no-progress");
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_FALSE(r.err.empty()) << args;
+  }
+}
+
+}  // namespace
