@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "support/child_process.h"
 #include "support/test_support.h"
@@ -13,8 +14,8 @@ namespace nexus::test {
 
 struct ServeProcess {
   // port stays 0 when the server did not print its startup line in time.
-  explicit ServeProcess(const std::string& model)
-      : proc({nexus_binary(), "serve", "-m", model, "--port", "0", "--threads", "1"}) {
+  explicit ServeProcess(const std::string& model, const std::vector<std::string>& extra_args = {})
+      : proc(args(model, extra_args)) {
     const auto line = proc.read_line();
     std::smatch m;
     if (line && std::regex_match(*line, m, std::regex(R"(listening on http://127\.0\.0\.1:(\d+))")))
@@ -22,6 +23,13 @@ struct ServeProcess {
   }
   ChildProcess proc;
   uint16_t port = 0;
+
+ private:
+  static std::vector<std::string> args(const std::string& model, const std::vector<std::string>& extra) {
+    std::vector<std::string> a{nexus_binary(), "serve", "-m", model, "--port", "0", "--threads", "1"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
 };
 
 }  // namespace nexus::test
