@@ -7,6 +7,8 @@
 // an F16 cache rounds K/V, so there only batch independence is exact.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -208,29 +210,37 @@ TEST(BatchForward, PrefixReuseSkipsCachedBlocksAndStillMatches) {
   expect_same_as_alone(m.model, second);
 }
 
-// With fp16 K/V the results are no longer LlamaContext's bits, but they must
-// still not depend on what else is in the batch, and stay close to F32.
-TEST(BatchForward, F16CacheIsBatchIndependentAndCloseToF32) {
+// With fp16 or q8_0 K/V the results are no longer LlamaContext's bits, but
+// they must still not depend on what else is in the batch, and stay close to
+// F32: fp16 keeps 11 significant bits (observed max logit error 1.7e-2 with
+// max |logit| ~14); q8_0 about 8 per group of 32, shared by 4 of this model's
+// 8-wide heads (observed 9.3e-2 of the max |logit| on random prompts).
+TEST(BatchForward, ReducedPrecisionCachesAreBatchIndependentAndCloseToF32) {
   NEXUS_REQUIRE_SHARED(path, "stories260K.gguf");
   Loaded m(path);
-  KvCache cache(m.model.config(), 96, 16, KvType::F16);
-  BlockManager bm(cache.n_blocks(), cache.block_size());
-  BatchForward fwd(m.model, cache, 2);
-  std::vector<Job> batched = make_jobs(m.model.config().n_vocab, 45, 5), single = batched;
-  run_batched(fwd, bm, ptrs(batched), false);
-  for (Job& j : single) run_batched(fwd, bm, {&j}, false, 45, 1);  // alone, whole prompt at once
-  for (size_t i = 0; i < batched.size(); ++i) {
-    EXPECT_EQ(batched[i].out, single[i].out) << "sequence " << i;
-    EXPECT_EQ(batched[i].first_logits, single[i].first_logits) << "sequence " << i;
-    Job f32{batched[i].prompt, 1};
-    run_alone(m.model, f32);
-    float max_logit = 0, max_diff = 0;
-    for (size_t v = 0; v < f32.first_logits.size(); ++v) {
-      max_logit = std::max(max_logit, std::abs(f32.first_logits[v]));
-      max_diff = std::max(max_diff, std::abs(f32.first_logits[v] - batched[i].first_logits[v]));
+  for (auto [type, tolerance] : {std::pair{KvType::F16, 4e-3f}, std::pair{KvType::Q8_0, 0.15f}}) {
+    SCOPED_TRACE(kv_type_name(type));
+    KvCache cache(m.model.config(), 96, 16, type);
+    BlockManager bm(cache.n_blocks(), cache.block_size());
+    BatchForward fwd(m.model, cache, 2);
+    std::vector<Job> batched = make_jobs(m.model.config().n_vocab, 45, 5), single = batched;
+    run_batched(fwd, bm, ptrs(batched), false);
+    for (Job& j : single) run_batched(fwd, bm, {&j}, false, 45, 1);  // alone, whole prompt at once
+    float worst = 0;
+    for (size_t i = 0; i < batched.size(); ++i) {
+      EXPECT_EQ(batched[i].out, single[i].out) << "sequence " << i;
+      EXPECT_EQ(batched[i].first_logits, single[i].first_logits) << "sequence " << i;
+      Job f32{batched[i].prompt, 1};
+      run_alone(m.model, f32);
+      float max_logit = 0, max_diff = 0;
+      for (size_t v = 0; v < f32.first_logits.size(); ++v) {
+        max_logit = std::max(max_logit, std::abs(f32.first_logits[v]));
+        max_diff = std::max(max_diff, std::abs(f32.first_logits[v] - batched[i].first_logits[v]));
+      }
+      EXPECT_LT(max_diff, tolerance * max_logit) << "sequence " << i;
+      worst = std::max(worst, max_diff / max_logit);
     }
-    // fp16 keeps 11 significant bits; observed <= 1.7e-2 with max |logit| ~14.
-    EXPECT_LT(max_diff, 4e-3f * max_logit) << "sequence " << i;
+    std::printf("%s KV: worst first-token logit error %.2e of max |logit|\n", kv_type_name(type), worst);
   }
 }
 

@@ -14,6 +14,8 @@
 #include <mutex>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "model/kv_cache.h"
@@ -390,6 +392,46 @@ TEST(EngineSessions, EndSessionAndMemoryPressureReleaseTheKeptBlocks) {
   run_concurrently(e, {greedy(m.tok->encode("Tom had a big dog", true), 90)});  // needs all 6 blocks
   EXPECT_EQ(settled_stats(e, [](const EngineStats& s) { return s.sessions_kept == 0; }).sessions_kept, 0);
   EXPECT_EQ(e.stats().preemptions, 0);
+}
+
+}  // namespace
+
+namespace {
+
+// The accuracy cost of a quantized KV cache on the shared greedy references:
+// how many leading tokens agree with the reference, printed for
+// docs/benchmarks.md and bounded below.
+TEST(EngineKvTypes, Q8_0CacheFollowsTheGreedyReferences) {
+  struct Case {
+    const char* model;
+    const char* reference;
+    size_t min_agree;
+  };
+  for (const Case& c : {Case{"stories260K.gguf", "reference/stories260K__Once_upon_a_time.json", 10},
+                        Case{"TinyLLama-v0.F32.gguf", "reference/TinyLLama-v0.F32__Once_upon_a_time.json", 10}}) {
+    NEXUS_REQUIRE_SHARED(path, c.model);
+    NEXUS_REQUIRE_SHARED(ref_path, c.reference);
+    const std::string text = nexus::test::read_file(ref_path);
+    const auto j = nlohmann::json::parse(text);
+    const auto prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
+    const auto expected = j.at("greedy_ids").get<std::vector<int32_t>>();
+    Loaded& m = load(path);
+    for (KvType type : {KvType::F16, KvType::Q8_0}) {
+      EngineOptions o = opts();
+      o.kv_type = type;
+      Engine e(m.model, *m.tok, o);
+      GenerationRequest r = greedy(prompt, static_cast<int32_t>(expected.size()));
+      r.stop.ignore_eos = false;
+      auto res = std::make_shared<Result>();
+      e.submit(r, [res](const GenerationEvent& ev) { res->on(ev); });
+      ASSERT_TRUE(res->wait());
+      size_t agree = 0;
+      while (agree < expected.size() && agree < res->tokens.size() && res->tokens[agree] == expected[agree]) ++agree;
+      std::printf("%s, %s KV: %zu of %zu greedy tokens agree with the reference\n", c.model, kv_type_name(type), agree,
+                  expected.size());
+      EXPECT_GE(agree, std::min(c.min_agree, expected.size())) << c.model << " " << kv_type_name(type);
+    }
+  }
 }
 
 }  // namespace

@@ -80,3 +80,33 @@ TEST(KvCache, RejectsBadSizes) {
   // 2e9 blocks of 384 KiB: past the 2^48-byte cap, refused before any allocation.
   EXPECT_THROW(KvCache(c, 2000000000, 1024, KvType::F32), Error);
 }
+
+TEST(KvCache, Q8_0StoresGroupsOf32WithOneScaleEach) {
+  LlamaConfig c = tiny_config();
+  c.n_head_kv = 4;  // n_embd_kv = 32: one group per row
+  EXPECT_THROW(KvCache(tiny_config(), 2, 16, KvType::Q8_0), Error) << "n_embd_kv 16 is not a multiple of 32";
+  EXPECT_EQ(KvCache::block_bytes(c, 16, KvType::Q8_0), 2u * 3 * 16 * 32 + 2u * 3 * 16 * 2);
+  KvCache q8(c, 3, 16, KvType::Q8_0);
+  EXPECT_GE(q8.total_bytes(), 3 * KvCache::block_bytes(c, 16, KvType::Q8_0));
+  std::vector<float> k(32), v(32), out(32);
+  for (int i = 0; i < 32; ++i) {
+    k[i] = std::sin(0.3f * i) * 2.5f;
+    v[i] = i == 7 ? -4.0f : 0.01f * i;
+  }
+  q8.write(2, 1, 9, k.data(), v.data());
+  q8.read_k(2, 1, 9, out.data());
+  float amax = 0;
+  for (float x : k) amax = std::max(amax, std::abs(x));
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(out[i], k[i], amax / 127 * 0.51f + 1e-3f) << i;  // half a step (+ fp16 scale)
+  q8.read_v(2, 1, 9, out.data());
+  EXPECT_NEAR(out[7], -4.0f, 4.0f * 1e-3f);  // the largest value: exact up to the fp16 scale's rounding
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(out[i], v[i], 4.0f / 127 * 0.51f + 1e-3f) << i;
+  // Other rows are untouched (zero is stored as zero).
+  const std::vector<float> zero(32, 0.0f);
+  q8.write(0, 0, 0, zero.data(), zero.data());
+  q8.read_k(0, 0, 0, out.data());
+  EXPECT_EQ(out, zero);
+  EXPECT_EQ(kv_type_from_name("q8_0"), KvType::Q8_0);
+  EXPECT_STREQ(kv_type_name(KvType::Q8_0), "q8_0");
+  EXPECT_EQ(kv_type_from_name("q4_0"), std::nullopt);
+}

@@ -89,7 +89,7 @@ int serve(ServeArgs& a) {
   eopts.max_batch_tokens = a.max_batch_tokens;
   eopts.kv_memory = parse_memory_arg(a.kv_memory, "--kv-memory");
   const std::optional<KvType> kv_type = kv_type_from_name(a.kv_type);
-  if (!kv_type) throw Error("invalid --kv-type '" + a.kv_type + "': use f16 or f32");
+  if (!kv_type) throw Error("invalid --kv-type '" + a.kv_type + "': use f16, f32 or q8_0");
   eopts.kv_type = *kv_type;
   Engine engine(model, *tok, eopts);
   // The id clients name in "model": the file's stem (e.g. "stories260K"),
@@ -137,7 +137,7 @@ std::function<int()> setup(CLI::App& sub) {
                  "KV cache budget in bytes (suffixes K, M, G) or a fraction of available RAM (e.g. 0.25); "
                  "0 = room for max-seqs full contexts, at most 1/4 of RAM")
       ->capture_default_str();
-  sub.add_option("--kv-type", a->kv_type, "KV cache element type: f16, f32")->capture_default_str();
+  sub.add_option("--kv-type", a->kv_type, "KV cache element type: f16, f32, q8_0")->capture_default_str();
   sub.add_option("--chat-template", a->chat_template,
                  "auto (from the GGUF), plain, chatml, llama3, gemma, phi3, zephyr, llama2, mistral")
       ->capture_default_str();

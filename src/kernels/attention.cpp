@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/fast_exp.h"
+#include "kernels/quant_blocks.h"
 
 namespace nexus {
 namespace {
@@ -110,6 +111,17 @@ void widen_f16(const uint16_t* src, int64_t kv_stride, int32_t count, int32_t he
   }
 }
 
+// Like widen_f16 for Q8_0 rows: element e (an arena offset) is q[e] * d[e / 32].
+void widen_q8(const int8_t* base, const uint16_t* scales, int64_t elem, int64_t kv_stride, int32_t count,
+              int32_t head_dim, float* dst) {
+  for (int32_t j = 0; j < count; ++j) {
+    const int64_t e0 = elem + j * kv_stride;
+    float* d = dst + j * head_dim;
+    for (int32_t i = 0; i < head_dim; ++i)
+      d[i] = static_cast<float>(base[e0 + i]) * fp16_to_fp32(scales[(e0 + i) / 32]);
+  }
+}
+
 }  // namespace
 
 void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int32_t n_keys,
@@ -146,6 +158,23 @@ void attention_head_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys,
     const int64_t off = kv.block_table[p0 / kv.block_size] * kv.block_stride + (p0 % kv.block_size) * kv.kv_stride;
     widen_f16(k + off, kv.kv_stride, count, head_dim, kc);
     widen_f16(v + off, kv.kv_stride, count, head_dim, vc);
+    s.step(q, kc, vc, head_dim, count, head_dim, scale);
+  }
+  s.finish(head_dim, out);
+}
+
+void attention_head_paged_q8(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
+                             float* out) {
+  OnlineSoftmax s;
+  alignas(32) float kc[kAttnChunk * kMaxHeadDim], vc[kAttnChunk * kMaxHeadDim];
+  // Element offsets are relative to the arena: k/v point at elem0 within it.
+  const int8_t* k_base = static_cast<const int8_t*>(kv.k) - kv.k_elem0;
+  const int8_t* v_base = static_cast<const int8_t*>(kv.v) - kv.v_elem0;
+  for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
+    const int32_t count = std::min(kAttnChunk, n_keys - p0);
+    const int64_t off = kv.block_table[p0 / kv.block_size] * kv.block_stride + (p0 % kv.block_size) * kv.kv_stride;
+    widen_q8(k_base, kv.scales, kv.k_elem0 + off, kv.kv_stride, count, head_dim, kc);
+    widen_q8(v_base, kv.scales, kv.v_elem0 + off, kv.kv_stride, count, head_dim, vc);
     s.step(q, kc, vc, head_dim, count, head_dim, scale);
   }
   s.finish(head_dim, out);

@@ -43,6 +43,10 @@ struct PagedKv {
   int32_t block_size = 0;     // positions per block, a multiple of kAttnChunk
   int64_t block_stride = 0;   // elements from one block to the next
   int64_t kv_stride = 0;      // elements from one position to the next
+  // Q8_0 only: the arena's scales (one fp16 per 32 elements, see
+  // model/kv_cache.h) and the arena element offsets k and v point at.
+  const uint16_t* scales = nullptr;
+  int64_t k_elem0 = 0, v_elem0 = 0;
 };
 
 // K/V stored as float32.
@@ -53,5 +57,11 @@ void attention_head_paged(const float* q, const PagedKv& kv, int32_t n_keys, int
 // (exactly) before the same arithmetic as above.
 void attention_head_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
                               float* out);
+
+// K/V stored as Q8_0 (int8 values at the element offsets, fp16 scales in
+// kv.scales): each chunk is dequantized to float32 (q * d, exact in float)
+// before the same arithmetic as above.
+void attention_head_paged_q8(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
+                             float* out);
 
 }  // namespace nexus

@@ -110,7 +110,7 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const size_t esize = cache_.element_size();
   const auto* base = static_cast<const uint8_t*>(cache_.data());
-  const bool f16 = cache_.type() == KvType::F16;
+  const KvType type = cache_.type();
   const int64_t n_tasks = static_cast<int64_t>(pos_.size()) * c.n_head;
 
   auto heads = [&](int64_t begin, int64_t end) {
@@ -119,16 +119,22 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
       const int32_t h = static_cast<int32_t>(task % c.n_head);
       const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
       PagedKv kv;
-      kv.k = base + (cache_.k_offset(0, layer) + kv_off) * esize;
-      kv.v = base + (cache_.v_offset(0, layer) + kv_off) * esize;
+      kv.k_elem0 = cache_.k_offset(0, layer) + kv_off;
+      kv.v_elem0 = cache_.v_offset(0, layer) + kv_off;
+      kv.k = base + kv.k_elem0 * esize;
+      kv.v = base + kv.v_elem0 * esize;
+      kv.scales = type == KvType::Q8_0 ? cache_.scales() : nullptr;
       kv.block_table = runs[static_cast<size_t>(run_of_[t])].block_table.data();
       kv.block_size = cache_.block_size();
       kv.block_stride = cache_.block_elems();
       kv.kv_stride = cache_.n_embd_kv();
       const float* q = &a.q[t * c.n_embd + h * hd];
       float* out = &a.att[t * c.n_embd + h * hd];
-      if (f16) attention_head_paged_f16(q, kv, pos_[t] + 1, hd, scale, out);
-      else attention_head_paged(q, kv, pos_[t] + 1, hd, scale, out);
+      switch (type) {
+        case KvType::F32: attention_head_paged(q, kv, pos_[t] + 1, hd, scale, out); break;
+        case KvType::F16: attention_head_paged_f16(q, kv, pos_[t] + 1, hd, scale, out); break;
+        case KvType::Q8_0: attention_head_paged_q8(q, kv, pos_[t] + 1, hd, scale, out); break;
+      }
     }
   };
   int64_t work = 0;  // multiply-adds, to skip waking the workers for tiny steps

@@ -1,6 +1,8 @@
 #include "model/kv_cache.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -13,17 +15,31 @@
 
 namespace nexus {
 
-const char* kv_type_name(KvType t) { return t == KvType::F32 ? "f32" : "f16"; }
+const char* kv_type_name(KvType t) {
+  switch (t) {
+    case KvType::F32: return "f32";
+    case KvType::F16: return "f16";
+    case KvType::Q8_0: return "q8_0";
+  }
+  return "?";
+}
 
 std::optional<KvType> kv_type_from_name(std::string_view name) {
   if (name == "f32") return KvType::F32;
   if (name == "f16") return KvType::F16;
+  if (name == "q8_0") return KvType::Q8_0;
   return std::nullopt;
 }
 
 size_t KvCache::block_bytes(const LlamaConfig& c, int32_t block_size, KvType type) {
-  return 2 * static_cast<size_t>(c.n_layer) * static_cast<size_t>(block_size) * static_cast<size_t>(c.n_embd_kv()) *
-         (type == KvType::F32 ? 4 : 2);
+  const size_t values = 2 * static_cast<size_t>(c.n_layer) * static_cast<size_t>(block_size) *
+                        static_cast<size_t>(c.n_embd_kv());
+  switch (type) {
+    case KvType::F32: return values * 4;
+    case KvType::F16: return values * 2;
+    case KvType::Q8_0: return values + values / 32 * 2;
+  }
+  return 0;
 }
 
 int32_t KvCache::blocks_for_budget(const LlamaConfig& c, size_t budget_bytes, int32_t block_size, KvType type) {
@@ -43,12 +59,18 @@ KvCache::KvCache(const LlamaConfig& c, int32_t n_blocks, int32_t block_size, KvT
     throw Error("KV cache: block size " + std::to_string(block_size) + " must be a positive multiple of " +
                 std::to_string(kAttnChunk));
   if (c.n_layer < 1 || n_embd_kv_ < 1) throw Error("KV cache: the model has no layers or no KV heads");
+  if (type == KvType::Q8_0 && n_embd_kv_ % 32 != 0)
+    throw Error("KV cache: q8_0 needs a KV width that is a multiple of 32; this model's is " +
+                std::to_string(n_embd_kv_) + " (use f16)");
   layer_elems_ = 2 * static_cast<int64_t>(block_size) * n_embd_kv_;
   block_elems_ = static_cast<int64_t>(c.n_layer) * layer_elems_;
   size_t bytes = 0, total = 0;
-  if (__builtin_mul_overflow(static_cast<size_t>(block_elems_), element_size(), &bytes) ||
-      __builtin_mul_overflow(bytes, static_cast<size_t>(n_blocks), &total) || total > (size_t{1} << 48))
+  if (__builtin_mul_overflow(block_bytes(c, block_size, type), static_cast<size_t>(n_blocks), &total) ||
+      total > (size_t{1} << 48))
     throw Error("KV cache: " + std::to_string(n_blocks) + " blocks overflow the address space");
+  bytes = static_cast<size_t>(block_elems_) * element_size() * static_cast<size_t>(n_blocks);
+  scales_offset_ = type == KvType::Q8_0 ? (bytes + 63) / 64 * 64 : bytes;  // Q8_0 scales start on a cache line
+  if (type == KvType::Q8_0) total = scales_offset_ + n_scales() * 2;
   // 64-byte aligned (cache lines); aligned_alloc wants a multiple of the alignment.
   total = (total + 63) / 64 * 64;
   data_.reset(std::aligned_alloc(64, total));
@@ -60,20 +82,47 @@ KvCache::KvCache(const LlamaConfig& c, int32_t n_blocks, int32_t block_size, KvT
 KvCache::~KvCache() = default;
 
 void KvCache::store(int64_t offset, const float* row) {
-  if (type_ == KvType::F32) {
-    std::memcpy(static_cast<float*>(data_.get()) + offset, row, sizeof(float) * n_embd_kv_);
-  } else {
-    uint16_t* dst = static_cast<uint16_t*>(data_.get()) + offset;
-    for (int32_t i = 0; i < n_embd_kv_; ++i) dst[i] = fp32_to_fp16(row[i]);
+  switch (type_) {
+    case KvType::F32:
+      std::memcpy(static_cast<float*>(data_.get()) + offset, row, sizeof(float) * n_embd_kv_);
+      return;
+    case KvType::F16: {
+      uint16_t* dst = static_cast<uint16_t*>(data_.get()) + offset;
+      for (int32_t i = 0; i < n_embd_kv_; ++i) dst[i] = fp32_to_fp16(row[i]);
+      return;
+    }
+    case KvType::Q8_0: {  // as ggml's quantize_row_q8_0: d = amax / 127, q = round(x / d)
+      int8_t* q = static_cast<int8_t*>(data_.get()) + offset;
+      uint16_t* d = mutable_scales() + offset / 32;
+      for (int32_t g = 0; g < n_embd_kv_; g += 32) {
+        float amax = 0;
+        for (int32_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(row[g + i]));
+        const float scale = amax / 127.0f;
+        const float inv = scale != 0 ? 1.0f / scale : 0.0f;
+        for (int32_t i = 0; i < 32; ++i) q[g + i] = static_cast<int8_t>(std::lround(row[g + i] * inv));
+        d[g / 32] = fp32_to_fp16(scale);
+      }
+      return;
+    }
   }
 }
 
 void KvCache::load(int64_t offset, float* out) const {
-  if (type_ == KvType::F32) {
-    std::memcpy(out, static_cast<const float*>(data_.get()) + offset, sizeof(float) * n_embd_kv_);
-  } else {
-    const uint16_t* src = static_cast<const uint16_t*>(data_.get()) + offset;
-    for (int32_t i = 0; i < n_embd_kv_; ++i) out[i] = fp16_to_fp32(src[i]);
+  switch (type_) {
+    case KvType::F32:
+      std::memcpy(out, static_cast<const float*>(data_.get()) + offset, sizeof(float) * n_embd_kv_);
+      return;
+    case KvType::F16: {
+      const uint16_t* src = static_cast<const uint16_t*>(data_.get()) + offset;
+      for (int32_t i = 0; i < n_embd_kv_; ++i) out[i] = fp16_to_fp32(src[i]);
+      return;
+    }
+    case KvType::Q8_0: {
+      const int8_t* q = static_cast<const int8_t*>(data_.get()) + offset;
+      const uint16_t* d = scales() + offset / 32;
+      for (int32_t i = 0; i < n_embd_kv_; ++i) out[i] = static_cast<float>(q[i]) * fp16_to_fp32(d[i / 32]);
+      return;
+    }
   }
 }
 
