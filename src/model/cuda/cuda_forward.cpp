@@ -71,6 +71,8 @@ struct CudaForward::Impl {
   Impl(const LlamaModel& m, const CudaForwardOptions& o) : model(m), c(m.config()), opt(o) {}
   ~Impl() {
     for (auto& [b, g] : graphs) (void)cudaGraphExecDestroy(g);
+    if (stream) (void)cudaStreamSynchronize(stream);
+    mm.reset();  // the cuBLAS handle is bound to the stream: destroy it first
     if (stream) (void)cudaStreamDestroy(stream);
   }
 
