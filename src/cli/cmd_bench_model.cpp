@@ -4,8 +4,13 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/run_cuda.h"
 #include "model/bench_model.h"
 #include "util/error.h"
+
+#ifdef NEXUS_HAVE_CUDA
+#include "model/cuda/cuda_bench.h"
+#endif
 
 namespace nexus::cli {
 namespace {
@@ -17,9 +22,27 @@ struct BenchArgs {
   int32_t threads = 0, reps = 3, bw_runs = 5;
   uint64_t bw_mib = 1024;
   bool json = false, quiet = false;
+  std::string device = "cpu";
+  std::vector<int32_t> batch = {1, 8, 32};
+  int32_t gpu_layers = -1;
 };
 
 int run_bench(const BenchArgs& a) {
+  if (a.device == "cuda") {
+    require_cuda_device();
+#ifdef NEXUS_HAVE_CUDA
+    if (a.json) throw Error("--json is not supported with --device cuda yet");
+    CudaBenchOptions co;
+    co.n_prompt = a.n_prompt;
+    co.n_gen = a.n_gen;
+    co.batch = a.batch;
+    co.gpu_layers = a.gpu_layers;
+    co.reps = a.reps;
+    const std::string out = cuda_bench_markdown(a.model.empty() ? default_model_path() : a.model, co);
+    std::fputs(out.c_str(), stdout);
+    return 0;
+#endif
+  }
   BenchModelOptions opt;
   opt.n_prompt = a.n_prompt;
   opt.n_gen = a.n_gen;
@@ -48,6 +71,11 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("-r,--repetitions", a->reps, "repetitions of each test")->capture_default_str()->check(CLI::PositiveNumber);
   sub.add_option("--bw-mib", a->bw_mib, "buffer for the DRAM bandwidth run in MiB (0: skip it)")->capture_default_str();
   sub.add_option("--bw-runs", a->bw_runs, "bandwidth runs (the best is kept)")->capture_default_str()->check(CLI::PositiveNumber);
+  sub.add_option("--device", a->device, "cpu, or cuda (docs/cuda.md)")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  sub.add_option("-b,--batch", a->batch, "with --device cuda: decode batch sizes, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub.add_option("--gpu-layers", a->gpu_layers, "with --device cuda: layers on the GPU; -1 = all")->capture_default_str();
   sub.add_flag("--json", a->json, "print JSON instead of markdown");
   sub.add_flag("-q,--quiet", a->quiet, "no progress lines on stderr");
   return [a] { return run_bench(*a); };

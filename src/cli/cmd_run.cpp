@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/command.h"
+#include "cli/run_cuda.h"
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
@@ -33,6 +34,8 @@ struct RunArgs {
   std::vector<std::string> stop;
   bool no_bos = false;
   bool ignore_eos = false;
+  std::string device = "cpu";
+  int32_t gpu_layers = -1;
   SamplingParams sampling;
   CLI::Option* prompt_opt = nullptr;
   CLI::Option* seed_opt = nullptr;
@@ -70,7 +73,26 @@ int run(RunArgs& a) {
   if (a.model.empty()) a.model = default_model_path();
   if (!std::filesystem::exists(a.model))
     throw Error("model file not found: " + a.model + " (pass one with -m PATH)");
+  if (a.device == "cuda") {
+    // Before reading the model or stdin: no GPU means a quick, clear failure.
+    require_cuda_device();
+    if (!a.stop.empty()) throw Error("--stop is not supported with --device cuda yet");
+  }
   if (!a.prompt_opt->count()) a.prompt = read_stdin_prompt();
+  if (a.device == "cuda") {
+    CudaRunArgs ca;
+    ca.model = a.model;
+    ca.prompt = a.prompt;
+    ca.n_predict = a.n_predict;
+    ca.n_ctx = a.n_ctx;
+    ca.gpu_layers = a.gpu_layers;
+    ca.n_threads = a.n_threads;
+    ca.no_bos = a.no_bos;
+    ca.ignore_eos = a.ignore_eos;
+    ca.sampling = a.sampling;
+    if (a.seed_opt->count()) ca.sampling.seed = a.seed;
+    return run_cuda(ca);
+  }
 
   GgufFile gguf(a.model);
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(gguf);
@@ -166,6 +188,11 @@ std::function<int()> setup(CLI::App& sub) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")->capture_default_str();
   sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens; 0 = the model's")->capture_default_str();
+  sub.add_option("--device", a->device, "cpu, or cuda (the GPU backend, docs/cuda.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  sub.add_option("--gpu-layers", a->gpu_layers, "with --device cuda: layers on the GPU, the rest on the CPU; -1 = all")
+      ->capture_default_str();
   sub.add_flag("--no-bos", a->no_bos, "do not add the BOS token to the prompt");
   sub.add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-generation tokens");
   return [a] { return run(*a); };
