@@ -163,3 +163,25 @@ TEST(Scheduler, AdmissionDoesNotOvertakeABlockedRequest) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Scheduler, AStepThatPrefillsHigherPriorityCarriesNoLowerPriorityTokens) {
+  Fixture f(64, 8, 64);
+  SchedSeq* batch1 = f.add(2, -10);
+  SchedSeq* batch2 = f.add(2, -10, 50);
+  f.step();
+  f.step();  // both decoding
+  SchedSeq* inter = f.add(5, 10, 100);
+  StepPlan p = f.step();
+  EXPECT_EQ(Fixture::tokens_of(p, inter), 5);
+  EXPECT_EQ(Fixture::tokens_of(p, batch1), 0) << "batch decodes wait one step";
+  EXPECT_EQ(Fixture::tokens_of(p, batch2), 0);
+  EXPECT_TRUE(p.preempted.empty());
+  p = f.step();  // the interactive one decodes now: everybody runs again
+  EXPECT_EQ(Fixture::tokens_of(p, inter), 1);
+  EXPECT_EQ(Fixture::tokens_of(p, batch1), 1);
+  EXPECT_EQ(Fixture::tokens_of(p, batch2), 1);
+}
+
+}  // namespace

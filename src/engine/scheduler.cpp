@@ -66,6 +66,9 @@ StepPlan Scheduler::plan() {
   for (SchedSeq* s : order_) {
     if (budget == 0) break;
     if (s->last_step == step_) continue;  // preempted earlier in this step
+    // A step that prefills some priority carries nothing of lower priority:
+    // their tokens would only lengthen it (and the waiting prompt's TTFT).
+    if (!plan.runs.empty() && s->priority < plan.prefill_priority) break;
     if (s->running()) {
       schedule_running(s, budget, plan);
     } else if (!admit(s, budget, plan)) {
@@ -159,6 +162,7 @@ void Scheduler::push_run(SchedSeq* s, int32_t n, int32_t& budget, StepPlan& plan
   if (!blocks_.append(s->kv, std::span<const int32_t>(&*first, static_cast<size_t>(n))))
     throw Error("scheduler: block allocation failed after the check");  // a bug, not load
   plan.runs.push_back({s, s->n_computed, n, n == s->pending()});
+  if (n > 1 || s->n_computed == 0) plan.prefill_priority = std::max(plan.prefill_priority, s->priority);
   plan.n_tokens += n;
   budget -= n;
   s->last_step = step_;

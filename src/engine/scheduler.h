@@ -26,6 +26,10 @@
 //     fit; otherwise admission stops for this step (no overtaking, so a big
 //     request is not starved by small ones behind it).
 // A sequence preempted in a step is not readmitted in the same step.
+// A step that prefills (a chunk of more than one token, or a sequence's
+// first token) at some priority runs nothing of lower priority: an
+// interactive prompt then waits for one step of batch decodes at most,
+// not for a step inflated by them (lower-priority streams skip that step).
 // Before preempting anyone for blocks, the scheduler asks the engine to
 // release a kept session (set_reclaim): idle sessions go before live work.
 // A sequence that continues a kept session (resume_kv) adopts its blocks at
@@ -34,6 +38,7 @@
 // Not thread-safe: the engine thread owns it.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -71,6 +76,7 @@ struct StepPlan {
   std::vector<SchedSeq*> admitted;   // admitted for the first time in this step
   std::vector<SchedSeq*> preempted;  // lost their blocks in this step
   int32_t n_tokens = 0;
+  int32_t prefill_priority = INT32_MIN;  // highest priority that prefills in this step
 };
 
 class Scheduler {
