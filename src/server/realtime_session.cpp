@@ -23,6 +23,8 @@ namespace {
 // Engine session ids (GenerationRequest::session), unique per process.
 std::atomic<uint64_t> g_next_session{1};
 
+constexpr size_t kReadChunk = 64 << 10;  // bytes per read of a message
+
 }  // namespace
 
 // Carries engine events to the session's strand (see EventRelay in
@@ -81,7 +83,7 @@ void RealtimeSession::start(http::request<http::string_body> req) {
   ws_.set_option(t);
   ws_.set_option(websocket::stream_base::decorator(
       [](websocket::response_type& r) { r.set(http::field::server, "nexus"); }));
-  ws_.read_message_max(ctx_.opts.body_limit);
+  ws_.read_message_max(0);  // no limit: on_read enforces body_limit
   beast::get_lowest_layer(ws_).expires_never();  // the websocket timeouts apply instead
   // accept() builds the 101 response from `req` before it returns control,
   // but keep the request alive until the handler runs all the same.
@@ -107,20 +109,34 @@ void RealtimeSession::on_accept(beast::error_code ec) {
 
 void RealtimeSession::do_read() {
   if (failed_) return;
-  ws_.async_read(rbuf_, [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+  ws_.async_read_some(rbuf_, kReadChunk,
+                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
 }
 
 void RealtimeSession::on_read(beast::error_code ec) {
   if (failed_) return;
-  // Closed by the peer, a message over read_message_max (Beast has sent the
-  // 1009 close), a ping unanswered, a reset: the session ends.
+  // Closed by the peer, a ping unanswered, a reset: the session ends.
   if (ec) return fail();
-  if (!ws_.got_text()) {
+  // The message limit is ours, not Beast's read_message_max: Beast 1.74
+  // closes the socket without draining what the peer still sends, which
+  // resets the connection and can destroy the close frame before the peer
+  // reads it. The rest of an oversized message is discarded instead, and
+  // the session goes on.
+  if (rbuf_.size() > ctx_.opts.body_limit) {
+    oversized_ = true;
+    rbuf_.consume(rbuf_.size());
+  }
+  if (!ws_.is_message_done()) return do_read();
+  if (oversized_) {
+    send(realtime::error_event("message_too_large",
+                               fmt::format("A message exceeds the limit of {} bytes.", ctx_.opts.body_limit)));
+  } else if (!ws_.got_text()) {
     send(realtime::error_event("binary_not_supported", "Binary messages are not supported; send JSON text."));
   } else if (!close_after_output_) {
     const auto data = rbuf_.cdata();
     handle_event(std::string_view(static_cast<const char*>(data.data()), data.size()));
   }
+  oversized_ = false;
   rbuf_.consume(rbuf_.size());
   rbuf_.shrink_to_fit();  // an idle session holds no read buffer
   do_read();

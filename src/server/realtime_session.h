@@ -74,6 +74,7 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   ServerContext& ctx_;
   Backend& backend_;
   boost::beast::flat_buffer rbuf_;
+  bool oversized_ = false;  // the message being read is over body_limit: discarded
   const uint64_t engine_session_;
   const std::string id_;
 
