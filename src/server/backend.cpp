@@ -17,6 +17,15 @@ std::vector<int32_t> EngineBackend::tokenize(std::string_view text, bool parse_s
   return tok.encode(text, tok.add_bos_default(), parse_special);
 }
 
+std::vector<int32_t> EngineBackend::tokenize_continuation(std::string_view text, bool parse_special) const {
+  return engine_.tokenizer().encode(text, false, parse_special);
+}
+
+bool EngineBackend::is_end_of_generation(int32_t token) const {
+  const Tokenizer& tok = engine_.tokenizer();
+  return token >= 0 && token < tok.n_vocab() && tok.is_eog(token);
+}
+
 std::shared_ptr<RequestHandle> EngineBackend::submit(GenerationRequest req, EventCallback on_event) {
   return engine_.submit(std::move(req), std::move(on_event));
 }

@@ -27,6 +27,15 @@ class Backend {
   virtual int32_t n_vocab() const = 0;
   virtual ChatFamily chat_family() const = 0;
   virtual std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const = 0;
+  // The same without BOS, for a segment appended to a conversation
+  // (realtime sessions). The default suits backends whose tokenize() adds none.
+  virtual std::vector<int32_t> tokenize_continuation(std::string_view text, bool parse_special) const {
+    return tokenize(text, parse_special);
+  }
+  // Whether `token` ends a generation (EOS/EOT); false by default.
+  virtual bool is_end_of_generation(int32_t token) const { return false; }
+  // Engine::end_session: releases the KV a session keeps. No-op by default.
+  virtual void end_session(uint64_t session) {}
   // nullptr when the queue is full (HTTP 429).
   virtual std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event) = 0;
   // GET /metrics: the Prometheus text exposition format 0.0.4. A backend
@@ -44,6 +53,9 @@ class EngineBackend final : public Backend {
   int32_t n_vocab() const override;
   ChatFamily chat_family() const override { return family_; }
   std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const override;
+  std::vector<int32_t> tokenize_continuation(std::string_view text, bool parse_special) const override;
+  bool is_end_of_generation(int32_t token) const override;
+  void end_session(uint64_t session) override { engine_.end_session(session); }
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event) override;
   std::string metrics_text() const override;  // the engine's EngineMetrics
 

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "server/http_session.h"
+#include "server/realtime_session.h"
 #include "util/error.h"
 
 namespace nexus::server {
@@ -101,21 +102,28 @@ void HttpServer::stop() {
   });
   closed.get_future().wait();
   std::vector<std::shared_ptr<HttpSession>> live;
+  std::vector<std::shared_ptr<RealtimeSession>> live_realtime;
   {
     std::lock_guard lock(s.ctx.mu);
     for (auto& [ptr, weak] : s.ctx.sessions) {
       if (auto session = weak.lock()) live.push_back(std::move(session));
     }
+    for (auto& [ptr, weak] : s.ctx.realtime_sessions) {
+      if (auto session = weak.lock()) live_realtime.push_back(std::move(session));
+    }
   }
-  // Outside the lock: dropping the last reference runs ~HttpSession, which
-  // takes ctx.mu.
+  // Outside the lock: dropping the last reference runs ~HttpSession (or
+  // ~RealtimeSession), which takes ctx.mu.
   for (auto& session : live) session->shutdown();
+  for (auto& session : live_realtime) session->shutdown();
   live.clear();
+  live_realtime.clear();
   {
     // Closing aborts every pending operation; the sessions then end on their
     // own. Do not wait forever for one that is somehow stuck.
     std::unique_lock lock(s.ctx.mu);
-    s.ctx.cv.wait_for(lock, std::chrono::seconds(2), [&s] { return s.ctx.sessions.empty(); });
+    s.ctx.cv.wait_for(lock, std::chrono::seconds(2),
+                      [&s] { return s.ctx.sessions.empty() && s.ctx.realtime_sessions.empty(); });
   }
   // From here on no engine thread posts into (or holds a part of) ioc.
   s.ctx.gate->close();

@@ -11,6 +11,11 @@
 //   max_pending_bytes  output queued for a slow client above this cancels
 //                      its generation and closes the connection, so the
 //                      engine never waits for a client
+// GET /v1/realtime upgrades to a WebSocket on the same port (a realtime
+// session, realtime_session.h; protocol: docs/protocol.md). body_limit is its
+// message size limit, max_pending_bytes its outgoing buffer, and
+// ws_ping_interval the silence after which the server pings (a peer silent
+// for another interval is disconnected).
 #pragma once
 
 #include <chrono>
@@ -31,6 +36,7 @@ struct HttpServerOptions {
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds write_timeout{60'000};
   size_t max_pending_bytes = 1 << 20;
+  std::chrono::milliseconds ws_ping_interval{20'000};
   // Called once per request ("POST /v1/completions 200 12.3ms") from an I/O
   // thread; must be thread-safe. Empty = no log.
   std::function<void(const std::string&)> log;

@@ -1,6 +1,9 @@
 #include "server/http_session.h"
 
+#include "server/realtime_session.h"
+
 #include <boost/asio/post.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <fmt/format.h>
 
 namespace nexus::server {
@@ -26,6 +29,12 @@ std::string reply_head(int status, size_t content_length, bool keep_alive,
                               keep_alive ? "keep-alive" : "close");
   for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
   return h + "\r\n";
+}
+
+// GET /v1/realtime (or /realtime), query string ignored.
+bool is_realtime_target(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  return path == "/v1/realtime" || path == "/realtime";
 }
 
 }  // namespace
@@ -126,9 +135,24 @@ void HttpSession::handle_request() {
   start_ = std::chrono::steady_clock::now();
   keep_alive_ = req.keep_alive();
   chunked_ = req.version() >= 11;
+  if (is_realtime_target(target_)) {
+    if (req.method() == http::verb::get && beast::websocket::is_upgrade(req)) return upgrade_to_realtime();
+    return send_reply(error_reply(ApiError(426, "GET /v1/realtime is a WebSocket endpoint: send an Upgrade request.",
+                                           "", "upgrade_required")));
+  }
   RouteResult result = ctx_.router.route(method_, target_, req.body());
   if (auto* reply = std::get_if<HttpReply>(&result)) return send_reply(*reply);
   start_generation(std::move(std::get<PendingGeneration>(result)));
+}
+
+void HttpSession::upgrade_to_realtime() {
+  // The socket moves to a RealtimeSession (same strand); this session ends.
+  // Bytes already read past the request stay behind: a client must not send
+  // frames before the 101 response (RFC 6455, section 4.1).
+  log_request(101);
+  closed_ = true;
+  auto rt = std::make_shared<RealtimeSession>(stream_.release_socket(), ctx_);
+  rt->start(parser_->release());
 }
 
 void HttpSession::start_generation(PendingGeneration g) {

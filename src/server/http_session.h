@@ -36,6 +36,7 @@
 namespace nexus::server {
 
 class HttpSession;
+class RealtimeSession;
 
 // Whether engine threads may still post into the server's io_context.
 // HttpServer::stop() closes it before the io_context goes away; a post holds
@@ -61,6 +62,7 @@ struct ServerContext {
   std::mutex mu;
   std::condition_variable cv;
   std::unordered_map<HttpSession*, std::weak_ptr<HttpSession>> sessions;
+  std::unordered_map<RealtimeSession*, std::weak_ptr<RealtimeSession>> realtime_sessions;
   std::shared_ptr<PostGate> gate = std::make_shared<PostGate>();
 };
 
@@ -92,6 +94,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_body(boost::beast::error_code ec);
   void on_read_error(boost::beast::error_code ec);
   void handle_request();
+  void upgrade_to_realtime();
   void start_generation(PendingGeneration g);
   void send_reply(const HttpReply& r);
   void enqueue(std::string_view bytes);

@@ -46,6 +46,17 @@ class FakeBackend final : public server::Backend {
     for (unsigned char c : text) ids.push_back(c + 2);
     return ids;
   }
+  // Without BOS: bytes + 2.
+  std::vector<int32_t> tokenize_continuation(std::string_view text, bool) const override {
+    std::vector<int32_t> ids;
+    for (unsigned char c : text) ids.push_back(c + 2);
+    return ids;
+  }
+  void end_session(uint64_t session) override {
+    std::lock_guard lock(mu_);
+    ended_sessions_.push_back(session);
+  }
+  std::vector<uint64_t> ended_sessions() const { std::lock_guard lock(mu_); return ended_sessions_; }
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback cb) override {
     std::lock_guard lock(mu_);
     if (queue_.size() >= max_queue_) return nullptr;
@@ -147,6 +158,7 @@ class FakeBackend final : public server::Backend {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   GenerationRequest last_;
+  std::vector<uint64_t> ended_sessions_;
   bool held_ = false;
   std::atomic<bool> stop_{false};
   std::thread worker_;

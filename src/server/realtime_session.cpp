@@ -1,0 +1,322 @@
+#include "server/realtime_session.h"
+
+#include <atomic>
+
+#include <boost/asio/post.hpp>
+#include <fmt/format.h>
+
+#include "server/api_error.h"
+#include "server/prompt_builder.h"
+
+namespace nexus::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+using realtime::EventError;
+
+namespace {
+
+// Engine session ids (GenerationRequest::session), unique per process.
+std::atomic<uint64_t> g_next_session{1};
+
+constexpr size_t kReadChunk = 64 << 10;  // bytes per read of a message
+
+}  // namespace
+
+// Carries engine events to the session's strand (see EventRelay in
+// http_session.h, which this mirrors); detach() makes later events vanish.
+class RealtimeRelay {
+ public:
+  RealtimeRelay(std::shared_ptr<PostGate> gate, std::shared_ptr<RealtimeSession> s)
+      : gate_(std::move(gate)), session_(std::move(s)) {}
+  void deliver(const GenerationEvent& ev) {  // engine thread
+    std::lock_guard lock(gate_->mu);
+    if (!gate_->open || !session_) return;
+    // The final event hands the reference to the posted handler, so the
+    // engine thread never destroys a session.
+    std::shared_ptr<RealtimeSession> s = ev.done ? std::move(session_) : session_;
+    auto ex = s->executor();
+    net::post(ex, [s = std::move(s), ev] { s->on_engine_event(ev); });
+  }
+  void detach() {
+    std::lock_guard lock(gate_->mu);
+    session_.reset();
+  }
+
+ private:
+  std::shared_ptr<PostGate> gate_;
+  std::shared_ptr<RealtimeSession> session_;  // guarded by gate_->mu
+};
+
+RealtimeSession::RealtimeSession(tcp::socket socket, ServerContext& ctx)
+    : registration_{ctx, this},
+      ws_(std::move(socket)),
+      ctx_(ctx),
+      backend_(ctx.router.backend()),
+      engine_session_(g_next_session.fetch_add(1, std::memory_order_relaxed)),
+      id_(fmt::format("sess_{}", engine_session_)),
+      conv_(backend_) {}
+
+RealtimeSession::~RealtimeSession() = default;
+
+RealtimeSession::Registration::~Registration() {
+  std::lock_guard lock(ctx.mu);
+  ctx.realtime_sessions.erase(self);
+  ctx.cv.notify_all();
+}
+
+void RealtimeSession::start(http::request<http::string_body> req) {
+  {
+    std::lock_guard lock(ctx_.mu);
+    ctx_.realtime_sessions.emplace(this, weak_from_this());
+  }
+  websocket::stream_base::timeout t{};
+  t.handshake_timeout = std::chrono::seconds(30);
+  // Beast pings after half the idle timeout of silence and gives up at the
+  // full timeout.
+  t.idle_timeout = 2 * ctx_.opts.ws_ping_interval;
+  t.keep_alive_pings = true;
+  ws_.set_option(t);
+  ws_.set_option(websocket::stream_base::decorator(
+      [](websocket::response_type& r) { r.set(http::field::server, "nexus"); }));
+  ws_.read_message_max(0);  // no limit: on_read enforces body_limit
+  beast::get_lowest_layer(ws_).expires_never();  // the websocket timeouts apply instead
+  // accept() builds the 101 response from `req` before it returns control,
+  // but keep the request alive until the handler runs all the same.
+  auto held = std::make_shared<http::request<http::string_body>>(std::move(req));
+  ws_.async_accept(*held, [self = shared_from_this(), held](beast::error_code ec) { self->on_accept(ec); });
+}
+
+void RealtimeSession::shutdown() {
+  net::post(executor(), [self = shared_from_this()] {
+    // The server is going away: no final event will be waited for.
+    if (self->relay_) self->relay_->detach();
+    if (self->running_) self->backend_.end_session(self->engine_session_);
+    self->fail();
+  });
+}
+
+void RealtimeSession::on_accept(beast::error_code ec) {
+  if (ec) return fail();
+  accepted_ = true;
+  send(realtime::session_created(id_, backend_.model_id(), backend_.n_ctx(), backend_.chat_family()));
+  do_read();
+}
+
+void RealtimeSession::do_read() {
+  if (failed_) return;
+  ws_.async_read_some(rbuf_, kReadChunk,
+                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+}
+
+void RealtimeSession::on_read(beast::error_code ec) {
+  if (failed_) return;
+  // Closed by the peer, a ping unanswered, a reset: the session ends.
+  if (ec) return fail();
+  // The message limit is ours, not Beast's read_message_max: Beast 1.74
+  // closes the socket without draining what the peer still sends, which
+  // resets the connection and can destroy the close frame before the peer
+  // reads it. The rest of an oversized message is discarded instead, and
+  // the session goes on.
+  if (rbuf_.size() > ctx_.opts.body_limit) {
+    oversized_ = true;
+    rbuf_.consume(rbuf_.size());
+  }
+  if (!ws_.is_message_done()) return do_read();
+  if (oversized_) {
+    send(realtime::error_event("message_too_large",
+                               fmt::format("A message exceeds the limit of {} bytes.", ctx_.opts.body_limit)));
+  } else if (!ws_.got_text()) {
+    send(realtime::error_event("binary_not_supported", "Binary messages are not supported; send JSON text."));
+  } else if (!close_after_output_) {
+    const auto data = rbuf_.cdata();
+    handle_event(std::string_view(static_cast<const char*>(data.data()), data.size()));
+  }
+  oversized_ = false;
+  rbuf_.consume(rbuf_.size());
+  rbuf_.shrink_to_fit();  // an idle session holds no read buffer
+  do_read();
+}
+
+void RealtimeSession::handle_event(std::string_view text) {
+  std::string type;
+  try {
+    realtime::ClientEvent ev = realtime::parse_client_event(text);
+    type = ev.type_name;
+    switch (ev.type) {
+      case realtime::EventType::SessionUpdate:
+        return update_session(ev.session);
+      case realtime::EventType::InputAppend:
+        // Also while a response runs: the input waits for the next response.
+        return conv_.append_input(std::move(*ev.input));
+      case realtime::EventType::ResponseCreate:
+        return create_response(ev.response);
+      case realtime::EventType::ResponseCancel:
+        if (!running_) throw EventError("no_response", "No response is running.");
+        redirect_pending_ = false;
+        return handle_->cancel();
+      case realtime::EventType::ResponseRedirect:
+        realtime::resolve_params(params_, ev.response, backend_.model_id());  // reject bad overrides now
+        conv_.append_input(std::move(*ev.input));
+        if (!running_) return create_response(ev.response);  // it ended already: just continue
+        redirect_pending_ = true;
+        redirect_overrides_ = std::move(ev.response);
+        return handle_->cancel();
+      case realtime::EventType::SessionClose:
+        close_after_output_ = true;
+        redirect_pending_ = false;
+        if (running_) return handle_->cancel();  // its response.done goes out first
+        if (!writing_) begin_close();
+        return;
+    }
+  } catch (const EventError& e) {
+    send(realtime::error_event(e.code, e.what(), type));
+  }
+}
+
+void RealtimeSession::update_session(const json& s) {
+  json merged = params_;
+  std::string system = conv_.system();
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    if (it.key() == "system") {
+      if (!it->is_null() && !it->is_string()) throw EventError("invalid_type", "'system' must be a string.");
+      std::string next = it->is_string() ? it->get<std::string>() : std::string();
+      if (next != system && conv_.started())
+        throw EventError("invalid_state", "The conversation has started: its system prompt can no longer change.");
+      system = std::move(next);
+    } else if (it->is_null()) {
+      merged.erase(it.key());
+    } else {
+      merged[it.key()] = *it;
+    }
+  }
+  realtime::resolve_params(merged, json::object(), backend_.model_id());  // throws on anything invalid
+  params_ = std::move(merged);
+  conv_.set_system(system);
+  json shown = params_;
+  shown["system"] = system;
+  send(realtime::session_updated(id_, shown));
+}
+
+void RealtimeSession::create_response(const json& overrides) {
+  if (running_) throw EventError("response_in_progress", "A response is running; cancel or redirect it first.");
+  if (!conv_.has_pending()) throw EventError("no_input", "No new input: send input.append first.");
+  realtime::ResolvedParams p = realtime::resolve_params(params_, overrides, backend_.model_id());
+  std::vector<int32_t> prompt = conv_.build_prompt();
+  const auto kept = static_cast<int32_t>(conv_.tokens().size());
+  p.request.prompt_is_tokens = true;
+  p.request.prompt_tokens.assign(prompt.begin(), prompt.end());
+  GenerationRequest g;
+  try {
+    g = build_generation(p.request, backend_);
+  } catch (const ApiError& e) {
+    throw EventError(e.code.empty() ? "invalid_value" : e.code, e.what());
+  }
+  g.session = engine_session_;
+  relay_ = std::make_shared<RealtimeRelay>(ctx_.gate, shared_from_this());
+  handle_ = backend_.submit(std::move(g), [relay = relay_](const GenerationEvent& ev) { relay->deliver(ev); });
+  if (!handle_) {
+    relay_->detach();
+    relay_.reset();
+    throw EventError("queue_full", "The server is busy; retry the response.create later.");
+  }
+  conv_.commit(std::move(prompt));
+  running_ = true;
+  overflow_ = false;
+  return_tokens_ = p.return_tokens;
+  response_id_ = fmt::format("resp_{}", ++responses_);
+  const auto n = static_cast<int32_t>(conv_.tokens().size());
+  send(realtime::response_created(response_id_, n, n - kept, return_tokens_ ? &conv_.tokens() : nullptr));
+}
+
+void RealtimeSession::on_engine_event(const GenerationEvent& ev) {
+  if (!running_) return;
+  if (ev.token >= 0) conv_.on_generated(ev.token);
+  if (ev.done) return finish_response(ev);
+  if (failed_ || overflow_ || (ev.text.empty() && !return_tokens_)) return;
+  send(realtime::response_delta(response_id_, ev.text, return_tokens_ ? std::optional(ev.token) : std::nullopt));
+}
+
+void RealtimeSession::finish_response(const GenerationEvent& ev) {
+  running_ = false;
+  relay_.reset();
+  handle_.reset();
+  conv_.on_response_end();
+  if (failed_) return backend_.end_session(engine_session_);
+  const bool token = return_tokens_ && ev.token >= 0;
+  if (!overflow_ && (!ev.text.empty() || token))
+    send(realtime::response_delta(response_id_, ev.text, token ? std::optional(ev.token) : std::nullopt));
+  send(realtime::response_done(response_id_, ev, static_cast<int32_t>(conv_.tokens().size())));
+  if (overflow_) {
+    send(realtime::error_event("slow_consumer",
+                               "The client read too slowly: the response was cancelled and its last deltas dropped."));
+  }
+  if (redirect_pending_) {
+    redirect_pending_ = false;
+    try {
+      create_response(redirect_overrides_);
+    } catch (const EventError& e) {
+      send(realtime::error_event(e.code, e.what(), "response.redirect"));
+    }
+  }
+  if (close_after_output_ && !writing_) begin_close();
+}
+
+void RealtimeSession::send(std::string msg) {
+  if (failed_ || closing_) return;
+  // A peer that sends but never reads would grow the queue without bound.
+  if (out_bytes_ + msg.size() > 2 * ctx_.opts.max_pending_bytes) return fail();
+  out_bytes_ += msg.size();
+  out_.push_back(std::move(msg));
+  if (running_ && !overflow_ && out_bytes_ > ctx_.opts.max_pending_bytes) {
+    overflow_ = true;
+    handle_->cancel();
+  }
+  if (!writing_) do_write();
+}
+
+void RealtimeSession::do_write() {
+  writing_ = true;
+  ws_.text(true);
+  ws_.async_write(net::buffer(out_.front()),
+                  [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+}
+
+void RealtimeSession::on_write(beast::error_code ec) {
+  writing_ = false;
+  if (failed_) return;
+  if (ec) return fail();
+  out_bytes_ -= out_.front().size();
+  out_.pop_front();
+  if (!out_.empty()) return do_write();
+  if (close_after_output_ && !running_) begin_close();
+}
+
+void RealtimeSession::begin_close() {
+  if (closing_ || failed_) return;
+  closing_ = true;
+  ws_.async_close(websocket::close_code::normal, [self = shared_from_this()](beast::error_code) {
+    self->closing_ = false;
+    self->fail();
+  });
+}
+
+void RealtimeSession::fail() {
+  if (failed_) {
+    if (!closing_) beast::get_lowest_layer(ws_).close();
+    return;
+  }
+  failed_ = true;
+  redirect_pending_ = false;
+  // A running response is cancelled; its final event ends the engine
+  // session (ending it now could race with the KV being kept at its end).
+  if (running_) handle_->cancel();
+  else backend_.end_session(engine_session_);
+  if (!closing_) beast::get_lowest_layer(ws_).close();
+}
+
+}  // namespace nexus::server

@@ -1,0 +1,105 @@
+// RealtimeSession: one WebSocket connection of GET /v1/realtime (internal to
+// HttpServer; HttpSession hands over the socket of an upgrade request).
+// Protocol: realtime_protocol.h, docs/protocol.md.
+//
+// One session = one engine session id: the conversation is kept as token ids
+// (realtime_conversation.h) and the engine keeps its KV between responses, so
+// each turn prefills only its new input. At most one response runs at a time.
+//
+// Threading: everything runs on the connection's strand. Engine events reach
+// it through a RealtimeRelay: the engine thread only copies the event and
+// posts it, so a slow reader never blocks the engine. Output is a queue of
+// messages with one async_write in flight; when more than max_pending_bytes
+// wait, the running response is cancelled, its remaining deltas are dropped,
+// and response.done is followed by an `error` slow_consumer. A client that
+// still does not read (queue over twice the limit) is disconnected.
+//
+// Liveness: a read is always pending; after ws_ping_interval of silence the
+// server pings, and a peer silent for another interval is disconnected.
+// A connection that goes away (error, close, timeout) cancels its running
+// response; the engine session is ended (its KV released) once no response
+// runs any more.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <nlohmann/json.hpp>
+
+#include "server/http_session.h"
+#include "server/realtime_conversation.h"
+
+namespace nexus::server {
+
+class RealtimeRelay;
+
+class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
+ public:
+  RealtimeSession(boost::asio::ip::tcp::socket socket, ServerContext& ctx);
+  ~RealtimeSession();
+  // Registers with the context and answers the upgrade request.
+  void start(boost::beast::http::request<boost::beast::http::string_body> req);
+  void shutdown();  // thread-safe: cancel the response, close the connection
+  void on_engine_event(const GenerationEvent& ev);  // on the strand
+  boost::asio::any_io_executor executor() { return ws_.get_executor(); }
+
+ private:
+  void on_accept(boost::beast::error_code ec);
+  void do_read();
+  void on_read(boost::beast::error_code ec);
+  void handle_event(std::string_view text);
+  void update_session(const nlohmann::json& s);
+  void create_response(const nlohmann::json& overrides);
+  void finish_response(const GenerationEvent& ev);
+  void send(std::string msg);
+  void do_write();
+  void on_write(boost::beast::error_code ec);
+  void begin_close();
+  void fail();  // the connection is gone or must go: release everything
+
+  // Unregisters from ServerContext::realtime_sessions; destroyed last (see
+  // HttpSession::Registration).
+  struct Registration {
+    ServerContext& ctx;
+    RealtimeSession* self;
+    ~Registration();
+  };
+  Registration registration_;
+  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  ServerContext& ctx_;
+  Backend& backend_;
+  boost::beast::flat_buffer rbuf_;
+  bool oversized_ = false;  // the message being read is over body_limit: discarded
+  const uint64_t engine_session_;
+  const std::string id_;
+
+  realtime::Conversation conv_;
+  nlohmann::json params_ = nlohmann::json::object();  // session-level <sampling> fields
+
+  // The running response.
+  std::shared_ptr<RealtimeRelay> relay_;
+  std::shared_ptr<RequestHandle> handle_;
+  std::string response_id_;
+  uint64_t responses_ = 0;
+  bool running_ = false;
+  bool return_tokens_ = false;
+  bool overflow_ = false;                // cancelled for a slow reader
+  bool redirect_pending_ = false;        // start a response when this one ends
+  nlohmann::json redirect_overrides_;
+
+  // Output.
+  std::deque<std::string> out_;
+  size_t out_bytes_ = 0;
+  bool writing_ = false;
+  bool accepted_ = false;
+  bool close_after_output_ = false;  // session.close: close once the queue drains
+  bool closing_ = false;             // close handshake started
+  bool failed_ = false;              // gone: nothing more is sent or read
+};
+
+}  // namespace nexus::server

@@ -1,0 +1,225 @@
+// GET /v1/realtime over a real WebSocket on loopback, in process, over the
+// scripted FakeBackend (no model): event order and fields, the state
+// machine's errors, bad frames, cancel/redirect, back-pressure, liveness.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "support/server_fixture.h"
+#include "support/ws_client.h"
+
+using namespace nexus;
+using namespace nexus::test;
+using nlohmann::json;
+
+namespace {
+
+class RealtimeServer : public ServerFixture {
+ protected:
+  RealtimeServer() { manual_start_ = true; }
+  void start(int32_t n_ctx = 1 << 20) {
+    backend = std::make_unique<FakeBackend>(n_ctx);
+    start_server();
+  }
+  std::unique_ptr<WsClient> ws() {
+    auto c = std::make_unique<WsClient>("127.0.0.1", server->port());
+    const json created = c->recv_json();
+    EXPECT_EQ(created["type"], "session.created");
+    return c;
+  }
+  static void expect_ws_error(WsClient& c, const std::string& code) {
+    const json e = c.recv_json();
+    EXPECT_EQ(e["type"], "error") << e;
+    EXPECT_EQ(e["error"]["code"], code) << e;
+    EXPECT_TRUE(e["error"]["message"].is_string() && !e["error"]["message"].get<std::string>().empty());
+  }
+};
+
+TEST_F(RealtimeServer, OneTurnInOrderWithDocumentedFields) {
+  start(1000);
+  WsClient c("127.0.0.1", server->port());
+  json j = c.recv_json();
+  EXPECT_EQ(j["type"], "session.created");
+  EXPECT_EQ(j["session"]["model"], "fake-model");
+  EXPECT_EQ(j["session"]["n_ctx"], 1000);
+  EXPECT_TRUE(j["session"]["id"].is_string());
+  c.send_json({{"type", "session.update"}, {"session", {{"system", "S"}, {"max_tokens", 3}, {"priority", 5}}}});
+  j = c.recv_json();
+  EXPECT_EQ(j["type"], "session.updated");
+  EXPECT_EQ(j["session"]["system"], "S");
+  EXPECT_EQ(j["session"]["max_tokens"], 3);
+  c.send_json({{"type", "input.append"}, {"message", {{"role", "user"}, {"content", "hi"}}}});
+  c.send_json({{"type", "response.create"}, {"response", {{"return_tokens", true}}}});
+  j = c.recv_json();
+  ASSERT_EQ(j["type"], "response.created") << j;
+  const std::string prompt = "System: S\nUser: hi\nAssistant:";
+  EXPECT_EQ(j["response"]["prompt_tokens"], prompt.size() + 1);
+  EXPECT_EQ(j["response"]["input_tokens"], prompt.size() + 1);
+  EXPECT_EQ(j["response"]["prompt_token_ids"].size(), prompt.size() + 1);
+  const std::string rid = j["response"]["id"];
+  for (int i = 0; i < 3; ++i) {
+    j = c.recv_json();
+    EXPECT_EQ(j["type"], "response.delta");
+    EXPECT_EQ(j["response_id"], rid);
+    EXPECT_EQ(j["text"], "t" + std::to_string(i) + " ");
+    EXPECT_EQ(j["token"], 2 + i);
+  }
+  j = c.recv_json();
+  ASSERT_EQ(j["type"], "response.done") << j;
+  EXPECT_EQ(j["response"]["id"], rid);
+  EXPECT_EQ(j["response"]["finish_reason"], "length");
+  EXPECT_EQ(j["response"]["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(j["response"]["context_tokens"], prompt.size() + 1 + 3);
+  for (const char* k : {"ttft_ms", "tokens_per_s"}) EXPECT_TRUE(j["response"][k].is_number()) << k;
+  const GenerationRequest req = backend->last_request();
+  EXPECT_NE(req.session, 0u);
+  EXPECT_EQ(req.priority, 5);
+  // Turn 2: kept tokens + only the continuation segment.
+  c.send_json({{"type", "input.append"}, {"message", {{"role", "user"}, {"content", "more"}}}});
+  c.send_json({{"type", "response.create"}, {"response", {{"max_tokens", 1}}}});
+  j = c.recv_json();
+  const size_t cont = std::string("\nUser: more\nAssistant:").size();
+  EXPECT_EQ(j["response"]["input_tokens"], cont);
+  EXPECT_EQ(c.recv_until("response.done")["response"]["usage"]["completion_tokens"], 1);
+  EXPECT_EQ(backend->last_request().session, req.session);
+  EXPECT_EQ(backend->last_request().prompt.size(), prompt.size() + 1 + 3 + cont);
+  c.send_json({{"type", "session.close"}});
+  EXPECT_EQ(c.wait_closed(), 1000);
+  EXPECT_TRUE(FakeBackend::wait_for([&] { return !backend->ended_sessions().empty(); }));
+  EXPECT_EQ(backend->ended_sessions().front(), req.session);
+}
+
+TEST_F(RealtimeServer, BadEventsGetErrorsAndTheConnectionStaysOpen) {
+  start();
+  backend->token_delay = std::chrono::milliseconds(2);
+  auto c = ws();
+  c->send_text("{oops");
+  expect_ws_error(*c, "invalid_json");
+  c->send_json({{"type", "warp.drive"}});
+  expect_ws_error(*c, "unknown_event");
+  c->send_json({{"type", "response.create"}});
+  expect_ws_error(*c, "no_input");
+  c->send_json({{"type", "response.cancel"}});
+  expect_ws_error(*c, "no_response");
+  c->send_json({{"type", "session.update"}, {"session", {{"temperature", -1}}}});
+  expect_ws_error(*c, "invalid_value");
+  c->send_json({{"type", "session.update"}, {"session", {{"model", "gpt-9"}}}});
+  expect_ws_error(*c, "model_not_found");
+  c->send_binary(std::string("\x00\x01", 2));
+  expect_ws_error(*c, "binary_not_supported");
+  // A response runs; a second response.create is refused, input is queued.
+  c->send_json({{"type", "input.append"}, {"text", "go"}});
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 100000}}}});
+  EXPECT_EQ(c->recv_json()["type"], "response.created");
+  c->send_json({{"type", "response.create"}});
+  std::vector<json> skipped;
+  EXPECT_EQ(c->recv_until("error", &skipped)["error"]["code"], "response_in_progress");
+  c->send_json({{"type", "input.append"}, {"text", " on"}});
+  c->send_json({{"type", "session.update"}, {"session", {{"system", "late"}}}});
+  EXPECT_EQ(c->recv_until("error", &skipped)["error"]["code"], "invalid_state");
+  c->send_json({{"type", "response.cancel"}});
+  const json done = c->recv_until("response.done");
+  EXPECT_EQ(done["response"]["finish_reason"], "cancelled");
+  // Still serving: the queued input makes the next response.
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 2}}}});
+  const json created = c->recv_until("response.created");
+  EXPECT_EQ(created["response"]["input_tokens"], 3);  // " on", no BOS
+  EXPECT_EQ(c->recv_until("response.done")["response"]["finish_reason"], "length");
+}
+
+TEST_F(RealtimeServer, OversizedMessageIsDiscardedWithAnError) {
+  opts.body_limit = 4096;
+  start();
+  auto c = ws();
+  c->send_text(json{{"type", "input.append"}, {"text", std::string(2 << 20, 'a')}}.dump());
+  expect_ws_error(*c, "message_too_large");
+  // The session goes on; the oversized input was not kept.
+  c->send_json({{"type", "response.create"}});
+  expect_ws_error(*c, "no_input");
+  c->send_text(json{{"type", "input.append"}, {"text", std::string(4000, 'a')}}.dump());  // under the limit
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 1}}}});
+  EXPECT_EQ(c->recv_json()["response"]["input_tokens"], 4001);
+}
+
+TEST_F(RealtimeServer, PlainGetIsUpgradeRequired) {
+  start();
+  auto http = connect();
+  const auto r = http->get("/v1/realtime");
+  EXPECT_EQ(expect_error(r, 426)["code"], "upgrade_required");
+  EXPECT_EQ(http->get("/health").status, 200);  // same connection, still HTTP
+}
+
+TEST_F(RealtimeServer, RedirectCancelsThenContinuesWithTheNewInput) {
+  start();
+  backend->token_delay = std::chrono::milliseconds(2);
+  auto c = ws();
+  c->send_json({{"type", "input.append"}, {"text", "a"}});
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 100000}, {"return_tokens", true}}}});
+  const json first = c->recv_json();
+  ASSERT_EQ(first["type"], "response.created");
+  EXPECT_EQ(c->recv_json()["type"], "response.delta");
+  c->send_json({{"type", "response.redirect"}, {"text", "b"}, {"response", {{"max_tokens", 2}}}});
+  std::vector<json> deltas;
+  const json done = c->recv_until("response.done", &deltas);
+  EXPECT_EQ(done["response"]["finish_reason"], "cancelled");
+  const json next = c->recv_json();
+  ASSERT_EQ(next["type"], "response.created");
+  // Kept: BOS 'a' + every generated token (the first delta too), then 'b'.
+  const int generated = done["response"]["usage"]["completion_tokens"];
+  EXPECT_EQ(static_cast<int>(deltas.size()) + 1, generated);
+  EXPECT_EQ(next["response"]["prompt_tokens"], 2 + generated + 1);
+  EXPECT_EQ(next["response"]["input_tokens"], 1);
+  EXPECT_EQ(c->recv_until("response.done")["response"]["finish_reason"], "length");
+}
+
+TEST_F(RealtimeServer, DroppedConnectionCancelsAndEndsTheSession) {
+  start();
+  backend->token_delay = std::chrono::milliseconds(2);
+  auto c = ws();
+  c->send_json({{"type", "input.append"}, {"text", "a"}});
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 100000}}}});
+  EXPECT_EQ(c->recv_json()["type"], "response.created");
+  EXPECT_EQ(c->recv_json()["type"], "response.delta");
+  const uint64_t session = backend->last_request().session;
+  c->drop();
+  EXPECT_TRUE(FakeBackend::wait_for([&] { return backend->cancelled.load() == 1; }));
+  EXPECT_TRUE(FakeBackend::wait_for([&] {
+    auto e = backend->ended_sessions();
+    return std::find(e.begin(), e.end(), session) != e.end();
+  }));
+}
+
+TEST_F(RealtimeServer, SlowReaderGetsItsResponseCancelled) {
+  opts.max_pending_bytes = 16 << 10;
+  start();
+  backend->piece = std::string(1000, 'x');
+  WsClient c("127.0.0.1", server->port());
+  c.recv_json();
+  c.send_json({{"type", "input.append"}, {"text", "a"}});
+  c.send_json({{"type", "response.create"}, {"response", {{"max_tokens", 1000000}}}});
+  // Not reading: socket buffers, then the session's queue fill up.
+  EXPECT_TRUE(FakeBackend::wait_for([&] { return backend->cancelled.load() == 1; }, std::chrono::seconds(60)));
+  std::vector<json> skipped;
+  const json done = c.recv_until("response.done", &skipped);
+  EXPECT_EQ(done["response"]["finish_reason"], "cancelled");
+  EXPECT_LT(static_cast<int>(skipped.size()), done["response"]["usage"]["completion_tokens"].get<int>());
+  EXPECT_EQ(c.recv_json()["error"]["code"], "slow_consumer");
+}
+
+TEST_F(RealtimeServer, ServerPingsAnIdleConnectionAndDropsADeadOne) {
+  opts.ws_ping_interval = std::chrono::milliseconds(100);
+  start();
+  // A reading client answers the pings (Beast does while a read is pending)
+  // and stays connected: its read only times out.
+  WsClient alive("127.0.0.1", server->port(), "/v1/realtime", std::chrono::milliseconds(600));
+  EXPECT_EQ(alive.recv_json()["type"], "session.created");
+  EXPECT_THROW(alive.recv(), std::runtime_error);
+  EXPECT_GE(alive.pings_received(), 2);
+  // A client that never reads never answers: closed after two intervals.
+  auto dead = ws();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(dead->recv().has_value());
+}
+
+}  // namespace
