@@ -4,8 +4,9 @@
 //      batch-priority streams keep running.
 // Prints Markdown tables for docs/benchmarks.md.
 //
-// usage: bench_engine [MODEL.gguf] [THREADS]
-//   default model: ../shared/models/TinyLLama-v0.F32.gguf (from the repo root)
+// usage: bench_engine [MODEL.gguf] [THREADS] [GENERATED] [ROUNDS]
+//   default model: ../shared/models/TinyLLama-v0.F32.gguf (from the repo root),
+//   2 threads, 96 generated tokens per request, 3 rounds per stream count
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -75,11 +76,10 @@ std::vector<int32_t> prompt_for(const Tokenizer& tok, int i) {
   return tok.encode(std::string(kStarts[i % 8]) + " went to the park " + std::to_string(i) + " times and", true);
 }
 
-void throughput(Engine& e, const Tokenizer& tok, int32_t gen) {
+void throughput(Engine& e, const Tokenizer& tok, int32_t gen, int rounds) {
   std::printf("| streams | generated tokens | seconds | tokens/s | x one stream |\n| ---: | ---: | ---: | ---: | ---: |\n");
   double one = 0;
   for (int n : {1, 2, 4, 8, 16}) {
-    const int rounds = 3;
     Waiter w;
     w.remaining = n * rounds;
     const auto t0 = Clock::now();
@@ -141,16 +141,18 @@ std::vector<double> interactive_ttft(Engine& e, const Tokenizer& tok, int backgr
 int main(int argc, char** argv) {
   const std::string path = argc > 1 ? argv[1] : "../shared/models/TinyLLama-v0.F32.gguf";
   const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
+  const int gen_arg = argc > 3 ? std::atoi(argv[3]) : 96;
+  const int rounds = argc > 4 ? std::atoi(argv[4]) : 3;
   GgufFile gguf(path);
   auto tok = Tokenizer::from_gguf(gguf);
   LlamaModel model(gguf);
   EngineOptions o;
   o.n_threads = threads;
   Engine e(model, *tok, o);
-  const int32_t gen = std::min(96, e.n_ctx() - 24);
+  const int32_t gen = std::min(gen_arg, e.n_ctx() - 24);
   std::printf("model %s, %d threads, n_ctx %d, %d generated tokens per request\n\n", path.c_str(), threads, e.n_ctx(),
               gen);
-  throughput(e, *tok, gen);
+  throughput(e, *tok, gen, rounds);
 
   const int n = 40;
   const std::vector<double> idle = interactive_ttft(e, *tok, 0, n);

@@ -29,6 +29,33 @@ function post(path, body, agent) {
   });
 }
 
+// A streamed chat completion: resolves with the time of the first chunk
+// that carries text (not the role-only opening chunk) and the whole text.
+function postStream(path, body) {
+  return new Promise((resolve, reject) => {
+    const data = JSON.stringify(body);
+    const req = http.request({ host: '127.0.0.1', port, path, method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } }, (res) => {
+      let firstText = null, text = '', pending = '';
+      res.on('data', (c) => {
+        pending += c;
+        let i;
+        while ((i = pending.indexOf('\n\n')) >= 0) {
+          const ev = pending.slice(0, i);
+          pending = pending.slice(i + 2);
+          if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
+          const delta = JSON.parse(ev.slice(6)).choices?.[0]?.delta?.content ?? '';
+          if (delta && firstText === null) firstText = now();
+          text += delta;
+        }
+      });
+      res.on('end', () => resolve({ status: res.statusCode, text, firstText }));
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
 // A session whose events are awaited one type at a time.
 async function session(settings) {
   const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/realtime`);
@@ -109,12 +136,19 @@ async function turn5() {
       if (t === 4) wsT.push(ttft);
     }
     s.ws.close();
-    // Stateless: the whole history resent, streamed, over a fresh request.
-    const msgs = history.slice(0, -1);
-    const t0 = now();
-    const res = await post('/v1/chat/completions',
-      { messages: msgs, max_tokens: 32, temperature: 0, ignore_eos: true, stream: true }, false);
-    httpT.push(res.first - t0);
+    // Stateless: its own conversation (other words, so it cannot reuse what
+    // the session computed), the whole history resent each turn over a new
+    // connection, streamed; TTFT = first chunk that carries text. Nexus's
+    // prefix cache still serves the earlier turns' full 16-token blocks.
+    const msgs = [];
+    for (let t = 0; t < 5; ++t) {
+      msgs.push({ role: 'user', content: `Again, ${userTurns[t].toLowerCase()}` });
+      const t0 = now();
+      const res = await postStream('/v1/chat/completions',
+        { messages: msgs, max_tokens: 32, temperature: 0, ignore_eos: true, stream: true });
+      msgs.push({ role: 'assistant', content: res.text });
+      if (t === 4) httpT.push(res.firstText - t0);
+    }
   }
   return { wsT, httpT, wsServer };
 }

@@ -18,9 +18,12 @@ namespace nexus::cuda {
               cudaGetErrorString(err) + " (" + cudaGetErrorName(err) + ")");
 }
 
+// The status's name from the loaded cuBLAS (kernels/cuda/cublas_api.h).
+const char* cublas_status_string(cublasStatus_t st);
+
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t st, const char* call, const char* file, int line) {
   throw Error(std::string("cuBLAS error: ") + call + " failed at " + file + ":" + std::to_string(line) + ": " +
-              cublasGetStatusString(st));
+              cublas_status_string(st));
 }
 
 }  // namespace nexus::cuda

@@ -1,5 +1,7 @@
 #include "kernels/cuda/cuda_gemm.h"
 
+#include "kernels/cuda/cublas_api.h"
+
 #include <algorithm>
 #include <string>
 
@@ -13,11 +15,11 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 CudaMatmul::CudaMatmul(cudaStream_t stream, int32_t max_tokens, int64_t max_cols, int64_t max_weight_elems)
     : stream_(stream), max_tokens_(max_tokens), max_cols_(max_cols) {
   if (max_tokens < 1 || max_cols < 1) throw Error("CudaMatmul: max_tokens and max_cols must be positive");
-  CUBLAS_CHECK(cublasCreate(&handle_));
+  CUBLAS_CHECK(cublas().create(&handle_));
   try {
-    CUBLAS_CHECK(cublasSetStream(handle_, stream_));
+    CUBLAS_CHECK(cublas().set_stream(handle_, stream_));
     workspace_.resize(kWorkspaceBytes);
-    CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_.get(), workspace_.bytes()));
+    CUBLAS_CHECK(cublas().set_workspace(handle_, workspace_.get(), workspace_.bytes()));
     if (max_tokens > kMatvecMaxTokens) {
       x16_.resize(static_cast<size_t>(max_tokens) * static_cast<size_t>(max_cols));
       const int64_t chunk = std::min<int64_t>(max_weight_elems, kDequantChunkElems);
@@ -25,13 +27,13 @@ CudaMatmul::CudaMatmul(cudaStream_t stream, int32_t max_tokens, int64_t max_cols
       w16_.resize(static_cast<size_t>(std::max<int64_t>(chunk, max_cols)));
     }
   } catch (...) {
-    cublasDestroy(handle_);
+    cublas().destroy(handle_);
     throw;
   }
 }
 
 CudaMatmul::~CudaMatmul() {
-  if (handle_) (void)cublasDestroy(handle_);
+  if (handle_) (void)cublas().destroy(handle_);
 }
 
 // Row-major y[t, r] = sum_c W[r, c] x[t, c] is, in cuBLAS's column-major
@@ -41,7 +43,7 @@ void CudaMatmul::gemm_f16(const uint16_t* w, int64_t n_rows, int64_t n_cols, boo
                           int32_t n_tokens, int64_t ldy) {
   const float alpha = 1.0f, beta = 0.0f;
   const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-  CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n_rows), n_tokens,
+  CUBLAS_CHECK(cublas().gemm_ex(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n_rows), n_tokens,
                             static_cast<int>(n_cols), &alpha, w, t, static_cast<int>(n_cols), x, t,
                             static_cast<int>(n_cols), &beta, y, CUDA_R_32F, static_cast<int>(ldy),
                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -61,7 +63,7 @@ void CudaMatmul::run(const DeviceWeight& w, const float* x, float* y, int32_t n_
   switch (w.type) {
     case GgmlType::F32: {
       const float alpha = 1.0f, beta = 0.0f;
-      CUBLAS_CHECK(cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.n_rows), n_tokens,
+      CUBLAS_CHECK(cublas().sgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.n_rows), n_tokens,
                                static_cast<int>(w.n_cols), &alpha, static_cast<const float*>(w.data),
                                static_cast<int>(w.row_bytes / 4), x, static_cast<int>(w.n_cols), &beta, y,
                                static_cast<int>(w.n_rows)));
