@@ -63,11 +63,12 @@ std::span<const float> BatchForward::forward(std::span<const SeqRun> runs) {
   for (size_t r = 0; r < runs.size(); ++r) {
     const SeqRun& run = runs[r];
     for (size_t i = 0; i < run.tokens.size(); ++i) {
+      if (run.all_logits) rows_.push_back(static_cast<int32_t>(tokens_.size()));
       tokens_.push_back(run.tokens[i]);
       pos_.push_back(run.n_past + static_cast<int32_t>(i));
       run_of_.push_back(static_cast<int32_t>(r));
     }
-    if (run.want_logits) rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+    if (run.want_logits && !run.all_logits) rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
   }
   const int32_t n = static_cast<int32_t>(tokens_.size());
   Activations& a = *act_;

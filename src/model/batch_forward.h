@@ -11,9 +11,10 @@
 // each token attends over positions [0, its position] of its own sequence
 // through the sequence's block table (attention_head_paged).
 //
-// Determinism: with float weights and an F32 cache, every token's logits are
-// bit for bit those LlamaContext computes for the same sequence, whatever
-// else shares the batch (same steps: forward_steps.h; same attention chunks).
+// Determinism: with float weights, every token's logits are the same bits
+// whatever else shares the batch and however its prompt was chunked (each
+// row of a matmul is computed alone, attention always reads K/V back from
+// the cache in the same chunks of 16 positions).
 // Quantized weights switch to other kernels for large batches (matmul.h), so
 // there results agree only to rounding.
 //
@@ -39,6 +40,7 @@ struct SeqRun {
   int32_t n_past = 0;                    // positions of this sequence already in the cache
   std::span<const int32_t> block_table;  // the sequence's blocks, covering n_past + tokens.size() positions
   bool want_logits = true;               // return the logits of the run's last token
+  bool all_logits = false;               // return the logits of every token of the run
 };
 
 class BatchForward {
@@ -54,7 +56,8 @@ class BatchForward {
 
   // Runs every run of `runs` through the model in one pass and writes their
   // K/V. Returns [n, n_vocab] float32 logits, one row per run with
-  // want_logits, in the order of `runs` (valid until the next call).
+  // want_logits (one per token with all_logits), in the order of `runs`
+  // (valid until the next call).
   // Preconditions the caller guarantees: no two runs belong to the same
   // sequence, and no run writes into a block another sequence reads (shared
   // blocks are full, so they lie before every sharer's n_past).

@@ -1,8 +1,8 @@
 // The steps of the llama forward pass (llama_model.h) that do not depend on
-// where K/V are stored, shared by LlamaContext (one sequence, contiguous
-// cache) and BatchForward (many sequences, paged cache). Both run the same
-// code here, so they differ only in RoPE positions, K/V storage and
-// attention: with an F32 paged cache their results agree bit for bit.
+// where K/V are stored: embedding, attention inputs (RMSNorm, Q/K/V
+// projections), attention output + SwiGLU FFN, output logits. BatchForward
+// (paged KV) and the CUDA path's CPU tail run them around their own RoPE,
+// K/V writes and attention.
 //
 // A batch is n tokens in rows of the activation buffers (row-major
 // [n, width] float32); every step treats each row independently (one matmul

@@ -11,13 +11,13 @@
 // block_size positions, so copying, swapping or zeroing a block is one
 // memcpy; within a (block, layer) the K rows are the [position, n_embd_kv]
 // rows attention_head expects (kv_stride = n_embd_kv), so the paged kernel
-// walks a block exactly like the contiguous cache of LlamaContext.
+// walks a block like a contiguous [position, n_embd_kv] cache.
 //
 // Element type: F16 by default (half the memory of F32, the usual choice of
 // serving engines; values are rounded to nearest-even when written and widened
 // exactly when read). F32 stores what the model computed bit for bit, so a
-// batched forward with an F32 cache reproduces LlamaContext exactly (the
-// determinism tests use it). Q8_0 (ggml's block format, split in two arrays)
+// forward pass with an F32 cache reproduces the model's float32 result
+// exactly (the reference tests use it). Q8_0 (ggml's block format, split in two arrays)
 // stores each group of 32 consecutive values of a row as int8 q with one
 // fp16 scale d = max|x| / 127, x ~= q * d: int8 values at the element
 // offsets below (element size 1), and after them the scales, one per 32

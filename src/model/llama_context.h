@@ -1,10 +1,8 @@
-// LlamaContext: one sequence's state for a LlamaModel: its KV cache,
-// activation buffers and worker threads, and the forward pass over a batch of
-// that sequence's tokens.
-//
-// KV cache layout: per layer, K and V as [n_ctx, n_embd_kv] row-major float32
-// (row = position, n_embd_kv = n_head_kv * head_dim). The paged, multi-sequence
-// cache of the batching engine replaces this later.
+// LlamaContext: one sequence run through a LlamaModel, for tools and tests
+// that need no scheduler (nexus bench-model, reference checks): a thin
+// wrapper over BatchForward (model/batch_forward.h) with its own float32
+// paged KV cache whose block table is simply 0, 1, 2, ... -- the same forward
+// pass the engine runs, so its logits are the engine's bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +12,9 @@
 
 namespace nexus {
 
+class BatchForward;
+class KvCache;
 class LlamaModel;
-class ThreadPool;
 
 class LlamaContext {
  public:
@@ -41,18 +40,14 @@ class LlamaContext {
   void truncate(int32_t n);
 
  private:
-  struct Activations;
-  void forward(std::span<const int32_t> tokens, bool all_logits);
-  void attention(int32_t layer, int32_t n_tokens);
+  std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits);
 
   const LlamaModel& model_;
   int32_t n_ctx_ = 0;
   int32_t n_past_ = 0;
-  std::unique_ptr<ThreadPool> pool_;
-  std::vector<float> k_cache_, v_cache_;  // [n_layer][n_ctx][n_embd_kv]
-  std::vector<float> logits_;
-  std::vector<int32_t> rows_;  // batch rows whose logits are wanted
-  std::unique_ptr<Activations> act_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<BatchForward> forward_;
+  std::vector<int32_t> block_table_;  // 0, 1, 2, ...
 };
 
 }  // namespace nexus
