@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
+#include "support/loaded_model.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -22,23 +23,12 @@ using namespace nexus;
 
 namespace {
 
-struct Loaded {
-  explicit Loaded(const std::string& path) : gguf(path), tok(Tokenizer::from_gguf(gguf)), model(gguf) {}
-  GgufFile gguf;
-  std::unique_ptr<Tokenizer> tok;
-  LlamaModel model;
-};
-
-// The model, loaded once for the whole binary.
-Loaded& stories(const std::string& path) {
-  static std::unique_ptr<Loaded> loaded;
-  if (!loaded) loaded = std::make_unique<Loaded>(path);
-  return *loaded;
-}
+using Loaded = nexus::test::LoadedModel;
+using nexus::test::loaded_model;
 
 #define LOAD_STORIES(var)                                  \
   NEXUS_REQUIRE_SHARED(var##_path, "stories260K.gguf");    \
-  Loaded& var = stories(var##_path)
+  Loaded& var = loaded_model(var##_path)
 
 struct Reference {
   std::vector<int32_t> prompt_ids, greedy_ids;

@@ -20,6 +20,7 @@
 #include "gguf/gguf_file.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
+#include "support/loaded_model.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -28,19 +29,8 @@ using namespace nexus;
 
 namespace {
 
-struct Loaded {
-  explicit Loaded(const std::string& path) : gguf(path), tok(Tokenizer::from_gguf(gguf)), model(gguf) {}
-  GgufFile gguf;
-  std::unique_ptr<Tokenizer> tok;
-  LlamaModel model;
-};
-
-Loaded& load(const std::string& path) {
-  static std::map<std::string, std::unique_ptr<Loaded>> cache;
-  auto& slot = cache[path];
-  if (!slot) slot = std::make_unique<Loaded>(path);
-  return *slot;
-}
+using Loaded = nexus::test::LoadedModel;
+Loaded& load(const std::string& path) { return nexus::test::loaded_model(path); }
 
 struct Result {
   std::mutex mu;
