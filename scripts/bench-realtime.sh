@@ -60,12 +60,16 @@ for transport, label in (("ws", "WebSocket session"), ("http-keepalive", "HTTP S
     print(f"| server per-token overhead, {label}: client ITL p50/p90 − engine step mean "
           f"({sessions} × {tokens}-token streams) | {itl['count']} | {itl['p50'] - step_ms:.4f} | "
           f"{itl['p90'] - step_ms:.4f} |")
+    tpot = p["tpot_ms"]["p50"]
     notes.append(f"{label}: ITL p50 {itl['p50'] * 1e3:.1f} µs − step {step_ms * 1e3:.1f} µs = "
-                 f"**{(itl['p50'] - step_ms) * 1e3:.1f} µs**")
+                 f"**{(itl['p50'] - step_ms) * 1e3:.1f} µs** (TPOT p50 − step: {(tpot - step_ms) * 1e3:.1f} µs)")
 print()
 print("Server per-token overhead (target p50 <= 20 µs): the client's inter-token latency (`nexus bench`, "
       "one stream at a time) minus the engine's mean step time, from `nexus_step_seconds` in GET /metrics "
-      "before and after the run (delta sum / delta count; it includes each request's one prefill step). "
+      "before and after the run (delta sum / delta count; a step is the forward pass only, so the "
+      "difference is sampling, detokenizing and delivery; it includes each request's one prefill step). "
+      "A client that falls behind reads tokens in bursts, which pulls ITL p50 down (negative values: the "
+      "client was starved of CPU); TPOT p50 (whole stream / tokens) is the steadier per-token figure. "
       + "; ".join(notes) + ".")
 PY
 echo
