@@ -1,6 +1,7 @@
 // `nexus bench` end to end: the binary against `nexus serve` on stories260K
-// (both HTTP transports, the JSON report checked field by field), against
-// an unreachable server, and against a server that answers 4xx.
+// (both HTTP transports and the WebSocket session transport, the JSON report
+// checked field by field, token totals against the server's /metrics),
+// against an unreachable server, and against a server that answers 4xx.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -10,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "support/child_process.h"
+#include "support/http_client.h"
+#include "support/metrics_text.h"
 #include "support/test_support.h"
 
 using namespace nexus::test;
@@ -25,14 +28,14 @@ const std::set<std::string> kConfigKeys = {
     "seed",  "warmup",     "timeout_s", "price_per_hour", "sweep_concurrency", "sweep_rate"};
 const std::set<std::string> kPhaseKeys = {
     "label", "mode", "concurrency", "rate", "duration_s", "sessions", "requests", "completed", "failed", "errors",
-    "error_examples", "prompt_tokens", "completion_tokens", "usage_missing", "text_chunks", "connections_opened",
+    "error_examples", "prompt_tokens", "completion_tokens", "cached_tokens", "usage_missing", "text_chunks", "connections_opened",
     "request_throughput", "output_token_throughput", "total_token_throughput", "cost_per_million_output_tokens",
     "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "ttft_by_turn", "request_details"};
 const std::set<std::string> kSummaryKeys = {"count", "mean", "min", "max", "p50", "p90", "p99"};
 const std::set<std::string> kRequestKeys = {
     "session", "turn", "ok", "error", "error_message", "http_status", "start_s", "start_delay_ms", "connect_ms",
     "reused_connection", "ttft_ms", "e2e_ms", "tpot_ms", "chunk_times_ms", "max_tokens", "prompt_tokens",
-    "completion_tokens"};
+    "completion_tokens", "cached_tokens", "server_ttft_ms"};
 
 std::set<std::string> keys(const json& j) {
   std::set<std::string> k;
@@ -53,8 +56,9 @@ class BenchE2E : public ::testing::Test {
     const auto line = server_->read_line();
     ASSERT_TRUE(line.has_value()) << "no startup line";
     std::smatch m;
-    ASSERT_TRUE(std::regex_match(*line, m, std::regex(R"(listening on (http://127\.0\.0\.1:\d+))"))) << *line;
+    ASSERT_TRUE(std::regex_match(*line, m, std::regex(R"(listening on (http://127\.0\.0\.1:(\d+)))"))) << *line;
     url_ = m[1];
+    port_ = static_cast<uint16_t>(std::stoi(m[2]));
     dir_ = make_temp_dir();
   }
   void TearDown() override {
@@ -63,7 +67,18 @@ class BenchE2E : public ::testing::Test {
     }
   }
 
+  // The server's counter `name` (GET /metrics), summed over its labels.
+  double counter(const std::string& name) {
+    HttpClient c("127.0.0.1", port_);
+    const HttpResponse r = c.get("/metrics");
+    EXPECT_EQ(r.status, 200);
+    double v = 0;
+    for (const MetricSample& s : parse_metrics_text(r.body)) v += s.name == name ? s.value : 0;
+    return v;
+  }
+
   std::string model_, url_, dir_;
+  uint16_t port_ = 0;
   std::unique_ptr<ChildProcess> server_;
 };
 
@@ -167,6 +182,143 @@ TEST_F(BenchE2E, ChatTurnsAndSweepWriteJsonToStdoutAndAnSvg) {
   const std::string s = read_file(svg);
   EXPECT_EQ(s.rfind("<?xml", 0), 0u);
   EXPECT_NE(s.find("</svg>"), std::string::npos);
+}
+
+// --transport ws: one /v1/realtime session per bench session. The same
+// seed sends the same prompts as over HTTP, so the server counts the same
+// prompt tokens; the report's totals equal what the server's /metrics
+// counted while the bench ran.
+TEST_F(BenchE2E, WebSocketTransportReportsServerUsage) {
+  const std::string args = " --concurrency 2 --requests 6 --max-tokens 8 --ignore-eos --prompt-tokens 12 --no-progress";
+  const CommandResult h = run_nexus("bench --url " + url_ + " --transport http-keepalive --json " +
+                                    shell_quote(dir_ + "/http.json") + args);
+  ASSERT_EQ(h.exit_code, 0) << h.out << h.err;
+  const double prompt0 = counter("nexus_prompt_tokens_total"), gen0 = counter("nexus_generation_tokens_total"),
+               cached0 = counter("nexus_cached_prompt_tokens_total");
+  const std::string out = dir_ + "/ws.json";
+  const CommandResult r = run_nexus("bench --url " + url_ + " --transport ws --json " + shell_quote(out) + args);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("transport ws"), std::string::npos) << r.out;
+  const json j = json::parse(read_file(out), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << read_file(out);
+  EXPECT_EQ(keys(j), kTopKeys);
+  EXPECT_EQ(keys(j["config"]), kConfigKeys);
+  EXPECT_EQ(j["config"]["transport"], "ws");
+  ASSERT_EQ(j["phases"].size(), 1u);
+  const json& p = j["phases"][0];
+  EXPECT_EQ(keys(p), kPhaseKeys);
+  EXPECT_EQ(p["failed"], 0);
+  EXPECT_EQ(p["errors"], json::object());
+  EXPECT_EQ(p["completed"], 6);
+  EXPECT_EQ(p["usage_missing"], 0);
+  EXPECT_EQ(p["connections_opened"], 6);  // single-turn sessions: a fresh session each
+  check_summary(p["ttft_ms"], 6);
+  check_summary(p["e2e_ms"], 6);
+  for (const char* q : {"min", "mean", "p50", "p90", "p99", "max"}) {
+    EXPECT_GE(p["e2e_ms"][q].get<double>(), p["ttft_ms"][q].get<double>()) << q;
+  }
+  const json http_report = json::parse(read_file(dir_ + "/http.json"));
+  const json& hp = http_report["phases"][0];
+  int64_t prompt_sum = 0, completion_sum = 0, cached_sum = 0;
+  uint64_t chunks = 0;
+  ASSERT_EQ(p["request_details"].size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const json& d = p["request_details"][i];
+    EXPECT_EQ(keys(d), kRequestKeys) << d.dump();
+    EXPECT_TRUE(d["ok"].get<bool>()) << d.dump();
+    EXPECT_EQ(d["http_status"], 101);
+    EXPECT_FALSE(d["reused_connection"].get<bool>());
+    EXPECT_GT(d["connect_ms"].get<double>(), 0);
+    EXPECT_EQ(d["completion_tokens"], 8);
+    // Raw text opening a session is tokenized as POST /v1/completions does.
+    EXPECT_EQ(d["prompt_tokens"], hp["request_details"][i]["prompt_tokens"]) << i;
+    // The HTTP run sent the same prompts: the prefix cache may serve whole blocks.
+    ASSERT_TRUE(d["cached_tokens"].is_number_integer()) << d.dump();
+    EXPECT_LT(d["cached_tokens"].get<int64_t>(), d["prompt_tokens"].get<int64_t>());
+    cached_sum += d["cached_tokens"].get<int64_t>();
+    ASSERT_TRUE(d["server_ttft_ms"].is_number()) << d.dump();
+    EXPECT_GT(d["server_ttft_ms"].get<double>(), 0);
+    const auto times = d["chunk_times_ms"].get<std::vector<double>>();
+    ASSERT_GE(times.size(), 1u);
+    EXPECT_LE(times.size(), 8u);
+    for (size_t k = 1; k < times.size(); ++k) EXPECT_LE(times[k - 1], times[k]);
+    EXPECT_GE(d["e2e_ms"].get<double>(), times.back());
+    EXPECT_GE(d["e2e_ms"].get<double>(), d["ttft_ms"].get<double>());
+    prompt_sum += d["prompt_tokens"].get<int64_t>();
+    completion_sum += d["completion_tokens"].get<int64_t>();
+    chunks += times.size();
+  }
+  EXPECT_EQ(p["prompt_tokens"], prompt_sum);
+  EXPECT_EQ(p["completion_tokens"], completion_sum);
+  EXPECT_EQ(completion_sum, 6 * 8);
+  EXPECT_EQ(p["prompt_tokens"], hp["prompt_tokens"]);
+  EXPECT_EQ(p["text_chunks"], chunks);
+  EXPECT_EQ(p["itl_ms"]["count"], chunks - 6);
+  EXPECT_EQ(static_cast<double>(prompt_sum), counter("nexus_prompt_tokens_total") - prompt0);
+  EXPECT_EQ(static_cast<double>(completion_sum), counter("nexus_generation_tokens_total") - gen0);
+  EXPECT_EQ(p["cached_tokens"], cached_sum);
+  EXPECT_EQ(static_cast<double>(cached_sum), counter("nexus_cached_prompt_tokens_total") - cached0);
+}
+
+// Multi-turn over one session: each later turn sends only its new input, the
+// server prefills only that (cached_tokens covers the rest) and its
+// prompt_tokens count the whole conversation.
+TEST_F(BenchE2E, WebSocketTurnsReuseTheSessionsKv) {
+  for (const std::string endpoint : {"chat", "completions"}) {
+    SCOPED_TRACE(endpoint);
+    const double cached0 = counter("nexus_cached_prompt_tokens_total");
+    const std::string out = dir_ + "/turns-" + endpoint + ".json";
+    const CommandResult r = run_nexus("bench --url " + url_ + " --transport ws --endpoint " + endpoint +
+                                      " --turns 3 --concurrency 2 --requests 2 --max-tokens 8 --ignore-eos"
+                                      " --prompt-tokens 6 --no-progress --json " + shell_quote(out));
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const json j = json::parse(read_file(out), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << read_file(out);
+    const json& p = j["phases"][0];
+    EXPECT_EQ(p["completed"], 6);  // 2 sessions x 3 turns
+    EXPECT_EQ(p["failed"], 0);
+    EXPECT_EQ(p["connections_opened"], 2);
+    ASSERT_EQ(p["ttft_by_turn"].size(), 3u);
+    const json& details = p["request_details"];
+    ASSERT_EQ(details.size(), 6u);
+    int64_t cached_sum = 0;
+    for (size_t i = 0; i < 6; ++i) {
+      const json& d = details[i];
+      ASSERT_TRUE(d["ok"].get<bool>()) << d.dump();
+      EXPECT_EQ(d["turn"], static_cast<int>(i % 3) + 1);
+      EXPECT_EQ(d["reused_connection"].get<bool>(), i % 3 != 0);
+      EXPECT_EQ(d["completion_tokens"], 8);
+      const int64_t prompt = d["prompt_tokens"], cached = d["cached_tokens"];
+      cached_sum += cached;
+      if (i % 3 == 0) {
+        EXPECT_EQ(cached, 0);
+        continue;
+      }
+      // The previous turn's prompt and replies are in the conversation; all
+      // of its prompt was evaluated and kept, so it is reused.
+      const json& prev = details[i - 1];
+      const int64_t held = prev["prompt_tokens"].get<int64_t>() + prev["completion_tokens"].get<int64_t>();
+      EXPECT_GT(prompt, held - 1) << d.dump();
+      EXPECT_GE(cached, prev["prompt_tokens"].get<int64_t>()) << d.dump();
+      EXPECT_LT(cached, prompt) << d.dump();
+    }
+    EXPECT_GT(cached_sum, 0);
+    EXPECT_EQ(p["cached_tokens"], cached_sum);
+    EXPECT_EQ(static_cast<double>(cached_sum), counter("nexus_cached_prompt_tokens_total") - cached0);
+    EXPECT_NE(r.out.find("cached"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(BenchE2E, WebSocketErrorEventsAreServerErrors) {
+  const std::string out = dir_ + "/ws-errors.json";
+  const CommandResult r = run_nexus("bench --url " + url_ + " --transport ws --model gpt-4 --requests 3"
+                                    " --max-tokens 4 --no-progress --json " + shell_quote(out));
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  const json p = json::parse(read_file(out))["phases"][0];
+  EXPECT_EQ(p["failed"], 3);
+  EXPECT_EQ(p["errors"], json({{"server_error", 3}}));
+  EXPECT_NE(p["error_examples"]["server_error"].get<std::string>().find("model_not_found"), std::string::npos)
+      << p["error_examples"].dump();
 }
 
 TEST_F(BenchE2E, ServerAnswering4xxCountsErrors) {

@@ -56,6 +56,7 @@ int run(const BenchCliArgs& a, CLI::App& sub) {
   BenchOptions o;
   o.http.server = parse_server_url(a.url);
   o.http.keep_alive = a.transport == "http-keepalive";
+  o.websocket = a.transport == "ws";
   if (!(a.timeout_s > 0) || a.timeout_s > 86400) throw Error("--timeout must be in (0, 86400] seconds");
   o.http.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1e3));
   o.http.api_key = a.api_key;
@@ -125,8 +126,9 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--endpoint", a->endpoint, "completions (/v1/completions, prompt) or chat (/v1/chat/completions)")
       ->capture_default_str()->check(CLI::IsMember({"completions", "chat"}));
   sub.add_option("--transport", a->transport,
-                 "http (a new TCP connection per request) or http-keepalive (one connection per worker)")
-      ->capture_default_str()->check(CLI::IsMember({"http", "http-keepalive"}));
+                 "http (a new TCP connection per request), http-keepalive (one connection per worker) or ws "
+                 "(a /v1/realtime WebSocket session per bench session: only each turn's new input is sent)")
+      ->capture_default_str()->check(CLI::IsMember({"http", "http-keepalive", "ws"}));
   sub.add_option("--model", a->model, "\"model\" to send (default: the first id of GET /v1/models)");
   sub.add_option("--api-key", a->api_key, "bearer token (default: $OPENAI_API_KEY)");
   sub.add_option("--extra-body", a->extra_body, "JSON object merged into every request body");
@@ -147,7 +149,7 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_flag("--ignore-eos", a->ignore_eos, "send ignore_eos: true (generate exactly max_tokens on Nexus/vLLM)");
   sub.add_option("--prompts", a->prompts, "JSONL file: {\"prompt\": ...} or {\"messages\": [...]}, optional max_tokens")
       ->check(CLI::ExistingFile);
-  sub.add_option("--turns", a->turns, "chat turns per session (history resent each turn)")
+  sub.add_option("--turns", a->turns, "chat turns per session (HTTP resends the history each turn; ws sends only the new input)")
       ->capture_default_str()->check(CLI::Range(1, 1000));
   sub.add_option("--seed", a->seed, "seed of prompts, lengths and arrivals")->capture_default_str();
   sub.add_option("--warmup", a->warmup, "sessions run first and not counted")->capture_default_str();

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loadgen/progress.h"
+#include "loadgen/ws_transport.h"
 #include "util/error.h"
 
 namespace nexus::loadgen {
@@ -50,7 +51,7 @@ BenchConfig config_of(const BenchOptions& o) {
   BenchConfig c;
   c.url = o.http.server.to_string();
   c.endpoint = o.workload.api == Api::Chat ? "chat" : "completions";
-  c.transport = o.http.keep_alive ? "http-keepalive" : "http";
+  c.transport = o.websocket ? "ws" : o.http.keep_alive ? "http-keepalive" : "http";
   c.model = o.workload.model;
   c.mode = o.load.rate > 0 || !o.sweep_rate.empty() ? "open" : "closed";
   c.concurrency = o.load.concurrency;
@@ -86,7 +87,7 @@ BenchReport run_bench(BenchOptions o) {
   if (o.price_per_hour && !(*o.price_per_hour >= 0)) throw Error("--price-per-hour must be >= 0");
   preflight(o);
   const Workload workload(o.workload);
-  const TransportFactory transports = http_transport_factory(o.http);
+  const TransportFactory transports = o.websocket ? ws_transport_factory(o.http) : http_transport_factory(o.http);
 
   if (o.warmup > 0) {
     LoadOptions w;

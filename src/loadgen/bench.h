@@ -1,5 +1,6 @@
 // run_bench: a whole `nexus bench` run against one server.
 //
+// The transport is HTTP + SSE, or WebSocket sessions with `websocket`.
 //   1. preflight: GET /v1/models (bounded by min(timeout, 10 s)). A server
 //      that cannot be reached is a nexus::Error (no load is sent). Without
 //      a model name, the first listed model id is used; a server without
@@ -24,6 +25,7 @@ namespace nexus::loadgen {
 
 struct BenchOptions {
   HttpTransportOptions http;           // server, keep-alive, timeout, api key, extra body
+  bool websocket = false;              // WebSocket sessions (ws_transport.h) instead of HTTP + SSE
   WorkloadOptions workload;            // model: "" = ask /v1/models
   LoadOptions load;                    // concurrency or rate, sessions and/or duration
   uint64_t warmup = 0;

@@ -235,6 +235,7 @@ RequestResult HttpTransport::run_request(const RequestSpec& spec) {
       }
       if (c.prompt_tokens) r.prompt_tokens = c.prompt_tokens;
       if (c.completion_tokens) r.completion_tokens = c.completion_tokens;
+      if (c.cached_tokens) r.cached_tokens = c.cached_tokens;
     }
   }
   r.end = Clock::now();

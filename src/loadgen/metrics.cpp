@@ -29,6 +29,8 @@ RequestMetrics request_metrics(const RequestRecord& rec, Clock::time_point phase
   m.max_tokens = rec.max_tokens;
   m.prompt_tokens = r.prompt_tokens;
   m.completion_tokens = r.completion_tokens;
+  m.cached_tokens = r.cached_tokens;
+  m.server_ttft_ms = r.server_ttft_ms;
   const int64_t n = r.completion_tokens.value_or(static_cast<int64_t>(r.token_times.size()));
   if (m.ok && m.ttft_ms && n > 1) m.tpot_ms = (m.e2e_ms - *m.ttft_ms) / static_cast<double>(n - 1);
   return m;
@@ -63,6 +65,7 @@ PhaseReport analyze_phase(const PhaseRun& run, const std::string& label, int32_t
       if (m.completion_tokens) {
         p.completion_tokens += *m.completion_tokens;
         p.prompt_tokens += m.prompt_tokens.value_or(0);
+        p.cached_tokens += m.cached_tokens.value_or(0);
       } else {
         ++p.usage_missing;
         p.completion_tokens += static_cast<int64_t>(m.chunk_times_ms.size());

@@ -39,6 +39,8 @@ struct RequestMetrics {
   std::vector<double> chunk_times_ms;  // arrival of each text chunk, from the start
   int32_t max_tokens = 0;
   std::optional<int64_t> prompt_tokens, completion_tokens;  // server usage
+  std::optional<int64_t> cached_tokens;                      // of prompt_tokens, KV reused by the server
+  std::optional<double> server_ttft_ms;                      // the server's own TTFT (ws transport)
 };
 
 struct TurnSummary {
@@ -55,6 +57,7 @@ struct PhaseReport {
   std::map<std::string, uint64_t> errors;  // error key -> count
   std::map<std::string, std::string> error_examples;  // error key -> its first message
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t cached_tokens = 0;  // of prompt_tokens: reused from the server's KV (when it reports it)
   uint64_t usage_missing = 0;
   uint64_t text_chunks = 0;
   uint64_t connections_opened = 0;

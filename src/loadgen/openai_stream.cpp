@@ -44,6 +44,9 @@ ChunkInfo interpret_chunk(std::string_view data) {
   if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
     info.prompt_tokens = count(*u, "prompt_tokens");
     info.completion_tokens = count(*u, "completion_tokens");
+    if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object()) {
+      info.cached_tokens = count(*d, "cached_tokens");
+    }
   }
   return info;
 }

@@ -18,6 +18,7 @@ struct ChunkInfo {
   std::string text;                        // generated text in this chunk ("" = none)
   std::optional<int64_t> prompt_tokens;    // from "usage"
   std::optional<int64_t> completion_tokens;
+  std::optional<int64_t> cached_tokens;    // usage.prompt_tokens_details.cached_tokens
   std::optional<std::string> error;        // error message, for an error payload
   bool malformed = false;                  // not JSON, or not an object
 };

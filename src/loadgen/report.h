@@ -14,7 +14,7 @@ namespace nexus::loadgen {
 struct BenchConfig {
   std::string url;
   std::string endpoint = "completions";   // "completions" | "chat"
-  std::string transport = "http";         // "http" (new connection per request) | "http-keepalive"
+  std::string transport = "http";         // "http" (new connection per request) | "http-keepalive" | "ws"
   std::string model;                      // "" = none sent
   std::string mode = "closed";            // "closed" (concurrency) | "open" (rate)
   int32_t concurrency = 1;

@@ -28,7 +28,9 @@ json request_json(const RequestMetrics& m) {
           {"chunk_times_ms", m.chunk_times_ms},
           {"max_tokens", m.max_tokens},
           {"prompt_tokens", opt(m.prompt_tokens)},
-          {"completion_tokens", opt(m.completion_tokens)}};
+          {"completion_tokens", opt(m.completion_tokens)},
+          {"cached_tokens", opt(m.cached_tokens)},
+          {"server_ttft_ms", opt(m.server_ttft_ms)}};
 }
 
 json phase_json(const PhaseReport& p) {
@@ -53,6 +55,7 @@ json phase_json(const PhaseReport& p) {
           {"error_examples", examples},
           {"prompt_tokens", p.prompt_tokens},
           {"completion_tokens", p.completion_tokens},
+          {"cached_tokens", p.cached_tokens},
           {"usage_missing", p.usage_missing},
           {"text_chunks", p.text_chunks},
           {"connections_opened", p.connections_opened},

@@ -18,8 +18,8 @@ void phase_text(std::string& out, const BenchReport& r, const PhaseReport& p) {
                      p.sessions, p.duration_s);
   out += fmt::format("throughput  {:.2f} req/s, {:.1f} output tok/s, {:.1f} total tok/s\n", p.request_throughput,
                      p.output_token_throughput, p.total_token_throughput);
-  out += fmt::format("tokens      prompt {}, completion {} (server usage{}), text chunks {}, connections {}\n",
-                     p.prompt_tokens, p.completion_tokens,
+  out += fmt::format("tokens      prompt {} ({} cached), completion {} (server usage{}), text chunks {}, connections {}\n",
+                     p.prompt_tokens, p.cached_tokens, p.completion_tokens,
                      p.usage_missing ? fmt::format("; {} requests without it", p.usage_missing) : "", p.text_chunks,
                      p.connections_opened);
   if (r.config.price_per_hour) {

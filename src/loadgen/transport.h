@@ -4,11 +4,11 @@
 // keep a connection between requests.
 //
 // Implemented: HTTP + SSE (http_transport.h), a new TCP connection per
-// request or one kept-alive connection per worker. A WebSocket transport
-// (/v1/realtime, the Nexus session protocol) plugs in by implementing
-// run_request() the same way: stamp `start` before any I/O, push one entry
-// to token_times for each message that carries text, fill usage from the
-// server's final message, classify failures with ErrorKind.
+// request or one kept-alive connection per worker; WebSocket sessions
+// (ws_transport.h, /v1/realtime), one connection per bench session. Each
+// stamps `start` before any I/O, pushes one entry to token_times for each
+// message that carries text, fills usage from the server's final message and
+// classifies failures with ErrorKind.
 #pragma once
 
 #include <chrono>
@@ -43,6 +43,8 @@ struct RequestResult {
   std::string text;                       // generated text (for multi-turn history)
   std::optional<int64_t> prompt_tokens;   // server usage, when it sent one
   std::optional<int64_t> completion_tokens;
+  std::optional<int64_t> cached_tokens;   // prompt tokens whose KV the server reused, when it says
+  std::optional<double> server_ttft_ms;   // the server's own TTFT, when it reports one (ws: response.done)
   double connect_ms = 0;                  // time spent connecting (0 on a reused connection)
   bool reused_connection = false;
   ErrorKind error = ErrorKind::None;

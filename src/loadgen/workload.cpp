@@ -114,6 +114,7 @@ RequestSpec Conversation::request(int32_t turn) {
   r.model = opts_.model;
   r.session = index_;
   r.turn = turn;
+  r.turns = turns();
   if (opts_.api == Api::Chat) {
     if (!t.messages.is_null()) {
       messages_ = t.messages;

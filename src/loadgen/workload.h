@@ -31,6 +31,7 @@ struct RequestSpec {
   std::string model;  // "" = no "model" field
   uint64_t session = 0;
   int32_t turn = 0;   // 0-based turn index within the session
+  int32_t turns = 1;  // the session's number of turns (turn == turns - 1: its last request)
 };
 
 // One line of a prompts file: {"prompt": "..."} or {"messages": [...]},

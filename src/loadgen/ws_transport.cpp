@@ -1,0 +1,280 @@
+#include "loadgen/ws_transport.h"
+
+#include <optional>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+
+namespace nexus::loadgen {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+
+namespace {
+
+constexpr auto kCloseGrace = std::chrono::milliseconds(1000);  // closing handshake after a session
+
+std::optional<int64_t> count(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+// "code: message" of an `error` event's error object.
+std::string event_error_text(const json& ev) {
+  const json e = ev.value("error", json::object());
+  if (!e.is_object()) return e.dump();
+  std::string code = e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>() : "error";
+  std::string msg = e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : e.dump();
+  return code + ": " + msg;
+}
+
+}  // namespace
+
+std::string realtime_target(const ServerUrl& server) { return server.base_path + "/v1/realtime"; }
+
+struct WsTransport::Impl {
+  HttpTransportOptions opts;
+  net::io_context ioc;
+  tcp::resolver resolver{ioc};
+  std::optional<websocket::stream<tcp::socket>> ws;  // fresh per connection
+  beast::flat_buffer buf;
+  bool connected = false;
+  uint64_t opened = 0;
+  // What the server's conversation holds: which bench session, and how much
+  // of its history (chat messages incl. replies, or prompt characters).
+  uint64_t session = 0;
+  size_t held_messages = 0, held_chars = 0;
+
+  // As HttpTransport: one async operation, bounded by `deadline`; on
+  // timeout the socket is closed and beast::error::timeout returned.
+  template <class Start>
+  beast::error_code run(Clock::time_point deadline, Start&& start) {
+    bool done = false;
+    beast::error_code err;
+    start([&](beast::error_code ec, auto&&...) {
+      done = true;
+      err = ec;
+    });
+    ioc.restart();
+    ioc.run_until(deadline);
+    if (done) return err;
+    resolver.cancel();
+    drop();
+    ioc.restart();
+    ioc.run();  // lets the aborted operation finish
+    return beast::error::timeout;
+  }
+
+  void drop() {
+    if (ws) {
+      beast::error_code ignored;
+      beast::get_lowest_layer(*ws).shutdown(tcp::socket::shutdown_both, ignored);
+      beast::get_lowest_layer(*ws).close(ignored);
+    }
+    buf.consume(buf.size());
+    connected = false;
+  }
+
+  // The closing handshake (the server ends the session and frees its KV).
+  void close_gracefully() {
+    if (!connected) return;
+    run(Clock::now() + kCloseGrace, [&](auto h) { ws->async_close(websocket::close_code::normal, h); });
+    drop();
+  }
+
+  // Connects and upgrades. Fills r.error/http_status on failure.
+  bool open(Clock::time_point deadline, RequestResult& r) {
+    const auto t0 = Clock::now();
+    ws.emplace(ioc);
+    buf.consume(buf.size());
+    tcp::resolver::results_type endpoints;
+    beast::error_code ec = run(deadline, [&](auto h) {
+      resolver.async_resolve(opts.server.host, opts.server.port,
+                             [h, &endpoints](beast::error_code e, tcp::resolver::results_type res) mutable {
+                               endpoints = std::move(res);
+                               h(e);
+                             });
+    });
+    if (!ec) ec = run(deadline, [&](auto h) { net::async_connect(beast::get_lowest_layer(*ws), endpoints, h); });
+    if (ec) {
+      drop();
+      r.error = ec == beast::error::timeout ? ErrorKind::Timeout : ErrorKind::Connect;
+      r.error_message = "connect to " + opts.server.to_string() + ": " + ec.message();
+      return false;
+    }
+    ++opened;
+    beast::error_code ignored;
+    beast::get_lowest_layer(*ws).set_option(tcp::no_delay(true), ignored);  // small events go out at once
+    const std::string key = opts.api_key;
+    ws->set_option(websocket::stream_base::decorator([key](websocket::request_type& req) {
+      req.set(http::field::user_agent, "nexus-bench");
+      if (!key.empty()) req.set(http::field::authorization, "Bearer " + key);
+    }));
+    websocket::response_type res;
+    const std::string host = opts.server.host + ":" + opts.server.port;
+    const std::string target = realtime_target(opts.server);
+    ec = run(deadline, [&](auto h) { ws->async_handshake(res, host, target, h); });
+    r.http_status = static_cast<int>(res.result_int());
+    if (ec) {
+      drop();
+      if (ec == beast::error::timeout) {
+        r.error = ErrorKind::Timeout;
+        r.error_message = "timed out during the WebSocket upgrade";
+      } else if (ec == websocket::error::upgrade_declined && r.http_status != 0) {
+        r.error = ErrorKind::HttpStatus;
+        r.error_message = "upgrade to WebSocket declined: " + res.body().substr(0, 200);
+      } else {
+        r.error = ErrorKind::Connection;
+        r.error_message = "WebSocket upgrade of " + target + ": " + ec.message();
+      }
+      return false;
+    }
+    connected = true;
+    r.connect_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    return true;
+  }
+
+  // The session-wide settings: model, ignore_eos, then the extra body.
+  json session_settings(const RequestSpec& spec) const {
+    json s = json::object();
+    if (!spec.model.empty()) s["model"] = spec.model;
+    if (spec.ignore_eos) s["ignore_eos"] = true;
+    if (opts.extra_body.is_object() && !opts.extra_body.empty()) s.merge_patch(opts.extra_body);
+    return s;
+  }
+
+  // The input.append events for what the server does not hold yet; an
+  // error message when the request cannot be expressed in the protocol.
+  std::optional<std::string> new_input(const RequestSpec& spec, bool fresh, std::vector<json>& events) const {
+    if (spec.api == Api::Chat) {
+      const size_t from = fresh ? 0 : held_messages;
+      if (!spec.messages.is_array() || from > spec.messages.size()) return "the chat history does not extend the session's";
+      for (size_t i = from; i < spec.messages.size(); ++i) {
+        const json& m = spec.messages[i];
+        const std::string role = m.value("role", "");
+        if (role != "user" && role != "system" && role != "tool") {
+          return "a realtime session takes user/system/tool messages as input, not \"" + role + "\"";
+        }
+        if (!m.contains("content") || !m["content"].is_string()) return "message content must be a string";
+        events.push_back({{"type", "input.append"}, {"message", {{"role", role}, {"content", m["content"]}}}});
+      }
+    } else {
+      const size_t from = fresh ? 0 : held_chars;
+      if (from > spec.prompt.size()) return "the prompt does not extend the session's text";
+      events.push_back({{"type", "input.append"}, {"text", spec.prompt.substr(from)}});
+    }
+    return std::nullopt;
+  }
+};
+
+WsTransport::WsTransport(HttpTransportOptions opts) : impl_(std::make_unique<Impl>()) {
+  impl_->opts = std::move(opts);
+}
+
+WsTransport::~WsTransport() { impl_->close_gracefully(); }
+
+uint64_t WsTransport::connections_opened() const { return impl_->opened; }
+
+RequestResult WsTransport::run_request(const RequestSpec& spec) {
+  Impl& m = *impl_;
+  RequestResult r;
+  r.start = Clock::now();
+  const Clock::time_point deadline = r.start + m.opts.timeout;
+  auto fail = [&](ErrorKind kind, const std::string& msg) {
+    m.drop();
+    r.end = Clock::now();
+    r.error = kind;
+    r.error_message = msg;
+    return r;
+  };
+
+  // A new bench session never sees another's history: fresh connection.
+  const bool fresh = !m.connected || spec.turn == 0 || spec.session != m.session;
+  if (fresh) {
+    m.close_gracefully();
+    if (!m.open(deadline, r)) {
+      r.end = Clock::now();
+      return r;
+    }
+  } else {
+    r.reused_connection = true;
+    r.http_status = 101;
+  }
+  std::vector<json> events;
+  if (fresh) events.push_back({{"type", "session.update"}, {"session", m.session_settings(spec)}});
+  if (auto bad = m.new_input(spec, fresh, events)) return fail(ErrorKind::Protocol, *bad);
+  events.push_back({{"type", "response.create"}, {"response", {{"max_tokens", spec.max_tokens}}}});
+  m.ws->text(true);
+  for (const json& ev : events) {
+    const std::string text = ev.dump();
+    const beast::error_code ec = m.run(deadline, [&](auto h) { m.ws->async_write(net::buffer(text), h); });
+    if (ec == beast::error::timeout) return fail(ErrorKind::Timeout, "timed out sending " + ev["type"].get<std::string>());
+    if (ec) return fail(ErrorKind::Connection, "sending " + ev["type"].get<std::string>() + ": " + ec.message());
+  }
+
+  for (;;) {
+    m.buf.consume(m.buf.size());
+    const beast::error_code ec = m.run(deadline, [&](auto h) { m.ws->async_read(m.buf, h); });
+    const auto now = Clock::now();  // arrival time of this message
+    if (ec == beast::error::timeout) return fail(ErrorKind::Timeout, "timed out while streaming the response");
+    if (ec == websocket::error::closed) {
+      return fail(ErrorKind::Connection, "the server closed the session (code " +
+                                             std::to_string(static_cast<int>(m.ws->reason().code)) + ")");
+    }
+    if (ec) return fail(ErrorKind::Connection, "reading the response: " + ec.message());
+    if (!m.ws->got_text()) return fail(ErrorKind::Protocol, "a binary message from the server");
+    const json ev = json::parse(beast::buffers_to_string(m.buf.data()), nullptr, false);
+    if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) {
+      return fail(ErrorKind::Protocol, "not a JSON event: " + beast::buffers_to_string(m.buf.data()).substr(0, 200));
+    }
+    const std::string type = ev["type"];
+    if (type == "error") return fail(ErrorKind::Server, event_error_text(ev));
+    if (type == "response.delta") {
+      const json& t = ev.contains("text") ? ev["text"] : json();
+      if (t.is_string() && !t.get_ref<const std::string&>().empty()) {
+        r.token_times.push_back(now);
+        r.text += t.get_ref<const std::string&>();
+      }
+      continue;
+    }
+    if (type != "response.done") continue;  // session.created/.updated, response.created
+    const json resp = ev.value("response", json::object());
+    if (!resp.is_object()) return fail(ErrorKind::Protocol, "response.done without a response object");
+    if (const json u = resp.value("usage", json::object()); u.is_object()) {
+      r.prompt_tokens = count(u, "prompt_tokens");
+      r.completion_tokens = count(u, "completion_tokens");
+      r.cached_tokens = count(u, "cached_tokens");
+    }
+    if (auto t = resp.find("ttft_ms"); t != resp.end() && t->is_number()) r.server_ttft_ms = t->get<double>();
+    const std::string finish = resp.value("finish_reason", "");
+    if (finish == "error" || finish == "cancelled") {
+      const std::string why = resp.contains("error") && resp["error"].is_string() ? resp["error"].get<std::string>()
+                                                                                   : "finish_reason " + finish;
+      return fail(ErrorKind::Server, "response ended: " + why);
+    }
+    break;
+  }
+  r.end = Clock::now();
+  m.session = spec.session;
+  if (spec.api == Api::Chat) {
+    m.held_messages = spec.messages.size() + 1;  // + the reply the server kept
+  } else {
+    m.held_chars = spec.prompt.size() + r.text.size();
+  }
+  if (spec.turn + 1 >= spec.turns) m.close_gracefully();
+  return r;
+}
+
+TransportFactory ws_transport_factory(HttpTransportOptions opts) {
+  return [opts] { return std::make_unique<WsTransport>(opts); };
+}
+
+}  // namespace nexus::loadgen
