@@ -112,13 +112,27 @@ void widen_f16(const uint16_t* src, int64_t kv_stride, int32_t count, int32_t he
 }
 
 // Like widen_f16 for Q8_0 rows: element e (an arena offset) is q[e] * d[e / 32].
+// Each row is walked in runs that share one scale (at most 32 values), so the
+// scale is widened once per run and the int8 -> float loop vectorizes.
 void widen_q8(const int8_t* base, const uint16_t* scales, int64_t elem, int64_t kv_stride, int32_t count,
               int32_t head_dim, float* dst) {
   for (int32_t j = 0; j < count; ++j) {
     const int64_t e0 = elem + j * kv_stride;
+    const int8_t* q = base + e0;
     float* d = dst + j * head_dim;
-    for (int32_t i = 0; i < head_dim; ++i)
-      d[i] = static_cast<float>(base[e0 + i]) * fp16_to_fp32(scales[(e0 + i) / 32]);
+    int32_t i = 0;
+    if (head_dim % 8 == 0 && e0 % 8 == 0) {  // 8 values never straddle a group: one scale each
+      for (; i < head_dim; i += 8) {
+        const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i))));
+        _mm256_storeu_ps(d + i, _mm256_mul_ps(x, _mm256_set1_ps(_cvtsh_ss(scales[(e0 + i) / 32]))));
+      }
+    }
+    while (i < head_dim) {
+      const int32_t run = static_cast<int32_t>(std::min<int64_t>(head_dim - i, 32 - (e0 + i) % 32));
+      const float scale = _cvtsh_ss(scales[(e0 + i) / 32]);
+      for (int32_t k = 0; k < run; ++k) d[i + k] = static_cast<float>(q[i + k]) * scale;
+      i += run;
+    }
   }
 }
 
