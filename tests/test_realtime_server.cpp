@@ -142,6 +142,19 @@ TEST_F(RealtimeServer, OversizedMessageIsDiscardedWithAnError) {
   EXPECT_EQ(c->recv_json()["response"]["input_tokens"], 4001);
 }
 
+TEST_F(RealtimeServer, InputThatCannotFitIsDiscardedNotKeptQueued) {
+  start(100);  // the fake tokenizer: one token per byte
+  auto c = ws();
+  c->send_json({{"type", "input.append"}, {"text", std::string(200, 'a')}});
+  c->send_json({{"type", "response.create"}});
+  expect_ws_error(*c, "context_length_exceeded");
+  c->send_json({{"type", "response.create"}});
+  expect_ws_error(*c, "no_input");  // the session is not stuck with it
+  c->send_json({{"type", "input.append"}, {"text", "hi"}});
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 2}}}});
+  EXPECT_EQ(c->recv_until("response.done")["response"]["finish_reason"], "length");
+}
+
 TEST_F(RealtimeServer, PlainGetIsUpgradeRequired) {
   start();
   auto http = connect();

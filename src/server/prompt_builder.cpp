@@ -56,9 +56,9 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   if (g.prompt.empty()) throw bad_request(fmt::format("Invalid '{}': it encodes to no tokens.", param), param, "invalid_value");
   const auto n_prompt = static_cast<int64_t>(g.prompt.size());
   if (n_prompt >= n_ctx) {
-    throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, the {} take {} "
+    throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, the {} {} {} "
                                   "tokens, which leaves no room for a completion.",
-                                  n_ctx, param, n_prompt),
+                                  n_ctx, param, param == "messages" ? "take" : "takes", n_prompt),
                       param, "context_length_exceeded");
   }
   const int64_t wanted = req.max_tokens.value_or(kDefaultMaxTokens);

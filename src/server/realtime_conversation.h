@@ -41,6 +41,8 @@ class Conversation {
 
   void append_input(InputItem item) { pending_.push_back(std::move(item)); }
   bool has_pending() const { return !pending_.empty(); }
+  // Drops the input not yet sent (e.g. input that would overflow the context).
+  void discard_pending() { pending_.clear(); }
 
   // The next prompt: kept tokens + the pending input, tokenized. Changes
   // nothing (the caller commits once the engine accepted the request).

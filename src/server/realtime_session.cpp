@@ -214,6 +214,13 @@ void RealtimeSession::create_response(const json& overrides) {
   try {
     g = build_generation(p.request, backend_);
   } catch (const ApiError& e) {
+    if (e.code == "context_length_exceeded") {
+      // The queued input can never fit: drop it, or every later
+      // response.create would fail the same way.
+      conv_.discard_pending();
+      throw EventError(e.code, std::string(e.what()) + " The pending input was discarded; the conversation keeps its " +
+                                   std::to_string(kept) + " tokens.");
+    }
     throw EventError(e.code.empty() ? "invalid_value" : e.code, e.what());
   }
   g.session = engine_session_;
