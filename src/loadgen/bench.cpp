@@ -14,6 +14,9 @@ namespace nexus::loadgen {
 namespace {
 
 constexpr uint64_t kWarmupSessions = uint64_t{1} << 40;  // warmup session indices: disjoint from measured ones
+// Each phase of a sweep draws its own sessions (prompts), so a server's
+// prefix cache cannot serve a later phase what an earlier one computed.
+constexpr uint64_t kPhaseSessions = uint64_t{1} << 32;
 
 void say(const BenchOptions& o, const std::string& s) {
   if (o.log) o.log(s);
@@ -117,7 +120,9 @@ BenchReport run_bench(BenchOptions o) {
 
   BenchReport report;
   report.config = config_of(o);
-  for (const LoadOptions& l : levels) {
+  for (size_t i = 0; i < levels.size(); ++i) {
+    LoadOptions& l = levels[i];
+    l.first_session = i * kPhaseSessions;
     const std::string label = label_of(l);
     std::optional<uint64_t> total;
     if (l.sessions) total = *l.sessions * static_cast<uint64_t>(o.workload.turns);
