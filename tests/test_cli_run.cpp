@@ -87,3 +87,10 @@ TEST(CliMain, UnknownSubcommandIsNamed) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown subcommand 'bogus'"), std::string::npos) << r.err;
 }
+
+TEST(CliMain, NoArgumentsListsTheSubcommands) {
+  const Result r = run_nexus("");
+  EXPECT_EQ(r.exit_code, 2);
+  for (const char* sub : {"serve", "run", "bench", "info"})
+    EXPECT_NE(r.err.find(sub), std::string::npos) << sub << " missing from:\n" << r.err;
+}

@@ -29,7 +29,7 @@ std::string default_model_path() {
 
 int main(int argc, char** argv) {
   using namespace nexus::cli;
-  CLI::App app{"nexus: a low-latency LLM inference engine and server"};
+  CLI::App app{"nexus: a low-latency LLM inference engine and server", "nexus"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "nexus 0.1.0");
 
@@ -39,6 +39,11 @@ int main(int argc, char** argv) {
     auto fn = std::make_shared<std::function<int()>>();
     *fn = c.setup(*sub);
     sub->callback([fn, &run] { run = *fn; });
+  }
+  // With no arguments CLI11 only says "a subcommand is required": show the list.
+  if (argc == 1) {
+    std::fprintf(stderr, "%s", app.help().c_str());
+    return 2;
   }
   // CLI11 reports an unknown first word as "a subcommand is required"; name it.
   if (argc > 1 && argv[1][0] != '-') {
