@@ -9,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "loadgen/deadline.h"
 #include "loadgen/openai_stream.h"
 #include "loadgen/sse_parser.h"
 
@@ -68,25 +69,13 @@ struct HttpTransport::Impl {
   bool connected = false;
   uint64_t opened = 0;
 
-  // Runs one async operation until it completes or `deadline` passes; on
-  // timeout the socket is closed (aborting the operation) and
-  // beast::error::timeout is returned.
+  // One async operation, bounded by `deadline` (loadgen/deadline.h).
   template <class Start>
   beast::error_code run(Clock::time_point deadline, Start&& start) {
-    bool done = false;
-    beast::error_code err;
-    start([&](beast::error_code ec, auto&&...) {
-      done = true;
-      err = ec;
+    return run_until_deadline(ioc, deadline, std::forward<Start>(start), [&] {
+      resolver.cancel();
+      close();
     });
-    ioc.restart();
-    ioc.run_until(deadline);
-    if (done) return err;
-    resolver.cancel();
-    close();
-    ioc.restart();
-    ioc.run();  // lets the aborted operation finish
-    return beast::error::timeout;
   }
 
   void close() {

@@ -8,6 +8,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 
+#include "loadgen/deadline.h"
+
 namespace nexus::loadgen {
 
 namespace net = boost::asio;
@@ -53,24 +55,13 @@ struct WsTransport::Impl {
   uint64_t session = 0;
   size_t held_messages = 0, held_chars = 0;
 
-  // As HttpTransport: one async operation, bounded by `deadline`; on
-  // timeout the socket is closed and beast::error::timeout returned.
+  // One async operation, bounded by `deadline` (loadgen/deadline.h).
   template <class Start>
   beast::error_code run(Clock::time_point deadline, Start&& start) {
-    bool done = false;
-    beast::error_code err;
-    start([&](beast::error_code ec, auto&&...) {
-      done = true;
-      err = ec;
+    return run_until_deadline(ioc, deadline, std::forward<Start>(start), [&] {
+      resolver.cancel();
+      drop();
     });
-    ioc.restart();
-    ioc.run_until(deadline);
-    if (done) return err;
-    resolver.cancel();
-    drop();
-    ioc.restart();
-    ioc.run();  // lets the aborted operation finish
-    return beast::error::timeout;
   }
 
   void drop() {
