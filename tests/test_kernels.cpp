@@ -223,6 +223,48 @@ TEST_P(MatmulTest, SimdKernelsMatchReferenceKernels) {
   }
 }
 
+// Quantized kernel tables on the shapes their fast paths do not cover: odd
+// block counts (a lone last block), a single block, row sub-ranges (the
+// thread split) and more tokens than one activation chunk; each (row, token)
+// must match the reference table and have the same bits as when computed
+// alone (one row, one token).
+TEST_P(MatmulTest, QuantKernelsEdgeShapesAndSameBitsPerRowToken) {
+  const GgmlType type = GetParam();
+  if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0) GTEST_SKIP() << "quantized types only";
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const CpuFeatures& cpu = cpu_features();
+  std::vector<const GemmKernels*> tables{&gemm_kernels_ref()};
+  if (cpu.avx2) tables.push_back(gemm_kernels_avx2());
+  if (cpu.avx512_vnni) tables.push_back(gemm_kernels_avx512_vnni());
+  for (int64_t n_blocks : {1, 2, 3, 7, 8}) {
+    const int64_t n_rows = 9, n_cols = 32 * n_blocks, n_tokens = 70;
+    RandomWeight w = make_weight(type, n_rows, n_cols, rng);
+    std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));
+    for (float& v : x) v = u(rng);
+    std::vector<BlockQ8Act> xq(static_cast<size_t>(n_tokens * n_blocks));
+    for (int64_t t = 0; t < n_tokens; ++t) quantize_act_q8(&x[t * n_cols], &xq[t * n_blocks], n_cols);
+    const auto* data = static_cast<const uint8_t*>(w.view.data);
+    auto fn = [&](const GemmKernels& k) { return type == GgmlType::Q8_0 ? k.q8_0 : k.q4_0; };
+    std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
+    fn(gemm_kernels_ref())(data, w.view.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, want.data(), n_rows);
+    for (const GemmKernels* k : tables) {
+      // Rows in three uneven ranges, as threads would split them.
+      std::vector<float> got(want.size(), NAN);
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 4}, {4, 5}, {5, 9}})
+        fn(*k)(data, w.view.row_bytes, r0, r1, n_blocks, xq.data(), n_tokens, got.data(), n_rows);
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const float g = got[t * n_rows + r], ref = want[t * n_rows + r];
+          ASSERT_NEAR(g, ref, 1e-4f * (1 + std::abs(ref))) << k->name << " blocks " << n_blocks << " row " << r << " token " << t;
+          std::vector<float> alone(static_cast<size_t>(n_rows), NAN);
+          fn(*k)(data, w.view.row_bytes, r, r + 1, n_blocks, &xq[t * n_blocks], 1, alone.data(), n_rows);
+          ASSERT_EQ(g, alone[r]) << k->name << " blocks " << n_blocks << " row " << r << " token " << t;
+        }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, MatmulTest,
                          ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
                                            GgmlType::Q4_0),

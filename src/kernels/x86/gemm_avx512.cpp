@@ -2,6 +2,7 @@
 // lanes at a time (compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni;
 // see src/CMakeLists.txt).
 #include "kernels/x86/gemm_body.h"
+#include "kernels/x86/gemm_quant_avx512.h"
 
 namespace nexus {
 namespace {
@@ -67,8 +68,8 @@ void float_rows512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, i
 
 const GemmKernels* gemm_kernels_avx512_vnni() {
   static const GemmKernels k{"avx512_vnni",
-                             quant_rows<Q8_0Weights<Avx512Vnni>>,
-                             quant_rows<Q4_0Weights<Avx512Vnni>>,
+                             gemm_q8_0_avx512,
+                             gemm_q4_0_avx512,
                              float_rows512<Load512F32, LoadF32>,
                              float_rows512<Load512F16, LoadF16>,
                              float_rows512<Load512BF16, LoadBF16>};
