@@ -2,32 +2,32 @@
 // (gemm_quant_avx512.h). Compiled with -mavx512f -mavx512bw -mavx512vl
 // -mavx512dq -mavx512vnni (src/CMakeLists.txt).
 //
-// Each step covers one block pair (blocks 2p, 2p + 1) of one weight row
-// against up to four tokens:
-//   weight: two 16-byte (Q4_0) or 32-byte (Q8_0) loads put both blocks'
-//           values in one 512-bit register, one AND (Q4_0) or XOR (Q8_0);
-//           the two fp16 scales are broadcast to their block's lanes and
-//           widened with one vcvtph2ps;
-//   per token: vpdpbusd, vcvtdq2ps, vmulps (weight scale x activation
-//           scale), vfmadd into that token's accumulator.
-// The activations are repacked once per call (PairAct) into exactly the
-// lane order the weight side produces: three aligned L1 loads per token.
+// Each step covers a quad of blocks (4q .. 4q + 3) of one weight row against
+// up to four tokens. The weight's 4 x 32 values go into two 512-bit
+// registers, A = values 0..15 of the four blocks and B = values 16..31, so
+// that int32 lanes 4k .. 4k + 3 of both belong to block k:
+//   weight: Q4_0: four 16-byte loads of the nibbles, AND / shift+AND for the
+//           low / high nibbles; Q8_0: four 32-byte loads, two 128-bit-lane
+//           shuffles, XOR 0x80; the four fp16 scales: one word permute of
+//           the loaded bytes and one vcvtph2ps;
+//   per token: two vpdpbusd into one int32 vector, vcvtdq2ps, vmulps (weight
+//           scale x activation scale), vfmadd into that token's accumulator.
+// The activations are repacked once per call (QuadAct) into that lane order:
+// four aligned L1 loads per token and quad.
 //
 // vpdpbusd multiplies unsigned by signed bytes. Q4_0's nibbles are used as
-// unsigned 0..15 (low nibbles) and 16 * (0..15) (high nibbles, left in place
-// by the AND; their activation scale is divided by 16, exact in binary), and
-// Q8_0's values are shifted to unsigned by XOR 0x80 (+128). The offsets this
-// adds, 8 * sum(x_q) and 128 * sum(x_q) per block, are removed by starting
-// the vpdpbusd accumulator at -offset (BlockQ8Act::qsum): integer sums are
-// exact, so this costs no instruction and changes no rounding.
+// unsigned 0..15 and Q8_0's values are shifted to unsigned by XOR 0x80
+// (+128). The offsets this adds, 8 * sum(x_q) and 128 * sum(x_q) per block,
+// are removed by starting the vpdpbusd accumulator at -offset
+// (BlockQ8Act::qsum): integer sums are exact, so this costs no instruction
+// and changes no rounding.
 //
 // Measured on the Zen 5 VM this was written on (a direct loop over
-// matmul(), one thread, CPU time, 32000 x 2048 weight read from DRAM):
-// Q4_0 15 -> 27 GB/s, Q8_0 34 -> 38 GB/s against the 256-bit kernels of
-// gemm_body.h.
+// matmul(), one thread, CPU time): see docs/benchmarks.md and the commit
+// messages.
 //
 // Determinism: each (row, token) has its own accumulators and sees the same
-// operations in the same order (even pairs into one, odd pairs into the
+// operations in the same order (even quads into one, odd quads into the
 // other, then their sum and its lane reduction) whether it is computed in a
 // 4-token or 1-token tile, in any token chunk, or any row range.
 #include "kernels/x86/gemm_quant_avx512.h"
@@ -43,172 +43,130 @@
 namespace nexus {
 namespace {
 
-// One block pair of one token, in the kernels' lane order (see repack_*).
-struct alignas(64) PairAct {
-  int8_t qs[64];
-  int32_t off[16];  // vpdpbusd start value: -(the unsigned shift) x qsum, in one lane per block
-  float dx[16];     // activation scale per int32 lane
+// One quad of blocks of one token, in the kernels' lane order.
+struct alignas(64) QuadAct {
+  int8_t a[64];     // values 0..15 of blocks 0, 1, 2, 3
+  int8_t b[64];     // values 16..31 of blocks 0, 1, 2, 3
+  int32_t off[16];  // vpdpbusd start value: lane 4k = -(the unsigned shift) x qsum of block k
+  float dx[16];     // activation scale of block k in lanes 4k .. 4k + 3
 };
-static_assert(sizeof(PairAct) == 192);
+static_assert(sizeof(QuadAct) == 256);
 
 constexpr int kTokens = 4;      // tokens per tile
-constexpr int64_t kChunk = 64;  // tokens repacked at a time (a 1 MB buffer at 5632 columns)
+constexpr int64_t kChunk = 64;  // tokens repacked at a time (a 0.7 MB buffer at 5632 columns)
 
 inline __m512i load_idx(const int16_t (&v)[32]) { return _mm512_loadu_si512(v); }
 
-// fp16 scales d0, d1 (at p0, p1) -> 16 floats, lanes in groups of four:
-// [d0 d0 d0 d0 d1 d1 d1 d1] twice.
-inline __m512 scales_4x4(const uint8_t* p0, const uint8_t* p1) {
-  uint16_t d0, d1;
-  std::memcpy(&d0, p0, 2);
-  std::memcpy(&d1, p1, 2);
-  const __m128i h = _mm_unpacklo_epi64(_mm_set1_epi16(static_cast<short>(d0)), _mm_set1_epi16(static_cast<short>(d1)));
-  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(h), h, 1));
+// x: n_blocks activation blocks -> ceil(n_blocks / 4) quads; missing blocks
+// of the last quad are zeros (their products vanish).
+void repack(const BlockQ8Act* x, int64_t n_blocks, int32_t shift, QuadAct* out) {
+  for (int64_t q = 0; q < (n_blocks + 3) / 4; ++q) {
+    QuadAct& a = out[q];
+    a = QuadAct{};
+    for (int k = 0; k < 4 && 4 * q + k < n_blocks; ++k) {
+      const BlockQ8Act& b = x[4 * q + k];
+      std::memcpy(a.a + 16 * k, b.qs, 16);
+      std::memcpy(a.b + 16 * k, b.qs + 16, 16);
+      a.off[4 * k] = -shift * b.qsum;
+      for (int i = 0; i < 4; ++i) a.dx[4 * k + i] = b.d;
+    }
+  }
 }
 
-// Q4_0: pair = 36 bytes: d0 (2), qs0 (16), d1 (2), qs1 (16). Weight lanes
-// (bytes): [qs0 & 0x0f | qs1 & 0x0f | qs0 & 0xf0 | qs1 & 0xf0], i.e. values
-// 0..15 of block 0, 0..15 of block 1, 16 x values 16..31 of block 0, then of
-// block 1. int32 lanes 0-3 / 4-7 / 8-11 / 12-15 belong to blocks 0 / 1 / 0 / 1.
+inline __m128i load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Q4_0: quad = 72 bytes, block k at 18k: d (2), 16 bytes of nibbles (byte j:
+// value j low, value j + 16 high).
 struct Q4 {
-  static constexpr size_t kPairBytes = 36;
+  static constexpr size_t kBlockBytes = 18;
   static constexpr int32_t kShift = 8;
-  static constexpr int16_t kQs[32] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17,
-                                      1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17};
-  static constexpr int16_t kD[32] = {0, 0, 0, 0, 9, 9, 9, 9, 0, 0, 0, 0, 9, 9, 9, 9};
+  // The scales are words 0, 9, 18, 27 of the quad's first 64 bytes.
+  static constexpr int16_t kD[32] = {0, 0, 0, 0, 9, 9, 9, 9, 18, 18, 18, 18, 27, 27, 27, 27};
 
   struct Consts {
-    __m512i qs = load_idx(kQs), d = load_idx(kD);
-    __m512i nib = _mm512_inserti64x4(_mm512_set1_epi8(0x0f), _mm256_set1_epi8(static_cast<char>(0xf0)), 1);
+    __m512i d = load_idx(kD);
+    __m512i low4 = _mm512_set1_epi8(0x0f);
   };
-  static void from(const Consts& c, __m512i z, __m512i& w, __m512& dw) {
-    w = _mm512_and_si512(_mm512_permutexvar_epi16(c.qs, z), c.nib);
-    dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(c.d, z)));
-  }
-  static void load(const Consts& c, const uint8_t* p, __m512i& w, __m512& dw) {
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20));
-    const __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-    w = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(y), y, 1), c.nib);
-    dw = scales_4x4(p, p + 18);
-  }
-  // A lone last block: read masked, the missing second block as zeros (scale 0).
-  static void load_last(const Consts& c, const uint8_t* p, __m512i& w, __m512& dw) {
-    from(c, _mm512_maskz_loadu_epi8((__mmask64{1} << 18) - 1, p), w, dw);
-  }
-
-  static void repack(const BlockQ8Act* x, int64_t n_blocks, PairAct* out) {
-    for (int64_t p = 0; p < (n_blocks + 1) / 2; ++p) {
-      PairAct& a = out[p];
-      a = PairAct{};
-      for (int h = 0; h < 2 && 2 * p + h < n_blocks; ++h) {
-        const BlockQ8Act& b = x[2 * p + h];
-        std::copy(b.qs, b.qs + 16, a.qs + 16 * h);
-        std::copy(b.qs + 16, b.qs + 32, a.qs + 32 + 16 * h);
-        a.off[4 * h] = -kShift * b.qsum;
-        for (int i = 0; i < 4; ++i) {
-          a.dx[4 * h + i] = b.d;
-          a.dx[8 + 4 * h + i] = b.d * (1.0f / 16);  // high nibbles stay multiplied by 16
-        }
-      }
-    }
+  static void load(const Consts& c, const uint8_t* p, __m512i& wa, __m512i& wb, __m512& dw) {
+    const __m256i q01 = _mm256_inserti128_si256(_mm256_castsi128_si256(load16(p + 2)), load16(p + 20), 1);
+    const __m256i q23 = _mm256_inserti128_si256(_mm256_castsi128_si256(load16(p + 38)), load16(p + 56), 1);
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q01), q23, 1);
+    wa = _mm512_and_si512(q, c.low4);
+    wb = _mm512_and_si512(_mm512_srli_epi16(q, 4), c.low4);
+    dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(c.d, _mm512_loadu_si512(p))));
   }
 };
 
-// Q8_0: pair = 68 bytes: d0 (2), qs0 (32), d1 (2), qs1 (32). Weight lanes
-// (bytes): [qs0 ^ 0x80 | qs1 ^ 0x80]; int32 lanes 0-7 block 0, 8-15 block 1.
-// (One 64-byte load per pair instead of two 32-byte ones reads DRAM at half
-// the rate here: most such loads straddle two cache lines.)
+// Q8_0: quad = 136 bytes, block k at 34k: d (2), 32 int8 values.
 struct Q8 {
-  static constexpr size_t kPairBytes = 68;
+  static constexpr size_t kBlockBytes = 34;
   static constexpr int32_t kShift = 128;
-  // For the lone last block, read as two masked 64-byte loads at +0 and +4:
-  // vpermt2w takes words 1..16 of the first, then words 16..31 of the second.
-  static constexpr int16_t kQs[32] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
-                                      48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
-  static constexpr int16_t kD[32] = {0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17};
+  // Scales: words 0 and 17 of the bytes at +0, words 2 and 19 of those at +64 (index bit 5).
+  static constexpr int16_t kD[32] = {0, 0, 0, 0, 17, 17, 17, 17, 34, 34, 34, 34, 51, 51, 51, 51};
 
   struct Consts {
-    __m512i qs = load_idx(kQs), d = load_idx(kD);
+    __m512i d = load_idx(kD);
     __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   };
-  static void from(const Consts& c, __m512i z0, __m512i z4, __m512i& w, __m512& dw) {
-    w = _mm512_xor_si512(_mm512_permutex2var_epi16(z0, c.qs, z4), c.flip);
-    dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(c.d, z0)));
-  }
-  static void load(const Consts& c, const uint8_t* p, __m512i& w, __m512& dw) {
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 36));
-    w = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), c.flip);
-    uint16_t d0, d1;
-    std::memcpy(&d0, p, 2);
-    std::memcpy(&d1, p + 34, 2);
-    dw = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(d1)), _mm_set1_epi16(static_cast<short>(d0))));
-  }
-  // A lone last block: the missing second block's bytes read 0, flip to
-  // 0x80 (times x = 0), scale 0.
-  static void load_last(const Consts& c, const uint8_t* p, __m512i& w, __m512& dw) {
-    from(c, _mm512_maskz_loadu_epi8((__mmask64{1} << 34) - 1, p), _mm512_maskz_loadu_epi8((__mmask64{1} << 30) - 1, p + 4),
-         w, dw);
-  }
-
-  static void repack(const BlockQ8Act* x, int64_t n_blocks, PairAct* out) {
-    for (int64_t p = 0; p < (n_blocks + 1) / 2; ++p) {
-      PairAct& a = out[p];
-      a = PairAct{};
-      for (int h = 0; h < 2 && 2 * p + h < n_blocks; ++h) {
-        const BlockQ8Act& b = x[2 * p + h];
-        std::copy(b.qs, b.qs + 32, a.qs + 32 * h);
-        a.off[8 * h] = -kShift * b.qsum;
-        for (int i = 0; i < 8; ++i) a.dx[8 * h + i] = b.d;
-      }
-    }
+  static void load(const Consts& c, const uint8_t* p, __m512i& wa, __m512i& wb, __m512& dw) {
+    // 128-bit lanes: q01 = [0 lo, 0 hi, 1 lo, 1 hi], q23 = [2 lo, 2 hi, 3 lo, 3 hi].
+    const __m512i q01 = _mm512_inserti64x4(_mm512_castsi256_si512(load32(p + 2)), load32(p + 36), 1);
+    const __m512i q23 = _mm512_inserti64x4(_mm512_castsi256_si512(load32(p + 70)), load32(p + 104), 1);
+    wa = _mm512_xor_si512(_mm512_shuffle_i64x2(q01, q23, _MM_SHUFFLE(2, 0, 2, 0)), c.flip);
+    wb = _mm512_xor_si512(_mm512_shuffle_i64x2(q01, q23, _MM_SHUFFLE(3, 1, 3, 1)), c.flip);
+    const __m512i d = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), c.d, _mm512_loadu_si512(p + 64));
+    dw = _mm512_cvtph_ps(_mm512_castsi512_si256(d));
   }
 };
 
-// One block pair of one weight row (w, dw) against T tokens' PairActs
+// One quad of one weight row (wa, wb, dw) against T tokens' QuadActs
 // (stride apart), into acc[0..T).
 template <int T>
-inline void pair_step(__m512i w, __m512 dw, const PairAct* a, int64_t stride, __m512* acc) {
+inline void quad_step(__m512i wa, __m512i wb, __m512 dw, const QuadAct* a, int64_t stride, __m512* acc) {
   for (int t = 0; t < T; ++t) {
-    const PairAct& x = a[t * stride];
-    const __m512i s = _mm512_dpbusd_epi32(_mm512_load_si512(x.off), w, _mm512_load_si512(x.qs));
+    const QuadAct& x = a[t * stride];
+    __m512i s = _mm512_dpbusd_epi32(_mm512_load_si512(x.off), wa, _mm512_load_si512(x.a));
+    s = _mm512_dpbusd_epi32(s, wb, _mm512_load_si512(x.b));
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_load_ps(x.dx)), acc[t]);
   }
 }
 
-// One weight row against T tokens from `a` (token stride n_pairs); even
-// pairs into one set of accumulators, odd pairs into another, so two FMA
+// One weight row against T tokens from `a` (token stride n_quads); even
+// quads into one set of accumulators, odd quads into another, so two FMA
 // chains run at once. y[t * ldy].
 //
 // One row at a time, not several interleaved: on the machine this was tuned
 // on (Zen 5 VM) two or four concurrent row streams read DRAM at half the rate
 // of one (measured, single thread, 32000 x 2048 Q4_0: 28 GB/s one row,
-// 10 GB/s two rows), while one row's 3 activation loads per pair hit L1.
+// 10 GB/s two rows), and one row's activation loads hit L1.
 template <class W, int T>
-void tile(const typename W::Consts& c, const uint8_t* row, int64_t n_blocks, const PairAct* a, int64_t n_pairs,
+void tile(const typename W::Consts& c, const uint8_t* row, int64_t n_blocks, const QuadAct* a, int64_t n_quads,
           float* y, int64_t ldy) {
+  constexpr size_t kQuadBytes = 4 * W::kBlockBytes;
   __m512 even[T], odd[T];
   for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm512_setzero_ps();
-  __m512i w;
+  __m512i wa, wb;
   __m512 dw;
-  const int64_t n_full = n_blocks / 2;
-  int64_t p = 0;
-  for (; p + 1 < n_full; p += 2) {
-    const uint8_t* q = row + p * W::kPairBytes;
-    W::load(c, q, w, dw);
-    pair_step<T>(w, dw, a + p, n_pairs, even);
-    W::load(c, q + W::kPairBytes, w, dw);
-    pair_step<T>(w, dw, a + p + 1, n_pairs, odd);
+  const int64_t n_full = n_blocks / 4;
+  int64_t q = 0;
+  for (; q + 1 < n_full; q += 2) {
+    const uint8_t* p = row + q * kQuadBytes;
+    W::load(c, p, wa, wb, dw);
+    quad_step<T>(wa, wb, dw, a + q, n_quads, even);
+    W::load(c, p + kQuadBytes, wa, wb, dw);
+    quad_step<T>(wa, wb, dw, a + q + 1, n_quads, odd);
   }
-  if (p < n_full) {
-    W::load(c, row + p * W::kPairBytes, w, dw);
-    pair_step<T>(w, dw, a + p, n_pairs, even);
-    ++p;
-  }
-  if (p < n_pairs) {  // odd n_blocks
-    W::load_last(c, row + p * W::kPairBytes, w, dw);
-    pair_step<T>(w, dw, a + p, n_pairs, p % 2 == 0 ? even : odd);
+  for (; q < n_quads; ++q) {
+    if (q < n_full) {
+      W::load(c, row + q * kQuadBytes, wa, wb, dw);
+    } else {
+      // The last 1..3 blocks, padded with zero blocks (scale 0, values 0).
+      alignas(64) uint8_t pad[kQuadBytes + 64] = {};
+      std::memcpy(pad, row + q * kQuadBytes, static_cast<size_t>(n_blocks - 4 * q) * W::kBlockBytes);
+      W::load(c, pad, wa, wb, dw);
+    }
+    quad_step<T>(wa, wb, dw, a + q, n_quads, q % 2 == 0 ? even : odd);
   }
   for (int t = 0; t < T; ++t) y[t * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(even[t], odd[t]));
 }
@@ -217,19 +175,19 @@ template <class W>
 void quant_rows512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
                    int64_t n_tokens, float* y, int64_t ldy) {
   const typename W::Consts c;
-  const int64_t n_pairs = (n_blocks + 1) / 2;
-  thread_local std::vector<PairAct> acts;
+  const int64_t n_quads = (n_blocks + 3) / 4;
+  thread_local std::vector<QuadAct> acts;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kChunk) {
     const int64_t nt = std::min(kChunk, n_tokens - t0);
-    if (acts.size() < static_cast<size_t>(nt * n_pairs)) acts.resize(static_cast<size_t>(nt * n_pairs));
-    for (int64_t t = 0; t < nt; ++t) W::repack(x + (t0 + t) * n_blocks, n_blocks, acts.data() + t * n_pairs);
-    const PairAct* a = acts.data();
+    if (acts.size() < static_cast<size_t>(nt * n_quads)) acts.resize(static_cast<size_t>(nt * n_quads));
+    for (int64_t t = 0; t < nt; ++t) repack(x + (t0 + t) * n_blocks, n_blocks, W::kShift, acts.data() + t * n_quads);
+    const QuadAct* a = acts.data();
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* row = w + r * row_bytes;
       float* yr = y + t0 * ldy + r;
       int64_t t = 0;
-      for (; t + kTokens <= nt; t += kTokens) tile<W, kTokens>(c, row, n_blocks, a + t * n_pairs, n_pairs, yr + t * ldy, ldy);
-      for (; t < nt; ++t) tile<W, 1>(c, row, n_blocks, a + t * n_pairs, n_pairs, yr + t * ldy, ldy);
+      for (; t + kTokens <= nt; t += kTokens) tile<W, kTokens>(c, row, n_blocks, a + t * n_quads, n_quads, yr + t * ldy, ldy);
+      for (; t < nt; ++t) tile<W, 1>(c, row, n_blocks, a + t * n_quads, n_quads, yr + t * ldy, ldy);
     }
   }
 }
