@@ -8,8 +8,8 @@
 // that int32 lanes 4k .. 4k + 3 of both belong to block k:
 //   weight: Q4_0: four 16-byte loads of the nibbles, AND / shift+AND for the
 //           low / high nibbles; Q8_0: four 32-byte loads, two 128-bit-lane
-//           shuffles, XOR 0x80; the four fp16 scales: one word permute of
-//           the loaded bytes and one vcvtph2ps;
+//           shuffles, XOR 0x80; the four fp16 scales spread to their lanes
+//           and widened by one vcvtph2ps;
 //   per token: two vpdpbusd into one int32 vector, vcvtdq2ps, vmulps (weight
 //           scale x activation scale), vfmadd into that token's accumulator.
 // The activations are repacked once per call (QuadAct) into that lane order:
@@ -76,6 +76,18 @@ void repack(const BlockQ8Act* x, int64_t n_blocks, int32_t shift, QuadAct* out) 
 inline __m128i load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
+inline __m128i bcast16(const uint8_t* p) {
+  uint16_t d;
+  std::memcpy(&d, p, 2);
+  return _mm_set1_epi16(static_cast<short>(d));
+}
+// Four fp16 scales -> lanes 4k .. 4k + 3 = scale k.
+inline __m512 scales_x4(const uint8_t* p0, const uint8_t* p1, const uint8_t* p2, const uint8_t* p3) {
+  const __m128i h01 = _mm_unpacklo_epi64(bcast16(p0), bcast16(p1));
+  const __m128i h23 = _mm_unpacklo_epi64(bcast16(p2), bcast16(p3));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(h01), h23, 1));
+}
+
 // Q4_0: quad = 72 bytes, block k at 18k: d (2), 16 bytes of nibbles (byte j:
 // value j low, value j + 16 high).
 struct Q4 {
@@ -94,6 +106,7 @@ struct Q4 {
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q01), q23, 1);
     wa = _mm512_and_si512(q, c.low4);
     wb = _mm512_and_si512(_mm512_srli_epi16(q, 4), c.low4);
+    // One 64-byte load + vpermw: here faster than scales_x4 (Q4_0 is compute-bound).
     dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(c.d, _mm512_loadu_si512(p))));
   }
 };
@@ -102,11 +115,7 @@ struct Q4 {
 struct Q8 {
   static constexpr size_t kBlockBytes = 34;
   static constexpr int32_t kShift = 128;
-  // Scales: words 0 and 17 of the bytes at +0, words 2 and 19 of those at +64 (index bit 5).
-  static constexpr int16_t kD[32] = {0, 0, 0, 0, 17, 17, 17, 17, 34, 34, 34, 34, 51, 51, 51, 51};
-
   struct Consts {
-    __m512i d = load_idx(kD);
     __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   };
   static void load(const Consts& c, const uint8_t* p, __m512i& wa, __m512i& wb, __m512& dw) {
@@ -115,8 +124,8 @@ struct Q8 {
     const __m512i q23 = _mm512_inserti64x4(_mm512_castsi256_si512(load32(p + 70)), load32(p + 104), 1);
     wa = _mm512_xor_si512(_mm512_shuffle_i64x2(q01, q23, _MM_SHUFFLE(2, 0, 2, 0)), c.flip);
     wb = _mm512_xor_si512(_mm512_shuffle_i64x2(q01, q23, _MM_SHUFFLE(3, 1, 3, 1)), c.flip);
-    const __m512i d = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), c.d, _mm512_loadu_si512(p + 64));
-    dw = _mm512_cvtph_ps(_mm512_castsi512_si256(d));
+    // Broadcasts, not two 64-byte loads + vpermt2w: those read DRAM ~10% slower here.
+    dw = scales_x4(p, p + 34, p + 68, p + 102);
   }
 };
 
