@@ -1,6 +1,7 @@
 // Matrix-product kernels per weight type, at the shapes of a 1B model's
 // projections: 2048x2048 (attention q/o) and 5632x2048 (TinyLlama FFN gate/up),
-// for decode (1 token) and prefill (128 tokens), on 1 and 2 threads.
+// for decode (1 token) and prefill (128 tokens), on 1 and 2 threads; and
+// quantized decode on a 32000x2048 weight that only DRAM holds.
 //
 // bytes_per_second counts the weight bytes read per product (the decode
 // bound); FLOP/s counts 2 * rows * cols * tokens per product. Times are wall
@@ -86,6 +87,17 @@ BENCHMARK_CAPTURE(BM_matmul, F16, GgmlType::F16)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, BF16, GgmlType::BF16)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, Q8_0, GgmlType::Q8_0)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, Q4_0, GgmlType::Q4_0)->Apply(shapes);
+
+// Decode from DRAM: a 32000 x 2048 weight (the output projection of a 1B
+// model; 36 MB Q4_0, 70 MB Q8_0) does not fit in the caches, so
+// bytes_per_second is the kernel's streaming rate against the DRAM bound.
+void dram_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "tokens", "threads"});
+  for (int64_t threads : {1, 2}) b->Args({32000, 2048, 1, threads});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_CAPTURE(BM_matmul, Q8_0_dram, GgmlType::Q8_0)->Apply(dram_shapes);
+BENCHMARK_CAPTURE(BM_matmul, Q4_0_dram, GgmlType::Q4_0)->Apply(dram_shapes);
 
 }  // namespace
 
