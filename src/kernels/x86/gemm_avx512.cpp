@@ -1,15 +1,11 @@
-// AVX-512 VNNI kernels: the int8 products in one vpdpbusd, float weights 16
-// lanes at a time (compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni;
-// see src/CMakeLists.txt).
+// AVX-512 VNNI kernels: Q8_0 / Q4_0 from gemm_quant_avx512.cpp (two blocks
+// per 512-bit vpdpbusd), float weights 16 lanes at a time (compiled with
+// -mavx512f -mavx512bw -mavx512vl -mavx512vnni; see src/CMakeLists.txt).
 #include "kernels/x86/gemm_body.h"
 #include "kernels/x86/gemm_quant_avx512.h"
 
 namespace nexus {
 namespace {
-
-struct Avx512Vnni {
-  static __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
-};
 
 struct Load512F32 {
   static __m512 load(const uint8_t* row, int64_t c) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c); }
