@@ -53,32 +53,85 @@ void scores_generic(const float* q, const float* k, int64_t kv_stride, int32_t c
   }
 }
 
+// head_dim 4 (tiny models): two keys per 8-lane register, then a horizontal-
+// add tree sums eight keys' products at once. row(j) gives key j's 4 values
+// (as float32; fp16 rows are widened exactly), rows past count are not read.
+template <class Row>
+[[gnu::always_inline]] inline void scores_hd4(const float* q, const Row& row, int32_t count, float scale,
+                                              float* score) {
+  const __m256 qq = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(q));
+  auto key = [&](int32_t j) { return j < count ? row(j) : _mm_setzero_ps(); };
+  for (int32_t g = 0; g < kAttnChunk; g += 8) {
+    __m256 p[4];
+    for (int32_t i = 0; i < 4; ++i) p[i] = _mm256_mul_ps(_mm256_set_m128(key(g + 2 * i + 1), key(g + 2 * i)), qq);
+    // Lanes hold keys g + [0, 2, 4, 6 | 1, 3, 5, 7]; put them in order.
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(p[0], p[1]), _mm256_hadd_ps(p[2], p[3]));
+    const __m256 sums = _mm256_permutevar8x32_ps(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_ps(score + g, _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
+    for (int32_t jj = 0; jj < 8; ++jj)
+      if (g + jj >= count) score[g + jj] = kNegInf;
+  }
+}
+
+// acc[0..4) += sum_j score[j] * v_j for head_dim 4, two keys per register.
+template <class Row>
+[[gnu::always_inline]] inline void accumulate_hd4(const float* score, const Row& row, int32_t count, float* acc) {
+  __m256 a = _mm256_setzero_ps();
+  int32_t j = 0;
+  for (; j + 1 < count; j += 2)
+    a = _mm256_fmadd_ps(_mm256_set_m128(_mm_set1_ps(score[j + 1]), _mm_set1_ps(score[j])),
+                        _mm256_set_m128(row(j + 1), row(j)), a);
+  if (j < count)
+    a = _mm256_fmadd_ps(_mm256_set_m128(_mm_setzero_ps(), _mm_set1_ps(score[j])),
+                        _mm256_set_m128(_mm_setzero_ps(), row(j)), a);
+  const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  _mm_storeu_ps(acc, _mm_add_ps(_mm_loadu_ps(acc), sum));
+}
+
+// Rows of 4 values kv_stride apart, stored as float32 or fp16.
+struct RowsF32x4 {
+  const float* base;
+  int64_t stride;
+  __m128 operator()(int32_t j) const { return _mm_loadu_ps(base + j * stride); }
+};
+struct RowsF16x4 {
+  const uint16_t* base;
+  int64_t stride;
+  __m128 operator()(int32_t j) const {
+    return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(base + j * stride)));
+  }
+};
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
 // Running state of the online softmax for one query head. step() folds in
 // one chunk of `count` (<= kAttnChunk) keys whose rows are kv_stride apart;
 // every variant below feeds the same chunks (positions [16c, 16c + 16)) to
-// the same step, so contiguous and paged caches give identical bits.
+// the same arithmetic, so contiguous and paged caches give identical bits.
 struct OnlineSoftmax {
-  alignas(32) float acc[kMaxHeadDim] = {};
+  alignas(32) float acc[kMaxHeadDim];  // [0, head_dim) zeroed by the constructor
   alignas(32) float score[kAttnChunk];
   float m = kNegInf, l = 0.0f;
 
-  [[gnu::always_inline]] void step(const float* q, const float* kc, const float* vc, int64_t kv_stride, int32_t count, int32_t head_dim,
-            float scale) {
+  explicit OnlineSoftmax(int32_t head_dim) { std::fill_n(acc, head_dim, 0.0f); }
+
+  [[gnu::always_inline]] void step(const float* q, const float* kc, const float* vc, int64_t kv_stride,
+                                   int32_t count, int32_t head_dim, float scale) {
+    if (head_dim == 4) return step_hd4(q, RowsF32x4{kc, kv_stride}, RowsF32x4{vc, kv_stride}, count, scale);
     const bool simd = head_dim % 8 == 0;
     if (simd) scores_avx2(q, kc, kv_stride, count, head_dim, scale, score);
     else scores_generic(q, kc, kv_stride, count, head_dim, scale, score);
-    float chunk_max = kNegInf;
-    for (int32_t j = 0; j < kAttnChunk; ++j) chunk_max = std::max(chunk_max, score[j]);
-    if (chunk_max > m) {  // rescale what was accumulated under the old maximum
-      const float correction = exp_nonpos(m - chunk_max);  // exp(-inf) = 0 on the first chunk
-      for (int32_t i = 0; i < head_dim; ++i) acc[i] *= correction;
-      l *= correction;
-      m = chunk_max;
-    }
-    const __m256 vm = _mm256_set1_ps(m);  // exp(-inf) = 0 past count
-    for (int32_t j = 0; j < kAttnChunk; j += 8)
-      _mm256_store_ps(score + j, exp_nonpos8(_mm256_sub_ps(_mm256_load_ps(score + j), vm)));
-    for (int32_t j = 0; j < count; ++j) l += score[j];
+    exp_scores(head_dim);
     if (simd) {
       for (int32_t i = 0; i < head_dim; i += 8) {  // one accumulator in a register per 8 dims
         __m256 a = _mm256_load_ps(acc + i);
@@ -90,6 +143,35 @@ struct OnlineSoftmax {
       for (int32_t j = 0; j < count; ++j)
         for (int32_t i = 0; i < head_dim; ++i) acc[i] += score[j] * vc[j * kv_stride + i];
     }
+  }
+
+  // One chunk with head_dim 4; k and v give its rows (RowsF32x4 or
+  // RowsF16x4: the same arithmetic for either storage).
+  template <class Row>
+  [[gnu::always_inline]] void step_hd4(const float* q, const Row& k, const Row& v, int32_t count, float scale) {
+    scores_hd4(q, k, count, scale, score);
+    exp_scores(4);
+    accumulate_hd4(score, v, count, acc);
+  }
+
+  // Given this chunk's scores: the new running maximum (rescaling what was
+  // accumulated under the old one), then score[j] = exp(score[j] - m).
+  [[gnu::always_inline]] void exp_scores(int32_t head_dim) {
+    // Lane-wise over the 16 scores, then across lanes: short dependency
+    // chains (a scalar loop is 16 dependent max and add operations).
+    const float chunk_max = hmax(_mm256_max_ps(_mm256_load_ps(score), _mm256_load_ps(score + 8)));
+    if (chunk_max > m) {
+      const float correction = exp_nonpos(m - chunk_max);  // exp(-inf) = 0 on the first chunk
+      for (int32_t i = 0; i < head_dim; ++i) acc[i] *= correction;
+      l *= correction;
+      m = chunk_max;
+    }
+    const __m256 vm = _mm256_set1_ps(m);  // exp(-inf) = 0 past count: summing all 16 adds exact zeros
+    const __m256 e0 = exp_nonpos8(_mm256_sub_ps(_mm256_load_ps(score), vm));
+    const __m256 e1 = exp_nonpos8(_mm256_sub_ps(_mm256_load_ps(score + 8), vm));
+    _mm256_store_ps(score, e0);
+    _mm256_store_ps(score + 8, e1);
+    l += hsum(_mm256_add_ps(e0, e1));
   }
 
   void finish(int32_t head_dim, float* out) const {
@@ -107,6 +189,8 @@ void widen_f16(const uint16_t* src, int64_t kv_stride, int32_t count, int32_t he
     int32_t i = 0;
     for (; i + 8 <= head_dim; i += 8)
       _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+    for (; i + 4 <= head_dim; i += 4)
+      _mm_storeu_ps(d + i, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + i))));
     for (; i < head_dim; ++i) d[i] = _cvtsh_ss(s[i]);
   }
 }
@@ -140,7 +224,7 @@ void widen_q8(const int8_t* base, const uint16_t* scales, int64_t elem, int64_t 
 
 void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int32_t n_keys,
                     int32_t head_dim, float scale, float* out) {
-  OnlineSoftmax s;
+  OnlineSoftmax s(head_dim);
   for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
     const int32_t count = std::min(kAttnChunk, n_keys - p0);
     s.step(q, k + p0 * kv_stride, v + p0 * kv_stride, kv_stride, count, head_dim, scale);
@@ -150,7 +234,7 @@ void attention_head(const float* q, const float* k, const float* v, int64_t kv_s
 
 void attention_head_paged(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
                           float* out) {
-  OnlineSoftmax s;
+  OnlineSoftmax s(head_dim);
   const auto* k = static_cast<const float*>(kv.k);
   const auto* v = static_cast<const float*>(kv.v);
   for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
@@ -163,13 +247,17 @@ void attention_head_paged(const float* q, const PagedKv& kv, int32_t n_keys, int
 
 void attention_head_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
                               float* out) {
-  OnlineSoftmax s;
+  OnlineSoftmax s(head_dim);
   alignas(32) float kc[kAttnChunk * kMaxHeadDim], vc[kAttnChunk * kMaxHeadDim];
   const auto* k = static_cast<const uint16_t*>(kv.k);
   const auto* v = static_cast<const uint16_t*>(kv.v);
   for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
     const int32_t count = std::min(kAttnChunk, n_keys - p0);
     const int64_t off = kv.block_table[p0 / kv.block_size] * kv.block_stride + (p0 % kv.block_size) * kv.kv_stride;
+    if (head_dim == 4) {  // widened in registers, no copy
+      s.step_hd4(q, RowsF16x4{k + off, kv.kv_stride}, RowsF16x4{v + off, kv.kv_stride}, count, scale);
+      continue;
+    }
     widen_f16(k + off, kv.kv_stride, count, head_dim, kc);
     widen_f16(v + off, kv.kv_stride, count, head_dim, vc);
     s.step(q, kc, vc, head_dim, count, head_dim, scale);
@@ -179,7 +267,7 @@ void attention_head_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys,
 
 void attention_head_paged_q8(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
                              float* out) {
-  OnlineSoftmax s;
+  OnlineSoftmax s(head_dim);
   alignas(32) float kc[kAttnChunk * kMaxHeadDim], vc[kAttnChunk * kMaxHeadDim];
   // Element offsets are relative to the arena: k/v point at elem0 within it.
   const int8_t* k_base = static_cast<const int8_t*>(kv.k) - kv.k_elem0;
