@@ -40,12 +40,31 @@ float max_of(std::span<const float> v) {
   return max_l;
 }
 
-// Lowest id among the maximal logits; NaN never wins (all NaN: 0).
+// Lowest id among the maximal logits; NaN never wins (all NaN: 0). One pass:
+// each of 8 lanes keeps its first maximum (a strict > never takes NaN or a
+// later tie), then the lanes are merged by value, ties to the lower id.
 int32_t argmax(std::span<const float> logits) {
   const size_t n = logits.size();
-  const float max_l = max_of(logits);
-  for (size_t k = 0; k < n; ++k)
-    if (logits[k] == max_l) return static_cast<int32_t>(k);
+  float best[8];
+  int32_t at[8];
+  std::fill(best, best + 8, kNegInf);
+  std::fill(at, at + 8, -1);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (size_t j = 0; j < 8; ++j) {
+      const bool take = logits[i + j] > best[j];
+      best[j] = take ? logits[i + j] : best[j];
+      at[j] = take ? static_cast<int32_t>(i + j) : at[j];
+    }
+  float max_l = kNegInf;
+  int32_t id = -1;
+  for (size_t j = 0; j < 8; ++j)
+    if (at[j] >= 0 && (best[j] > max_l || (best[j] == max_l && at[j] < id))) max_l = best[j], id = at[j];
+  for (; i < n; ++i)  // the tail has the highest ids: it wins only when strictly greater
+    if (logits[i] > max_l) max_l = logits[i], id = static_cast<int32_t>(i);
+  if (id >= 0) return id;
+  for (size_t k = 0; k < n; ++k)  // nothing above -inf: the first -inf, else (all NaN) 0
+    if (logits[k] == kNegInf) return static_cast<int32_t>(k);
   return 0;
 }
 
@@ -275,17 +294,36 @@ int32_t Sampler::draw(float temperature) {
   return last_nonzero;  // u landed past the rounded total
 }
 
-int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+bool Sampler::penalizes() const {
+  const SamplingParams& p = params_;
+  return p.repeat_last_n != 0 &&
+         (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history,
+                        std::vector<float>& scratch) {
+  if (penalizes()) {
+    scratch.assign(logits.begin(), logits.end());
+    return sample(std::span<float>(scratch), history);
+  }
   if (logits.size() != static_cast<size_t>(n_vocab_))
     throw Error(fmt::format("sampling: got {} logits for a vocabulary of {}", logits.size(), n_vocab_));
-  apply_penalties(logits, history);
+  return choose(logits);
+}
 
+int32_t Sampler::choose(std::span<const float> logits) {
   if (params_.temperature <= 0.0f) return argmax(logits);
-
   gather(logits);
   top_p(params_.top_p);
   min_p(params_.min_p);
   return draw(params_.temperature);
+}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  if (logits.size() != static_cast<size_t>(n_vocab_))
+    throw Error(fmt::format("sampling: got {} logits for a vocabulary of {}", logits.size(), n_vocab_));
+  apply_penalties(logits, history);
+  return choose(logits);
 }
 
 }  // namespace nexus
