@@ -333,6 +333,21 @@ TEST(Ops, SoftmaxAndSwiglu) {
   EXPECT_NEAR(g[1], 2 / (1 + std::exp(-2.0)) * 3, 1e-5);
 }
 
+// The vector and tail paths against silu in double, both signs, large |g|.
+TEST(Ops, SwigluMatchesFloat64) {
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> u(-30.0f, 30.0f);
+  std::vector<float> g(203), up(203), out;
+  for (size_t i = 0; i < g.size(); ++i) g[i] = u(rng), up[i] = u(rng);
+  g[0] = -100.0f, g[1] = 100.0f, g[2] = -0.0f;
+  out = g;
+  swiglu(out.data(), up.data(), static_cast<int64_t>(out.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = g[i], want = x / (1 + std::exp(-x)) * up[i];
+    ASSERT_NEAR(out[i], want, 2e-6 * std::fabs(want) + 1e-30) << "g " << g[i];
+  }
+}
+
 TEST(ThreadPool, CoversRangeExactlyOnceAndPropagatesErrors) {
   ThreadPool pool(3);
   for (int64_t n : {0, 1, 2, 7, 1000}) {

@@ -140,7 +140,7 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
   };
   int64_t work = 0;  // multiply-adds, to skip waking the workers for tiny steps
   for (int32_t p : pos_) work += static_cast<int64_t>(p + 1) * c.n_head * hd;
-  if (work < (1 << 15)) heads(0, n_tasks);
+  if (work < (1 << 13)) heads(0, n_tasks);
   else pool_->parallel_for(n_tasks, heads);
 }
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -41,30 +43,47 @@ float max_of(std::span<const float> v) {
 }
 
 // Lowest id among the maximal logits; NaN never wins (all NaN: 0). One pass:
-// each of 8 lanes keeps its first maximum (a strict > never takes NaN or a
-// later tie), then the lanes are merged by value, ties to the lower id.
+// each of 32 lanes (4 registers, for independent compare chains) keeps its
+// first maximum (a strict > never takes NaN or a later tie), then the lanes
+// are merged by value, ties to the lower id.
 int32_t argmax(std::span<const float> logits) {
   const size_t n = logits.size();
-  float best[8];
-  int32_t at[8];
-  std::fill(best, best + 8, kNegInf);
-  std::fill(at, at + 8, -1);
+  const float* l = logits.data();
+  constexpr int kRegs = 4, kLanes = 8 * kRegs;
+  __m256 best[kRegs];
+  __m256i at[kRegs], idx[kRegs];
+  for (int r = 0; r < kRegs; ++r) {
+    best[r] = _mm256_set1_ps(kNegInf);
+    at[r] = _mm256_set1_epi32(-1);
+    idx[r] = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * r));
+  }
+  const __m256i step = _mm256_set1_epi32(kLanes);
   size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (size_t j = 0; j < 8; ++j) {
-      const bool take = logits[i + j] > best[j];
-      best[j] = take ? logits[i + j] : best[j];
-      at[j] = take ? static_cast<int32_t>(i + j) : at[j];
+  for (; i + kLanes <= n; i += kLanes)
+    for (int r = 0; r < kRegs; ++r) {
+      const __m256 v = _mm256_loadu_ps(l + i + 8 * r);
+      const __m256 gt = _mm256_cmp_ps(v, best[r], _CMP_GT_OQ);  // false for NaN
+      best[r] = _mm256_blendv_ps(best[r], v, gt);
+      at[r] = _mm256_castps_si256(
+          _mm256_blendv_ps(_mm256_castsi256_ps(at[r]), _mm256_castsi256_ps(idx[r]), gt));
+      idx[r] = _mm256_add_epi32(idx[r], step);
     }
+  alignas(32) float lane_best[kLanes];
+  alignas(32) int32_t lane_at[kLanes];
+  for (int r = 0; r < kRegs; ++r) {
+    _mm256_store_ps(lane_best + 8 * r, best[r]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane_at + 8 * r), at[r]);
+  }
   float max_l = kNegInf;
   int32_t id = -1;
-  for (size_t j = 0; j < 8; ++j)
-    if (at[j] >= 0 && (best[j] > max_l || (best[j] == max_l && at[j] < id))) max_l = best[j], id = at[j];
+  for (int j = 0; j < kLanes; ++j)
+    if (lane_at[j] >= 0 && (lane_best[j] > max_l || (lane_best[j] == max_l && lane_at[j] < id)))
+      max_l = lane_best[j], id = lane_at[j];
   for (; i < n; ++i)  // the tail has the highest ids: it wins only when strictly greater
-    if (logits[i] > max_l) max_l = logits[i], id = static_cast<int32_t>(i);
+    if (l[i] > max_l) max_l = l[i], id = static_cast<int32_t>(i);
   if (id >= 0) return id;
   for (size_t k = 0; k < n; ++k)  // nothing above -inf: the first -inf, else (all NaN) 0
-    if (logits[k] == kNegInf) return static_cast<int32_t>(k);
+    if (l[k] == kNegInf) return static_cast<int32_t>(k);
   return 0;
 }
 
