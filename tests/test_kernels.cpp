@@ -321,6 +321,24 @@ TEST(Ops, RopeRotatesAdjacentPairs) {
   EXPECT_NEAR(x[3], std::sin(0.3), 1e-6);
 }
 
+// The batch path (angles once per token, applied per layer) rotates exactly
+// as rope() does.
+TEST(Ops, RopeAnglesThenApplyEqualsRope) {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  const int32_t n_head = 3, head_dim = 8;
+  for (int32_t n_rot : {2, 4, 8})
+    for (int32_t pos : {0, 1, 17, 4095}) {
+      std::vector<float> a(n_head * head_dim), cs(static_cast<size_t>(n_rot));
+      for (float& v : a) v = u(rng);
+      std::vector<float> b = a;
+      rope(a.data(), n_head, head_dim, n_rot, pos, 10000.0f);
+      rope_angles(pos, n_rot, 10000.0f, cs.data());
+      rope_apply(b.data(), n_head, head_dim, n_rot, cs.data());
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "n_rot " << n_rot << " pos " << pos << " i " << i;
+    }
+}
+
 TEST(Ops, SoftmaxAndSwiglu) {
   float s[3] = {10, 10, 10 - std::log(2.0f)};  // large values: max subtraction keeps exp finite
   softmax(s, 3);

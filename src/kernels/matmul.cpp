@@ -48,7 +48,7 @@ constexpr int64_t kAmxMinTokens = 16;
 
 // Below this many multiply-adds a product runs on the calling thread: waking
 // workers costs more than it saves.
-constexpr int64_t kMinParallelWork = 1 << 16;
+constexpr int64_t kMinParallelWork = 1 << 18;
 
 bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
 
