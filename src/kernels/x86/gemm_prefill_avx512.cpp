@@ -1,0 +1,186 @@
+// AVX-512 VNNI prefill kernels (many tokens) for Q8_0 / Q4_0 weights, for CPUs
+// without AMX: a register-blocked GEMM of 16 weight rows x up to 12 tokens.
+//
+// Why not the vector (decode) kernels: they hold one weight row against 4
+// tokens in 256-bit registers and spend, per block and token, a sign fix-up,
+// a horizontal reduction's worth of shuffles and a scalar scale. Here one
+// 512-bit register holds the int32 sums of 16 rows for one token, so a block
+// (32 values) costs 8 vpdpbusd per (16 rows, token) plus one convert, one
+// multiply and one FMA to scale it (dw[16 rows] * dx[token]) into float
+// accumulators, and the 16 results land contiguously in y's [token][row]
+// layout.
+//
+// Layouts, built per call (amortised over all tokens of the step):
+// - Weight panel (16 rows, every block), per block 640 bytes:
+//     w[8][16][4] int8: for k-group g (values 4g..4g+3 of the block), row m's
+//       four values at dword m (vpdpbusd's signed operand); Q4_0 as q - 8;
+//     dw[16] float: the rows' scales;
+//     corr[16] int32: -128 * sum(w) over the block, the start value of the
+//       int32 sum that cancels the +128 bias of the activations below.
+//   Gathered from the GGUF rows (vpgatherdd), rows past r1 are zero.
+// - Activations, per 12-token tile and block: xa[12][32] uint8 = q ^ 0x80
+//   (q + 128, vpdpbusd's unsigned operand), dx[12] float.
+//
+// Per (row, token) the arithmetic is the same sequence whatever n_tokens or
+// the row range (r0, r1): int32 block sums (exact), then, block by block in
+// order, acc = fma(float(sum), dw * dx, acc). So a token's result does not
+// depend on the batch it came in, nor on the thread split.
+//
+// Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+// (src/CMakeLists.txt); selected by matmul() for 16+ tokens when the CPU has
+// AVX-512 VNNI and no AMX.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/gemm_kernels.h"
+#include "kernels/quant_blocks.h"
+
+namespace nexus {
+namespace {
+
+constexpr int kRows = 16;    // weight rows per panel (one zmm of int32 / float)
+constexpr int kTokens = 12;  // tokens per register tile: 12 int32 + 12 float accumulators
+constexpr int kPanelBlockBytes = 8 * 64 + 64 + 64;  // w, dw, corr
+constexpr int kActBlockBytes = kTokens * 32;
+
+struct alignas(64) Line {  // a cache line: vector<Line> is 64-byte aligned
+  uint8_t bytes[64];
+};
+
+struct PackedActs {
+  std::vector<uint8_t> xa;  // [n_tiles][n_blocks][kTokens][32], q + 128
+  std::vector<float> dx;    // [n_tiles][n_blocks][kTokens]
+};
+
+void pack_acts(const BlockQ8Act* x, int64_t n_tokens, int64_t n_blocks, PackedActs& p) {
+  const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
+  p.xa.resize(static_cast<size_t>(n_tiles * n_blocks * kActBlockBytes));
+  p.dx.resize(static_cast<size_t>(n_tiles * n_blocks * kTokens));
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t tile = t / kTokens, n = t % kTokens;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const BlockQ8Act& xb = x[t * n_blocks + b];
+      const int64_t at = tile * n_blocks + b;
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&p.xa[static_cast<size_t>(at * kActBlockBytes + n * 32)]),
+                          _mm256_xor_si256(q, bias));
+      p.dx[static_cast<size_t>(at * kTokens + n)] = xb.d;
+    }
+  }
+}
+
+// Rows [row0, row0 + n_rows) (n_rows <= 16) into the panel layout above.
+template <class Block>
+void pack_panel(const uint8_t* w, size_t row_bytes, int64_t row0, int n_rows, int64_t n_blocks, uint8_t* panel) {
+  const __mmask16 valid = static_cast<__mmask16>((1u << n_rows) - 1);
+  const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  const __m512i ones = _mm512_set1_epi8(1);
+  const uint8_t* base = w + row0 * row_bytes;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk = base + b * static_cast<int64_t>(sizeof(Block));
+    uint8_t* dst = panel + b * kPanelBlockBytes;
+    __m512i g[8];
+    if constexpr (sizeof(Block) == sizeof(BlockQ8_0)) {
+      for (int k = 0; k < 8; ++k)
+        g[k] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, blk + 2 + 4 * k, 1);
+    } else {
+      // Byte j holds value j (low nibble) and value j + 16 (high nibble).
+      const __m512i low4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+      for (int k = 0; k < 4; ++k) {
+        const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, blk + 2 + 4 * k, 1);
+        g[k] = _mm512_sub_epi8(_mm512_and_si512(raw, low4), eight);
+        g[k + 4] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low4), eight);
+      }
+      // Rows past n_rows gathered zeros, which became -8: clear them.
+      for (int k = 0; k < 8; ++k) g[k] = _mm512_maskz_mov_epi32(valid, g[k]);
+    }
+    __m512i sum = _mm512_setzero_si512();
+    for (int k = 0; k < 8; ++k) {
+      _mm512_store_si512(dst + 64 * k, g[k]);
+      sum = _mm512_dpbusd_epi32(sum, ones, g[k]);
+    }
+    const __m512i d16 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, blk, 1);
+    _mm512_store_ps(dst + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16)));
+    _mm512_store_si512(dst + 576, _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), sum), 7));
+  }
+}
+
+inline int32_t load_u32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// One panel against T tokens (T <= kTokens) of one activation tile: y[t * ldy
+// + row] for the panel's rows in `rows`.
+template <int T>
+void panel_tile(const uint8_t* panel, int64_t n_blocks, const uint8_t* xa, const float* dx, float* y, int64_t ldy,
+                __mmask16 rows) {
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* pb = panel + b * kPanelBlockBytes;
+    const uint8_t* xb = xa + b * kActBlockBytes;
+    const float* db = dx + b * kTokens;
+    const __m512i corr = _mm512_load_si512(pb + 576);
+    __m512i s[T];
+    for (int t = 0; t < T; ++t) s[t] = corr;
+    for (int k = 0; k < 8; ++k) {
+      const __m512i wk = _mm512_load_si512(pb + 64 * k);
+      for (int t = 0; t < T; ++t) s[t] = _mm512_dpbusd_epi32(s[t], _mm512_set1_epi32(load_u32(xb + 32 * t + 4 * k)), wk);
+    }
+    const __m512 dw = _mm512_load_ps(pb + 512);
+    for (int t = 0; t < T; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(db[t])), acc[t]);
+  }
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, rows, acc[t]);
+}
+
+using TileFn = void (*)(const uint8_t*, int64_t, const uint8_t*, const float*, float*, int64_t, __mmask16);
+
+template <int... T>
+constexpr auto make_tile_table(std::integer_sequence<int, T...>) {
+  return std::array<TileFn, sizeof...(T)>{panel_tile<T + 1>...};
+}
+
+template <class Block>
+void prefill_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
+                  int64_t n_tokens, float* y, int64_t ldy) {
+  static constexpr auto tiles = make_tile_table(std::make_integer_sequence<int, kTokens>{});
+  thread_local PackedActs acts;
+  thread_local std::vector<Line> panel_buf;
+  pack_acts(x, n_tokens, n_blocks, acts);
+  panel_buf.resize(static_cast<size_t>(n_blocks * kPanelBlockBytes / 64));
+  auto* panel = reinterpret_cast<uint8_t*>(panel_buf.data());
+  const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
+  for (int64_t row0 = r0; row0 < r1; row0 += kRows) {
+    const int n_rows = static_cast<int>(std::min<int64_t>(kRows, r1 - row0));
+    pack_panel<Block>(w, row_bytes, row0, n_rows, n_blocks, panel);
+    const __mmask16 rows = static_cast<__mmask16>((1u << n_rows) - 1);
+    for (int64_t tile = 0; tile < n_tiles; ++tile) {
+      const int64_t t0 = tile * kTokens;
+      const int n = static_cast<int>(std::min<int64_t>(kTokens, n_tokens - t0));
+      tiles[static_cast<size_t>(n - 1)](panel, n_blocks, &acts.xa[static_cast<size_t>(tile * n_blocks * kActBlockBytes)],
+                                        &acts.dx[static_cast<size_t>(tile * n_blocks * kTokens)], y + t0 * ldy + row0,
+                                        ldy, rows);
+    }
+  }
+}
+
+}  // namespace
+
+const GemmKernels* gemm_kernels_avx512_prefill() {
+  const GemmKernels* base = gemm_kernels_avx512_vnni();
+  static const GemmKernels k{"avx512_prefill", prefill_rows<BlockQ8_0>, prefill_rows<BlockQ4_0>, base->f32, base->f16,
+                             base->bf16};
+  return &k;
+}
+
+}  // namespace nexus
