@@ -17,7 +17,7 @@
 //     dw[16] float: the rows' scales;
 //     corr[16] int32: -128 * sum(w) over the block, the start value of the
 //       int32 sum that cancels the +128 bias of the activations below.
-//   Gathered from the GGUF rows (vpgatherdd), rows past r1 are zero.
+//   Read row by row from the GGUF rows and transposed (vpermt2d).
 // - Activations, per 12-token tile and block: xa[12][32] uint8 = q ^ 0x80
 //   (q + 128, vpdpbusd's unsigned operand), dx[12] float.
 //
@@ -75,38 +75,81 @@ void pack_acts(const BlockQ8Act* x, int64_t n_tokens, int64_t n_blocks, PackedAc
   }
 }
 
+// vpermt2d index vectors of the 16 x 8 dword transpose in pack_panel.
+struct TransposeIdx {
+  __m512i l1[2], l2[2], l3[2];
+  TransposeIdx() {
+    alignas(64) int32_t v[16];
+    for (int h = 0; h < 2; ++h) {  // rows 4i..4i+3, k = 4h + l / 4, row 4i + l % 4
+      for (int l = 0; l < 16; ++l) v[l] = ((l & 3) >> 1) * 16 + (l & 1) * 8 + 4 * h + (l >> 2);
+      l1[h] = _mm512_load_si512(v);
+    }
+    for (int q = 0; q < 2; ++q) {  // rows 8i..8i+7, k = 4h + 2q + l / 8, row 8i + l % 8
+      for (int l = 0; l < 16; ++l) v[l] = ((l & 7) >> 2) * 16 + (2 * q + (l >> 3)) * 4 + (l & 3);
+      l2[q] = _mm512_load_si512(v);
+    }
+    for (int e = 0; e < 2; ++e) {  // rows 0..15 of k = 4h + 2q + e
+      for (int l = 0; l < 16; ++l) v[l] = (l >> 3) * 16 + e * 8 + (l & 7);
+      l3[e] = _mm512_load_si512(v);
+    }
+  }
+};
+
+// z[j] holds rows 2j (dwords 0..7 in lanes 0..7) and 2j + 1 (lanes 8..15),
+// dword k = values 4k..4k+3 of the block. Out: g[k] = dword k of rows 0..15.
+inline void transpose16x8(const __m512i* z, __m512i* g, const TransposeIdx& ix) {
+  __m512i a[4][2], b[2][4];
+  for (int i = 0; i < 4; ++i)
+    for (int h = 0; h < 2; ++h) a[i][h] = _mm512_permutex2var_epi32(z[2 * i], ix.l1[h], z[2 * i + 1]);
+  for (int i = 0; i < 2; ++i)
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 2; ++q) b[i][2 * h + q] = _mm512_permutex2var_epi32(a[2 * i][h], ix.l2[q], a[2 * i + 1][h]);
+  for (int hq = 0; hq < 4; ++hq)
+    for (int e = 0; e < 2; ++e) g[2 * hq + e] = _mm512_permutex2var_epi32(b[0][hq], ix.l3[e], b[1][hq]);
+}
+
 // Rows [row0, row0 + n_rows) (n_rows <= 16) into the panel layout above.
+// Lanes past n_rows repeat the last row: lanes are independent and those
+// are never stored, so they need only be finite (no read past r1).
 template <class Block>
 void pack_panel(const uint8_t* w, size_t row_bytes, int64_t row0, int n_rows, int64_t n_blocks, uint8_t* panel) {
+  static const TransposeIdx ix;
   const __mmask16 valid = static_cast<__mmask16>((1u << n_rows) - 1);
   const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                              _mm512_set1_epi32(static_cast<int>(row_bytes)));
   const __m512i ones = _mm512_set1_epi8(1);
-  const uint8_t* base = w + row0 * row_bytes;
+  const uint8_t* rows[kRows];
+  for (int m = 0; m < kRows; ++m) rows[m] = w + (row0 + std::min(m, n_rows - 1)) * static_cast<int64_t>(row_bytes) + 2;
+  const uint8_t* base = w + row0 * static_cast<int64_t>(row_bytes);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* blk = base + b * static_cast<int64_t>(sizeof(Block));
+    const int64_t off = b * static_cast<int64_t>(sizeof(Block));
     uint8_t* dst = panel + b * kPanelBlockBytes;
-    __m512i g[8];
+    __m512i z[8], g[8];
     if constexpr (sizeof(Block) == sizeof(BlockQ8_0)) {
-      for (int k = 0; k < 8; ++k)
-        g[k] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, blk + 2 + 4 * k, 1);
+      for (int j = 0; j < 8; ++j)
+        z[j] = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * j] + off))),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * j + 1] + off)), 1);
     } else {
-      // Byte j holds value j (low nibble) and value j + 16 (high nibble).
+      // Byte j holds value j (low nibble) and value j + 16 (high nibble):
+      // lanes [a, a, b, b] of 16 bytes, low nibbles of the 1st and 3rd.
       const __m512i low4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
-      for (int k = 0; k < 4; ++k) {
-        const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, blk + 2 + 4 * k, 1);
-        g[k] = _mm512_sub_epi8(_mm512_and_si512(raw, low4), eight);
-        g[k + 4] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low4), eight);
+      for (int j = 0; j < 8; ++j) {
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[2 * j] + off));
+        const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[2 * j + 1] + off));
+        const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(a)),
+                                               _mm256_broadcastsi128_si256(c), 1);
+        const __m512i nib = _mm512_mask_blend_epi64(0xcc, raw, _mm512_srli_epi16(raw, 4));
+        z[j] = _mm512_sub_epi8(_mm512_and_si512(nib, low4), eight);
       }
-      // Rows past n_rows gathered zeros, which became -8: clear them.
-      for (int k = 0; k < 8; ++k) g[k] = _mm512_maskz_mov_epi32(valid, g[k]);
     }
+    transpose16x8(z, g, ix);
     __m512i sum = _mm512_setzero_si512();
     for (int k = 0; k < 8; ++k) {
       _mm512_store_si512(dst + 64 * k, g[k]);
       sum = _mm512_dpbusd_epi32(sum, ones, g[k]);
     }
-    const __m512i d16 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, blk, 1);
+    const __m512i d16 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, base + off, 1);
     _mm512_store_ps(dst + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16)));
     _mm512_store_si512(dst + 576, _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), sum), 7));
   }
@@ -118,17 +161,35 @@ inline int32_t load_u32(const uint8_t* p) {
   return v;
 }
 
+// The next panel's weight rows come from DRAM (the weights stream once per
+// step): fetch their cache lines while this panel computes, a few per block
+// step of panel_tile, rather than stall in pack_panel's loads (which took
+// ~15% of a pp128 step without this).
+struct NextPanel {
+  const char* row[kRows] = {};
+  int n_rows = 0, m = 0;
+  int64_t lines = 0, line = 0, per_step = 0;
+
+  inline void step() {
+    for (int64_t i = 0; i < per_step && line < lines; ++i) {
+      _mm_prefetch(row[m] + 64 * line, _MM_HINT_T0);
+      if (++m == n_rows) m = 0, ++line;
+    }
+  }
+};
+
 // One panel against T tokens (T <= kTokens) of one activation tile: y[t * ldy
 // + row] for the panel's rows in `rows`.
 template <int T>
 void panel_tile(const uint8_t* panel, int64_t n_blocks, const uint8_t* xa, const float* dx, float* y, int64_t ldy,
-                __mmask16 rows) {
+                __mmask16 rows, NextPanel& next) {
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* pb = panel + b * kPanelBlockBytes;
     const uint8_t* xb = xa + b * kActBlockBytes;
     const float* db = dx + b * kTokens;
+    next.step();
     const __m512i corr = _mm512_load_si512(pb + 576);
     __m512i s[T];
     for (int t = 0; t < T; ++t) s[t] = corr;
@@ -143,7 +204,7 @@ void panel_tile(const uint8_t* panel, int64_t n_blocks, const uint8_t* xa, const
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, rows, acc[t]);
 }
 
-using TileFn = void (*)(const uint8_t*, int64_t, const uint8_t*, const float*, float*, int64_t, __mmask16);
+using TileFn = void (*)(const uint8_t*, int64_t, const uint8_t*, const float*, float*, int64_t, __mmask16, NextPanel&);
 
 template <int... T>
 constexpr auto make_tile_table(std::integer_sequence<int, T...>) {
@@ -164,12 +225,21 @@ void prefill_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, in
     const int n_rows = static_cast<int>(std::min<int64_t>(kRows, r1 - row0));
     pack_panel<Block>(w, row_bytes, row0, n_rows, n_blocks, panel);
     const __mmask16 rows = static_cast<__mmask16>((1u << n_rows) - 1);
+    NextPanel next;
+    next.n_rows = static_cast<int>(std::min<int64_t>(kRows, r1 - row0 - kRows));
+    if (next.n_rows > 0) {
+      for (int m = 0; m < next.n_rows; ++m)
+        next.row[m] = reinterpret_cast<const char*>(w + (row0 + kRows + m) * static_cast<int64_t>(row_bytes));
+      // +1: a row need not start on a line boundary.
+      next.lines = static_cast<int64_t>(static_cast<size_t>(n_blocks) * sizeof(Block) / 64) + 2;
+      next.per_step = (next.lines * next.n_rows + n_tiles * n_blocks - 1) / (n_tiles * n_blocks);
+    }
     for (int64_t tile = 0; tile < n_tiles; ++tile) {
       const int64_t t0 = tile * kTokens;
       const int n = static_cast<int>(std::min<int64_t>(kTokens, n_tokens - t0));
       tiles[static_cast<size_t>(n - 1)](panel, n_blocks, &acts.xa[static_cast<size_t>(tile * n_blocks * kActBlockBytes)],
                                         &acts.dx[static_cast<size_t>(tile * n_blocks * kTokens)], y + t0 * ldy + row0,
-                                        ldy, rows);
+                                        ldy, rows, next);
     }
   }
 }
