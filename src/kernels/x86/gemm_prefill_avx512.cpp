@@ -183,7 +183,10 @@ struct NextPanel {
 template <int T>
 void panel_tile(const uint8_t* panel, int64_t n_blocks, const uint8_t* xa, const float* dx, float* y, int64_t ldy,
                 __mmask16 rows, NextPanel& next) {
+  // Fully unrolled so that acc[] and s[] live in zmm registers (GCC keeps
+  // them in memory and copies them around otherwise).
   __m512 acc[T];
+#pragma GCC unroll 12
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* pb = panel + b * kPanelBlockBytes;
@@ -192,15 +195,20 @@ void panel_tile(const uint8_t* panel, int64_t n_blocks, const uint8_t* xa, const
     next.step();
     const __m512i corr = _mm512_load_si512(pb + 576);
     __m512i s[T];
+#pragma GCC unroll 12
     for (int t = 0; t < T; ++t) s[t] = corr;
+#pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
       const __m512i wk = _mm512_load_si512(pb + 64 * k);
+#pragma GCC unroll 12
       for (int t = 0; t < T; ++t) s[t] = _mm512_dpbusd_epi32(s[t], _mm512_set1_epi32(load_u32(xb + 32 * t + 4 * k)), wk);
     }
     const __m512 dw = _mm512_load_ps(pb + 512);
+#pragma GCC unroll 12
     for (int t = 0; t < T; ++t)
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(db[t])), acc[t]);
   }
+#pragma GCC unroll 12
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, rows, acc[t]);
 }
 
