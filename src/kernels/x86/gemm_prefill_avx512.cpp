@@ -5,21 +5,23 @@
 // tokens in 256-bit registers and spend, per block and token, a sign fix-up,
 // a horizontal reduction's worth of shuffles and a scalar scale. Here one
 // 512-bit register holds the int32 sums of 16 rows for one token, so a block
-// (32 values) costs 8 vpdpbusd per (16 rows, token) plus one convert, one
-// multiply and one FMA to scale it (dw[16 rows] * dx[token]) into float
+// (32 values) costs 8 vpdpbusd per (16 rows, token), each taking its four
+// activation bytes as an embedded broadcast from memory, plus one convert,
+// one multiply and one FMA to scale it (dw[16 rows] * dx[token]) into float
 // accumulators, and the 16 results land contiguously in y's [token][row]
 // layout.
 //
 // Layouts, built per call (amortised over all tokens of the step):
-// - Weight panel (16 rows, every block), per block 640 bytes:
-//     w[8][16][4] int8: for k-group g (values 4g..4g+3 of the block), row m's
-//       four values at dword m (vpdpbusd's signed operand); Q4_0 as q - 8;
-//     dw[16] float: the rows' scales;
-//     corr[16] int32: -128 * sum(w) over the block, the start value of the
-//       int32 sum that cancels the +128 bias of the activations below.
+// - Weight panel (16 rows, every block), per block 576 bytes:
+//     w[8][16][4] uint8 (vpdpbusd's unsigned operand): for k-group g (values
+//       4g..4g+3 of the block), row m's four values at dword m; Q8_0 as
+//       q + 128, Q4_0 as its nibble (q + 8 of the value q);
+//     dw[16] float: the rows' scales.
 //   Read row by row from the GGUF rows and transposed (vpermt2d).
-// - Activations, per 12-token tile and block: xa[12][32] uint8 = q ^ 0x80
-//   (q + 128, vpdpbusd's unsigned operand), dx[12] float.
+// - Activations, per 12-token tile and block: xa[12][32] int8 (the signed,
+//   broadcast operand), dx[12] float, and corr[12] int32 = -bias * sum(q)
+//   (bias 128 for Q8_0, 8 for Q4_0), the start value of each int32 block sum,
+//   which cancels the weights' bias exactly.
 //
 // Per (row, token) the arithmetic is the same sequence whatever n_tokens or
 // the row range (r0, r1): int32 block sums (exact), then, block by block in
@@ -45,7 +47,7 @@ namespace {
 
 constexpr int kRows = 16;    // weight rows per panel (one zmm of int32 / float)
 constexpr int kTokens = 12;  // tokens per register tile: 12 int32 + 12 float accumulators
-constexpr int kPanelBlockBytes = 8 * 64 + 64 + 64;  // w, dw, corr
+constexpr int kPanelBlockBytes = 8 * 64 + 64;  // w, dw
 constexpr int kActBlockBytes = kTokens * 32;
 
 struct alignas(64) Line {  // a cache line: vector<Line> is 64-byte aligned
@@ -53,24 +55,25 @@ struct alignas(64) Line {  // a cache line: vector<Line> is 64-byte aligned
 };
 
 struct PackedActs {
-  std::vector<uint8_t> xa;  // [n_tiles][n_blocks][kTokens][32], q + 128
-  std::vector<float> dx;    // [n_tiles][n_blocks][kTokens]
+  std::vector<int8_t> xa;     // [n_tiles][n_blocks][kTokens][32]
+  std::vector<float> dx;      // [n_tiles][n_blocks][kTokens]
+  std::vector<int32_t> corr;  // [n_tiles][n_blocks][kTokens]
 };
 
-void pack_acts(const BlockQ8Act* x, int64_t n_tokens, int64_t n_blocks, PackedActs& p) {
+// bias: what the weight panel adds to every weight value (128 or 8).
+void pack_acts(const BlockQ8Act* x, int64_t n_tokens, int64_t n_blocks, int32_t bias, PackedActs& p) {
   const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
   p.xa.resize(static_cast<size_t>(n_tiles * n_blocks * kActBlockBytes));
   p.dx.resize(static_cast<size_t>(n_tiles * n_blocks * kTokens));
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  p.corr.resize(static_cast<size_t>(n_tiles * n_blocks * kTokens));
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t tile = t / kTokens, n = t % kTokens;
     for (int64_t b = 0; b < n_blocks; ++b) {
       const BlockQ8Act& xb = x[t * n_blocks + b];
       const int64_t at = tile * n_blocks + b;
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&p.xa[static_cast<size_t>(at * kActBlockBytes + n * 32)]),
-                          _mm256_xor_si256(q, bias));
+      std::memcpy(&p.xa[static_cast<size_t>(at * kActBlockBytes + n * 32)], xb.qs, 32);
       p.dx[static_cast<size_t>(at * kTokens + n)] = xb.d;
+      p.corr[static_cast<size_t>(at * kTokens + n)] = -bias * xb.qsum;
     }
   }
 }
@@ -117,7 +120,6 @@ void pack_panel(const uint8_t* w, size_t row_bytes, int64_t row0, int n_rows, in
   const __mmask16 valid = static_cast<__mmask16>((1u << n_rows) - 1);
   const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                              _mm512_set1_epi32(static_cast<int>(row_bytes)));
-  const __m512i ones = _mm512_set1_epi8(1);
   const uint8_t* rows[kRows];
   for (int m = 0; m < kRows; ++m) rows[m] = w + (row0 + std::min(m, n_rows - 1)) * static_cast<int64_t>(row_bytes) + 2;
   const uint8_t* base = w + row0 * static_cast<int64_t>(row_bytes);
@@ -130,35 +132,33 @@ void pack_panel(const uint8_t* w, size_t row_bytes, int64_t row0, int n_rows, in
         z[j] = _mm512_inserti64x4(
             _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * j] + off))),
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * j + 1] + off)), 1);
+      for (int j = 0; j < 8; ++j) z[j] = _mm512_xor_si512(z[j], _mm512_set1_epi8(static_cast<char>(0x80)));
     } else {
       // Byte j holds value j (low nibble) and value j + 16 (high nibble):
       // lanes [a, a, b, b] of 16 bytes, low nibbles of the 1st and 3rd.
-      const __m512i low4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+      const __m512i low4 = _mm512_set1_epi8(0x0f);
       for (int j = 0; j < 8; ++j) {
         const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[2 * j] + off));
         const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[2 * j + 1] + off));
         const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(a)),
                                                _mm256_broadcastsi128_si256(c), 1);
         const __m512i nib = _mm512_mask_blend_epi64(0xcc, raw, _mm512_srli_epi16(raw, 4));
-        z[j] = _mm512_sub_epi8(_mm512_and_si512(nib, low4), eight);
+        z[j] = _mm512_and_si512(nib, low4);
       }
     }
     transpose16x8(z, g, ix);
-    __m512i sum = _mm512_setzero_si512();
-    for (int k = 0; k < 8; ++k) {
-      _mm512_store_si512(dst + 64 * k, g[k]);
-      sum = _mm512_dpbusd_epi32(sum, ones, g[k]);
-    }
+    for (int k = 0; k < 8; ++k) _mm512_store_si512(dst + 64 * k, g[k]);
     const __m512i d16 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, base + off, 1);
     _mm512_store_ps(dst + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16)));
-    _mm512_store_si512(dst + 576, _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), sum), 7));
   }
 }
 
-inline int32_t load_u32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
+// acc += u8 x s8 products of w (16 dwords) with the four bytes at p, broadcast.
+// Inline asm: GCC does not fold _mm512_set1_epi32(*p) into vpdpbusd's
+// embedded broadcast, which would cost a separate vpbroadcastd per product.
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
 }
 
 // The next panel's weight rows come from DRAM (the weights stream once per
@@ -181,8 +181,8 @@ struct NextPanel {
 // One panel against T tokens (T <= kTokens) of one activation tile: y[t * ldy
 // + row] for the panel's rows in `rows`.
 template <int T>
-void panel_tile(const uint8_t* panel, int64_t n_blocks, const uint8_t* xa, const float* dx, float* y, int64_t ldy,
-                __mmask16 rows, NextPanel& next) {
+void panel_tile(const uint8_t* panel, int64_t n_blocks, const int8_t* xa, const float* dx, const int32_t* corr,
+                float* y, int64_t ldy, __mmask16 rows, NextPanel& next) {
   // Fully unrolled so that acc[] and s[] live in zmm registers (GCC keeps
   // them in memory and copies them around otherwise).
   __m512 acc[T];
@@ -190,18 +190,18 @@ void panel_tile(const uint8_t* panel, int64_t n_blocks, const uint8_t* xa, const
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* pb = panel + b * kPanelBlockBytes;
-    const uint8_t* xb = xa + b * kActBlockBytes;
+    const int8_t* xb = xa + b * kActBlockBytes;
     const float* db = dx + b * kTokens;
+    const int32_t* cb = corr + b * kTokens;
     next.step();
-    const __m512i corr = _mm512_load_si512(pb + 576);
     __m512i s[T];
 #pragma GCC unroll 12
-    for (int t = 0; t < T; ++t) s[t] = corr;
+    for (int t = 0; t < T; ++t) s[t] = _mm512_set1_epi32(cb[t]);
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
       const __m512i wk = _mm512_load_si512(pb + 64 * k);
 #pragma GCC unroll 12
-      for (int t = 0; t < T; ++t) s[t] = _mm512_dpbusd_epi32(s[t], _mm512_set1_epi32(load_u32(xb + 32 * t + 4 * k)), wk);
+      for (int t = 0; t < T; ++t) s[t] = dpbusd_bcast(s[t], wk, xb + 32 * t + 4 * k);
     }
     const __m512 dw = _mm512_load_ps(pb + 512);
 #pragma GCC unroll 12
@@ -212,7 +212,8 @@ void panel_tile(const uint8_t* panel, int64_t n_blocks, const uint8_t* xa, const
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, rows, acc[t]);
 }
 
-using TileFn = void (*)(const uint8_t*, int64_t, const uint8_t*, const float*, float*, int64_t, __mmask16, NextPanel&);
+using TileFn = void (*)(const uint8_t*, int64_t, const int8_t*, const float*, const int32_t*, float*, int64_t, __mmask16,
+                       NextPanel&);
 
 template <int... T>
 constexpr auto make_tile_table(std::integer_sequence<int, T...>) {
@@ -225,7 +226,7 @@ void prefill_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, in
   static constexpr auto tiles = make_tile_table(std::make_integer_sequence<int, kTokens>{});
   thread_local PackedActs acts;
   thread_local std::vector<Line> panel_buf;
-  pack_acts(x, n_tokens, n_blocks, acts);
+  pack_acts(x, n_tokens, n_blocks, sizeof(Block) == sizeof(BlockQ8_0) ? 128 : 8, acts);
   panel_buf.resize(static_cast<size_t>(n_blocks * kPanelBlockBytes / 64));
   auto* panel = reinterpret_cast<uint8_t*>(panel_buf.data());
   const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
@@ -246,7 +247,8 @@ void prefill_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, in
       const int64_t t0 = tile * kTokens;
       const int n = static_cast<int>(std::min<int64_t>(kTokens, n_tokens - t0));
       tiles[static_cast<size_t>(n - 1)](panel, n_blocks, &acts.xa[static_cast<size_t>(tile * n_blocks * kActBlockBytes)],
-                                        &acts.dx[static_cast<size_t>(tile * n_blocks * kTokens)], y + t0 * ldy + row0,
+                                        &acts.dx[static_cast<size_t>(tile * n_blocks * kTokens)],
+                                        &acts.corr[static_cast<size_t>(tile * n_blocks * kTokens)], y + t0 * ldy + row0,
                                         ldy, rows, next);
     }
   }
