@@ -107,8 +107,10 @@ TEST_P(PrefillTest, MatchesFloat64Reference) {
         worst = std::max(worst, std::abs(got - ref) / mag);
       }
     // The stated bound in practice: the 8-bit activations' rounding
-    // dominates; relative to sum |w x| it stays well under 1%.
-    EXPECT_LT(worst, 1e-2) << k->name;
+    // dominates; relative to sum |w x| it is 6.6e-4 here (avx512_prefill,
+    // both types), asserted below 2e-3.
+    EXPECT_LT(worst, 2e-3) << k->name;
+    RecordProperty(std::string(k->name) + "_worst_rel_err", std::to_string(worst));
   }
 }
 
@@ -147,6 +149,32 @@ TEST_P(PrefillTest, IndependentOfBatchAndRowSplit) {
     for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 5}, {5, 38}, {38, 39}, {39, 77}})
       fn(w.bytes.data(), w.row_bytes, r0, r1, n_blocks, xq.data(), n_tokens, split.data(), n_rows);
     for (size_t i = 0; i < split.size(); ++i) ASSERT_EQ(split[i], full[i]) << k->name << " output " << i;
+  }
+}
+
+// Against the portable reference table on the same quantized activations:
+// the same exact int32 block sums and float scales, so only the float
+// summation order differs (well inside 1e-4 relative over 2048 values).
+TEST_P(PrefillTest, MatchesReferenceKernels) {
+  const auto tables = prefill_tables();
+  if (tables.empty()) GTEST_SKIP() << "no prefill kernels for this CPU (" << cpu_features().describe() << ")";
+  const GgmlType type = GetParam();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n_rows = 40, n_cols = 2048, n_tokens = 130, n_blocks = n_cols / 32;
+  const QuantWeight w = make_weight(type, n_rows, n_cols, rng);
+  std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));
+  for (float& v : x) v = nd(rng);
+  std::vector<BlockQ8Act> xq(static_cast<size_t>(n_tokens * n_blocks));
+  for (int64_t t = 0; t < n_tokens; ++t) quantize_act_q8(&x[t * n_cols], &xq[t * n_blocks], n_cols);
+  std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
+  pick(gemm_kernels_ref(), type)(w.bytes.data(), w.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, want.data(),
+                                 n_rows);
+  for (const GemmKernels* k : tables) {
+    std::vector<float> got(want.size(), NAN);
+    pick(*k, type)(w.bytes.data(), w.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, got.data(), n_rows);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << k->name << " output " << i;
   }
 }
 
