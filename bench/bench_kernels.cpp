@@ -1,5 +1,6 @@
 // Matrix-product kernels per weight type, at the shapes of a 1B model's
-// projections: 2048x2048 (attention q/o) and 5632x2048 (TinyLlama FFN gate/up),
+// projections: 2048x2048 (attention q/o), 5632x2048 (TinyLlama FFN gate/up) and
+// 2048x5632 (FFN down),
 // for decode (1 token) and prefill (128 tokens), on 1 and 2 threads.
 //
 // bytes_per_second counts the weight bytes read per product (the decode
@@ -14,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gguf/ggml_type.h"
@@ -78,9 +80,9 @@ void BM_matmul(benchmark::State& state, GgmlType type) {
 
 void shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "tokens", "threads"});
-  for (int64_t rows : {2048, 5632})
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}})
     for (int64_t tokens : {1, 128})
-      for (int64_t threads : {1, 2}) b->Args({rows, 2048, tokens, threads});
+      for (int64_t threads : {1, 2}) b->Args({rows, cols, tokens, threads});
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 

@@ -30,11 +30,13 @@ KernelChoice select_kernels() {
   const GemmKernels* avx2 = cpu.avx2 ? gemm_kernels_avx2() : nullptr;
   const GemmKernels* avx512 = cpu.avx512_vnni ? gemm_kernels_avx512_vnni() : nullptr;
   const GemmKernels* amx = cpu.amx_int8 && avx512 ? gemm_kernels_amx() : nullptr;
+  const GemmKernels* avx512_prefill = avx512 ? gemm_kernels_avx512_prefill() : nullptr;
   if (want == "ref") return {ref, ref};
   if (want == "avx2" && avx2) return {avx2, avx2};
   if (want == "avx512_vnni" && avx512) return {avx512, avx512};
   const GemmKernels* vec = avx512 ? avx512 : avx2 ? avx2 : ref;
-  return {vec, amx ? amx : vec};
+  if (want == "avx512_prefill" && avx512_prefill) return {avx512, avx512_prefill};
+  return {vec, amx ? amx : avx512_prefill ? avx512_prefill : vec};
 }
 
 const KernelChoice& kernels() {
