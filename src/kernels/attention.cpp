@@ -31,17 +31,18 @@ void scores_generic(const float* q, const float* k, int64_t kv_stride, int32_t c
 }
 
 // head_dim a multiple of 8: each key's products stay in 8 lanes, then eight
-// keys' lanes are summed at once with a horizontal-add tree.
-[[gnu::always_inline]] inline void scores_avx2(const float* q, const float* k, int64_t kv_stride, int32_t count, int32_t head_dim, float scale,
-                 float* score) {
+// keys' lanes are summed at once with a horizontal-add tree. k.load8(j, i)
+// gives values [i, i + 8) of key j; rows past count are not read.
+template <class Rows>
+[[gnu::always_inline]] inline void scores_avx2(const float* q, const Rows& k, int32_t count, int32_t head_dim,
+                                               float scale, float* score) {
   for (int32_t g = 0; g < kAttnChunk; g += 8) {
     __m256 v[8];
     for (int32_t jj = 0; jj < 8; ++jj) {
       v[jj] = _mm256_setzero_ps();
       if (g + jj >= count) continue;
-      const float* kr = k + (g + jj) * kv_stride;
       for (int32_t i = 0; i < head_dim; i += 8)
-        v[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kr + i), v[jj]);
+        v[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), k.load8(g + jj, i), v[jj]);
     }
     const __m256 h0123 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
     const __m256 h4567 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
@@ -56,11 +57,11 @@ void scores_generic(const float* q, const float* k, int64_t kv_stride, int32_t c
 // head_dim 4 (tiny models): two keys per 8-lane register, then a horizontal-
 // add tree sums eight keys' products at once. row(j) gives key j's 4 values
 // (as float32; fp16 rows are widened exactly), rows past count are not read.
-template <class Row>
-[[gnu::always_inline]] inline void scores_hd4(const float* q, const Row& row, int32_t count, float scale,
+template <class Rows>
+[[gnu::always_inline]] inline void scores_hd4(const float* q, const Rows& rows, int32_t count, float scale,
                                               float* score) {
   const __m256 qq = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(q));
-  auto key = [&](int32_t j) { return j < count ? row(j) : _mm_setzero_ps(); };
+  auto key = [&](int32_t j) { return j < count ? rows.load4(j) : _mm_setzero_ps(); };
   for (int32_t g = 0; g < kAttnChunk; g += 8) {
     __m256 p[4];
     for (int32_t i = 0; i < 4; ++i) p[i] = _mm256_mul_ps(_mm256_set_m128(key(g + 2 * i + 1), key(g + 2 * i)), qq);
@@ -74,30 +75,37 @@ template <class Row>
 }
 
 // acc[0..4) += sum_j score[j] * v_j for head_dim 4, two keys per register.
-template <class Row>
-[[gnu::always_inline]] inline void accumulate_hd4(const float* score, const Row& row, int32_t count, float* acc) {
+template <class Rows>
+[[gnu::always_inline]] inline void accumulate_hd4(const float* score, const Rows& rows, int32_t count, float* acc) {
   __m256 a = _mm256_setzero_ps();
   int32_t j = 0;
   for (; j + 1 < count; j += 2)
     a = _mm256_fmadd_ps(_mm256_set_m128(_mm_set1_ps(score[j + 1]), _mm_set1_ps(score[j])),
-                        _mm256_set_m128(row(j + 1), row(j)), a);
+                        _mm256_set_m128(rows.load4(j + 1), rows.load4(j)), a);
   if (j < count)
     a = _mm256_fmadd_ps(_mm256_set_m128(_mm_setzero_ps(), _mm_set1_ps(score[j])),
-                        _mm256_set_m128(_mm_setzero_ps(), row(j)), a);
+                        _mm256_set_m128(_mm_setzero_ps(), rows.load4(j)), a);
   const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
   _mm_storeu_ps(acc, _mm_add_ps(_mm_loadu_ps(acc), sum));
 }
 
-// Rows of 4 values kv_stride apart, stored as float32 or fp16.
-struct RowsF32x4 {
+// A chunk's key or value rows, kv_stride elements apart, stored as float32
+// or fp16; fp16 is widened exactly in registers, so both give the same
+// arithmetic (and bits) and fp16 needs no widened copy. load8(j, i): values
+// [i, i + 8) of row j; load4(j): values [0, 4).
+struct RowsF32 {
   const float* base;
   int64_t stride;
-  __m128 operator()(int32_t j) const { return _mm_loadu_ps(base + j * stride); }
+  __m256 load8(int32_t j, int32_t i) const { return _mm256_loadu_ps(base + j * stride + i); }
+  __m128 load4(int32_t j) const { return _mm_loadu_ps(base + j * stride); }
 };
-struct RowsF16x4 {
+struct RowsF16 {
   const uint16_t* base;
   int64_t stride;
-  __m128 operator()(int32_t j) const {
+  __m256 load8(int32_t j, int32_t i) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + j * stride + i)));
+  }
+  __m128 load4(int32_t j) const {
     return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(base + j * stride)));
   }
 };
@@ -125,33 +133,36 @@ struct OnlineSoftmax {
 
   explicit OnlineSoftmax(int32_t head_dim) { std::fill_n(acc, head_dim, 0.0f); }
 
+  // Rows the SIMD paths read in place (head_dim 4 or a multiple of 8).
+  static bool direct(int32_t head_dim) { return head_dim == 4 || head_dim % 8 == 0; }
+
+  // One chunk of float32 rows, any head_dim.
   [[gnu::always_inline]] void step(const float* q, const float* kc, const float* vc, int64_t kv_stride,
                                    int32_t count, int32_t head_dim, float scale) {
-    if (head_dim == 4) return step_hd4(q, RowsF32x4{kc, kv_stride}, RowsF32x4{vc, kv_stride}, count, scale);
-    const bool simd = head_dim % 8 == 0;
-    if (simd) scores_avx2(q, kc, kv_stride, count, head_dim, scale, score);
-    else scores_generic(q, kc, kv_stride, count, head_dim, scale, score);
+    if (direct(head_dim)) return step_rows(q, RowsF32{kc, kv_stride}, RowsF32{vc, kv_stride}, count, head_dim, scale);
+    scores_generic(q, kc, kv_stride, count, head_dim, scale, score);
     exp_scores(head_dim);
-    if (simd) {
-      for (int32_t i = 0; i < head_dim; i += 8) {  // one accumulator in a register per 8 dims
-        __m256 a = _mm256_load_ps(acc + i);
-        for (int32_t j = 0; j < count; ++j)
-          a = _mm256_fmadd_ps(_mm256_set1_ps(score[j]), _mm256_loadu_ps(vc + j * kv_stride + i), a);
-        _mm256_store_ps(acc + i, a);
-      }
-    } else {
-      for (int32_t j = 0; j < count; ++j)
-        for (int32_t i = 0; i < head_dim; ++i) acc[i] += score[j] * vc[j * kv_stride + i];
-    }
+    for (int32_t j = 0; j < count; ++j)
+      for (int32_t i = 0; i < head_dim; ++i) acc[i] += score[j] * vc[j * kv_stride + i];
   }
 
-  // One chunk with head_dim 4; k and v give its rows (RowsF32x4 or
-  // RowsF16x4: the same arithmetic for either storage).
-  template <class Row>
-  [[gnu::always_inline]] void step_hd4(const float* q, const Row& k, const Row& v, int32_t count, float scale) {
-    scores_hd4(q, k, count, scale, score);
-    exp_scores(4);
-    accumulate_hd4(score, v, count, acc);
+  // One chunk read through RowsF32 / RowsF16; direct(head_dim) must hold.
+  template <class Rows>
+  [[gnu::always_inline]] void step_rows(const float* q, const Rows& k, const Rows& v, int32_t count,
+                                        int32_t head_dim, float scale) {
+    if (head_dim == 4) {
+      scores_hd4(q, k, count, scale, score);
+      exp_scores(4);
+      accumulate_hd4(score, v, count, acc);
+      return;
+    }
+    scores_avx2(q, k, count, head_dim, scale, score);
+    exp_scores(head_dim);
+    for (int32_t i = 0; i < head_dim; i += 8) {  // one accumulator in a register per 8 dims
+      __m256 a = _mm256_load_ps(acc + i);
+      for (int32_t j = 0; j < count; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(score[j]), v.load8(j, i), a);
+      _mm256_store_ps(acc + i, a);
+    }
   }
 
   // Given this chunk's scores: the new running maximum (rescaling what was
@@ -254,8 +265,8 @@ void attention_head_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys,
   for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
     const int32_t count = std::min(kAttnChunk, n_keys - p0);
     const int64_t off = kv.block_table[p0 / kv.block_size] * kv.block_stride + (p0 % kv.block_size) * kv.kv_stride;
-    if (head_dim == 4) {  // widened in registers, no copy
-      s.step_hd4(q, RowsF16x4{k + off, kv.kv_stride}, RowsF16x4{v + off, kv.kv_stride}, count, scale);
+    if (OnlineSoftmax::direct(head_dim)) {  // widened in registers, no copy
+      s.step_rows(q, RowsF16{k + off, kv.kv_stride}, RowsF16{v + off, kv.kv_stride}, count, head_dim, scale);
       continue;
     }
     widen_f16(k + off, kv.kv_stride, count, head_dim, kc);
