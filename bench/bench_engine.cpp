@@ -4,9 +4,11 @@
 //      batch-priority streams keep running.
 // Prints Markdown tables for docs/benchmarks.md.
 //
-// usage: bench_engine [MODEL.gguf] [THREADS] [GENERATED] [ROUNDS]
+// usage: bench_engine [MODEL.gguf] [THREADS] [GENERATED] [ROUNDS] [STREAMS]
 //   default model: ../shared/models/TinyLLama-v0.F32.gguf (from the repo root),
-//   2 threads, 96 generated tokens per request, 3 rounds per stream count
+//   2 threads, 96 generated tokens per request, 3 rounds per stream count.
+//   STREAMS (e.g. 1,8): only those stream counts, and no TTFT part (for
+//   profiling one configuration).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,10 +79,10 @@ std::vector<int32_t> prompt_for(const Tokenizer& tok, int i) {
   return tok.encode(std::string(kStarts[i % 8]) + " went to the park " + std::to_string(i) + " times and", true);
 }
 
-void throughput(Engine& e, const Tokenizer& tok, int32_t gen, int rounds) {
+void throughput(Engine& e, const Tokenizer& tok, int32_t gen, int rounds, const std::vector<int>& streams) {
   std::printf("| streams | generated tokens | seconds | tokens/s | x one stream |\n| ---: | ---: | ---: | ---: | ---: |\n");
   double one = 0;
-  for (int n : {1, 2, 4, 8, 16}) {
+  for (int n : streams) {
     Waiter w;
     w.remaining = n * rounds;
     const auto t0 = Clock::now();
@@ -143,6 +146,10 @@ int main(int argc, char** argv) {
   const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
   const int gen_arg = argc > 3 ? std::atoi(argv[3]) : 96;
   const int rounds = argc > 4 ? std::atoi(argv[4]) : 3;
+  std::vector<int> streams;
+  std::istringstream list(argc > 5 ? argv[5] : "1,2,4,8,16");
+  for (std::string item; std::getline(list, item, ',');)
+    if (const int n = std::atoi(item.c_str()); n > 0) streams.push_back(n);
   GgufFile gguf(path);
   auto tok = Tokenizer::from_gguf(gguf);
   LlamaModel model(gguf);
@@ -152,7 +159,15 @@ int main(int argc, char** argv) {
   const int32_t gen = std::min(gen_arg, e.n_ctx() - 24);
   std::printf("model %s, %d threads, n_ctx %d, %d generated tokens per request\n\n", path.c_str(), threads, e.n_ctx(),
               gen);
-  throughput(e, *tok, gen, rounds);
+  {  // Warm-up, untimed: the KV pool's pages are touched on first use (a page
+     // fault per 4 KiB), which a running server has long paid.
+    Waiter w;
+    w.remaining = 16;
+    for (int i = 0; i < 16; ++i) e.submit(request(prompt_for(*tok, 1000 + i), gen, kPriorityDefault), w.callback());
+    w.wait();
+  }
+  throughput(e, *tok, gen, rounds, streams);
+  if (argc > 5) return 0;
 
   const int n = 40;
   const std::vector<double> idle = interactive_ttft(e, *tok, 0, n);

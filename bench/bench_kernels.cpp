@@ -1,5 +1,6 @@
 // Matrix-product kernels per weight type, at the shapes of a 1B model's
-// projections: 2048x2048 (attention q/o) and 5632x2048 (TinyLlama FFN gate/up),
+// projections: 2048x2048 (attention q/o), 5632x2048 (TinyLlama FFN gate/up) and
+// 2048x5632 (FFN down),
 // for decode (1 token) and prefill (128 tokens), on 1 and 2 threads; and
 // quantized decode on a 32000x2048 weight that only DRAM holds.
 //
@@ -15,9 +16,11 @@
 #include <memory>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gguf/ggml_type.h"
+#include "kernels/f32_panels.h"
 #include "kernels/matmul.h"
 #include "kernels/tensor.h"
 #include "kernels/thread_pool.h"
@@ -56,6 +59,8 @@ void BM_matmul(benchmark::State& state, GgmlType type) {
   w.n_rows = rows;
   w.n_cols = cols;
   w.row_bytes = nexus::ggml_row_size(type, static_cast<uint64_t>(cols));
+  const auto panels = nexus::pack_f32_panels(w);  // as LlamaModel does for F32
+  w.panels = panels.get();
 
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
@@ -76,13 +81,23 @@ void BM_matmul(benchmark::State& state, GgmlType type) {
 
 void shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "tokens", "threads"});
-  for (int64_t rows : {2048, 5632})
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}})
     for (int64_t tokens : {1, 128})
-      for (int64_t threads : {1, 2}) b->Args({rows, 2048, tokens, threads});
+      for (int64_t threads : {1, 2}) b->Args({rows, cols, tokens, threads});
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
+// TinyLLama-v0's output layer (32000 rows of 64): the rows so short that the
+// per-product reduction, not the weight stream, used to bound the batch.
+void small_rows(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "tokens", "threads"});
+  for (int64_t tokens : {1, 8})
+    for (int64_t threads : {1, 2}) b->Args({32000, 64, tokens, threads});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 BENCHMARK_CAPTURE(BM_matmul, F32, GgmlType::F32)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, F32_small_rows, GgmlType::F32)->Apply(small_rows);
 BENCHMARK_CAPTURE(BM_matmul, F16, GgmlType::F16)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, BF16, GgmlType::BF16)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, Q8_0, GgmlType::Q8_0)->Apply(shapes);

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
+#include "support/event_collector.h"
 #include "support/loaded_model.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -43,38 +44,8 @@ Reference load_reference(const std::string& path) {
           j.at("text").get<std::string>(), j.at("n_predict").get<int32_t>()};
 }
 
-// Gathers one request's events; wait() blocks until the final one.
-struct Collector {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<GenerationEvent> events;
-  std::string text;
-  std::vector<int32_t> tokens;
-  GenerationEvent final_event;
-  bool done = false;
-  int finals = 0;
-
-  void on(const GenerationEvent& ev) {
-    std::lock_guard lock(mu);
-    events.push_back(ev);
-    text += ev.text;
-    if (ev.token >= 0) tokens.push_back(ev.token);
-    if (ev.done) {
-      ++finals;
-      final_event = ev;
-      done = true;
-      cv.notify_all();
-    }
-  }
-  void wait() {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return done; })) << "no final event";
-  }
-};
-
-EventCallback into(const std::shared_ptr<Collector>& c) {
-  return [c](const GenerationEvent& ev) { c->on(ev); };
-}
+using Collector = nexus::test::EventCollector;
+using nexus::test::into;
 
 GenerationRequest greedy_request(std::vector<int32_t> prompt, int32_t max_tokens) {
   GenerationRequest r;
@@ -87,7 +58,7 @@ GenerationRequest greedy_request(std::vector<int32_t> prompt, int32_t max_tokens
 std::shared_ptr<Collector> run_sync(Engine& e, GenerationRequest req) {
   auto c = std::make_shared<Collector>();
   EXPECT_NE(e.submit(std::move(req), into(c)), nullptr);
-  c->wait();
+  EXPECT_TRUE(c->wait()) << "no final event";
   return c;
 }
 
@@ -154,8 +125,8 @@ TEST(Engine, WithOneSequenceAtATimeRequestsCompleteInFifoOrder) {
   };
   ASSERT_NE(engine.submit(greedy_request(a.prompt_ids, a.n_predict), tagged('a', ca)), nullptr);
   ASSERT_NE(engine.submit(greedy_request(b.prompt_ids, b.n_predict), tagged('b', cb)), nullptr);
-  ca->wait();
-  cb->wait();
+  ASSERT_TRUE(ca->wait()) << "no final event";
+  ASSERT_TRUE(cb->wait()) << "no final event";
   std::vector<char> expected(a.greedy_ids.size(), 'a');
   expected.insert(expected.end(), b.greedy_ids.size(), 'b');
   EXPECT_EQ(order, expected);
@@ -195,7 +166,7 @@ TEST(Engine, CancelFromTheCallbackStopsAtOnce) {
   });
   ASSERT_NE(h, nullptr);
   handle_p.set_value(h);
-  c->wait();
+  ASSERT_TRUE(c->wait()) << "no final event";
   EXPECT_EQ(c->final_event.finish, FinishReason::Cancelled);
   EXPECT_EQ(c->tokens.size(), 5u);  // no token sampled after the cancel
   EXPECT_EQ(c->final_event.token, -1);
@@ -223,7 +194,7 @@ TEST(Engine, CancelFromAnotherThread) {
   first_p.get_future().wait();
   h->cancel();
   cancelled_p.set_value();
-  c->wait();
+  ASSERT_TRUE(c->wait()) << "no final event";
   EXPECT_EQ(c->final_event.finish, FinishReason::Cancelled);
   EXPECT_EQ(c->tokens.size(), 1u);
 }
@@ -318,8 +289,8 @@ TEST(Engine, FullQueueRefusesSubmissions) {
   EXPECT_NE(engine.submit(greedy_request({1, 403}, 3), into(cb)), nullptr);  // queue: 1 of 1
   EXPECT_EQ(engine.submit(greedy_request({1, 403}, 3), into(std::make_shared<Collector>())), nullptr);
   release_p.set_value();
-  ca->wait();
-  cb->wait();
+  ASSERT_TRUE(ca->wait()) << "no final event";
+  ASSERT_TRUE(cb->wait()) << "no final event";
   EXPECT_EQ(cb->final_event.finish, FinishReason::Length);
   // Room again.
   auto cc = run_sync(engine, greedy_request({1, 403}, 3));
@@ -352,7 +323,7 @@ TEST(Engine, ThrowingCallbackGetsOneErrorEventAndTheEngineGoesOn) {
     c->on(ev);
     if (!ev.done) throw std::runtime_error("consumer went away");
   });
-  c->wait();
+  ASSERT_TRUE(c->wait()) << "no final event";
   EXPECT_EQ(c->finals, 1);
   EXPECT_EQ(c->final_event.finish, FinishReason::Error);
   EXPECT_EQ(c->final_event.error, "consumer went away");

@@ -20,6 +20,7 @@
 #include "gguf/gguf_file.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
+#include "support/event_collector.h"
 #include "support/loaded_model.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -32,29 +33,7 @@ namespace {
 using Loaded = nexus::test::LoadedModel;
 Loaded& load(const std::string& path) { return nexus::test::loaded_model(path); }
 
-struct Result {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int32_t> tokens;
-  GenerationEvent final_event;
-  bool done = false;
-  int finals = 0;
-
-  void on(const GenerationEvent& ev) {
-    std::lock_guard lock(mu);
-    if (ev.token >= 0) tokens.push_back(ev.token);
-    if (ev.done) {
-      ++finals;
-      final_event = ev;
-      done = true;
-      cv.notify_all();
-    }
-  }
-  bool wait(int seconds = 120) {
-    std::unique_lock lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return done; });
-  }
-};
+using Result = nexus::test::EventCollector;
 
 GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority = kPriorityDefault) {
   GenerationRequest r;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -37,6 +38,23 @@ TEST(Fp16, RoundTripsEveryHalf) {
     if (std::isnan(f)) continue;
     ASSERT_EQ(fp32_to_fp16(f), h) << std::hex << h;
   }
+}
+
+// The F16C path (KV cache writes) against the portable one: every half's
+// value, the midpoints between neighbours (ties), and random floats.
+TEST(Fp16, BulkConversionMatchesScalar) {
+  std::vector<float> in;
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    const float f = fp16_to_fp32(static_cast<uint16_t>(h)), g = fp16_to_fp32(static_cast<uint16_t>(h + 1));
+    for (float v : {f, (f + g) / 2, -f, -(f + g) / 2}) in.push_back(v);
+  }
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-70000.0f, 70000.0f);
+  for (int i = 0; i < 10000; ++i) in.push_back(u(rng));
+  in.push_back(std::numeric_limits<float>::infinity());
+  std::vector<uint16_t> out(in.size());
+  fp32_to_fp16_n(in.data(), out.data(), static_cast<int64_t>(in.size()));
+  for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(out[i], fp32_to_fp16(in[i])) << in[i];
 }
 
 TEST(Bf16, KnownValues) {
@@ -223,6 +241,61 @@ TEST_P(MatmulTest, SimdKernelsMatchReferenceKernels) {
   }
 }
 
+// The batching engine's determinism rests on this: a (row, token) product has
+// the same bits whatever else shares the call (1 to 9 tokens, any token
+// position in the batch) and whatever row range a thread was given.
+TEST_P(MatmulTest, SameBitsForAnyBatchAndRowRange) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const GgmlType type = GetParam();
+  const bool quantized = type == GgmlType::Q8_0 || type == GgmlType::Q4_0;
+  const int64_t n_rows = 37, n_cols = quantized ? 96 : 70, n_blocks = n_cols / 32;
+  RandomWeight w = make_weight(type, n_rows, n_cols, rng);
+  constexpr int64_t kTokens = 9;
+  std::vector<float> x(static_cast<size_t>(kTokens * n_cols));
+  for (float& v : x) v = u(rng);
+  std::vector<BlockQ8Act> xq(static_cast<size_t>(kTokens * n_blocks));
+  if (quantized)
+    for (int64_t t = 0; t < kTokens; ++t) quantize_act_q8(&x[t * n_cols], &xq[t * n_blocks], n_cols);
+  const auto* data = static_cast<const uint8_t*>(w.view.data);
+  // Rows [r0, r1) of tokens [t0, t0 + n) into y ([n, n_rows]).
+  auto run = [&](const GemmKernels& k, int64_t t0, int64_t n, int64_t r0, int64_t r1, std::vector<float>& y) {
+    const size_t rb = w.view.row_bytes;
+    switch (type) {
+      case GgmlType::Q8_0: k.q8_0(data, rb, r0, r1, n_blocks, &xq[t0 * n_blocks], n, y.data(), n_rows); break;
+      case GgmlType::Q4_0: k.q4_0(data, rb, r0, r1, n_blocks, &xq[t0 * n_blocks], n, y.data(), n_rows); break;
+      case GgmlType::F32: k.f32(data, rb, r0, r1, n_cols, &x[t0 * n_cols], n, y.data(), n_rows); break;
+      case GgmlType::F16: k.f16(data, rb, r0, r1, n_cols, &x[t0 * n_cols], n, y.data(), n_rows); break;
+      case GgmlType::BF16: k.bf16(data, rb, r0, r1, n_cols, &x[t0 * n_cols], n, y.data(), n_rows); break;
+      default: break;
+    }
+  };
+  const CpuFeatures& cpu = cpu_features();
+  std::vector<const GemmKernels*> tables{&gemm_kernels_ref()};
+  if (cpu.avx2) tables.push_back(gemm_kernels_avx2());
+  if (cpu.avx512_vnni) tables.push_back(gemm_kernels_avx512_vnni());
+  for (const GemmKernels* k : tables) {
+    std::vector<float> solo(static_cast<size_t>(kTokens * n_rows));
+    for (int64_t t = 0; t < kTokens; ++t) {  // each token alone, all rows at once
+      std::vector<float> y(static_cast<size_t>(n_rows));
+      run(*k, t, 1, 0, n_rows, y);
+      std::copy(y.begin(), y.end(), solo.begin() + t * n_rows);
+    }
+    for (int64_t n = 2; n <= kTokens; ++n)
+      for (int64_t t0 = 0; t0 + n <= kTokens; t0 += 3)
+        for (int64_t split : {int64_t{0}, int64_t{5}, int64_t{17}}) {  // two "threads" [0, split), [split, n_rows)
+          std::vector<float> y(static_cast<size_t>(n * n_rows), NAN);
+          if (split > 0) run(*k, t0, n, 0, split, y);
+          run(*k, t0, n, split, n_rows, y);
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = 0; r < n_rows; ++r)
+              ASSERT_EQ(y[t * n_rows + r], solo[(t0 + t) * n_rows + r])
+                  << k->name << ": token " << t0 + t << " of a batch of " << n << " from " << t0 << ", row " << r
+                  << ", split at " << split;
+        }
+  }
+}
+
 // Quantized kernel tables on the shapes their fast paths do not cover: odd
 // block counts (a lone last block), a single block, row sub-ranges (the
 // thread split) and more tokens than one activation chunk; each (row, token)
@@ -290,6 +363,24 @@ TEST(Ops, RopeRotatesAdjacentPairs) {
   EXPECT_NEAR(x[3], std::sin(0.3), 1e-6);
 }
 
+// The batch path (angles once per token, applied per layer) rotates exactly
+// as rope() does.
+TEST(Ops, RopeAnglesThenApplyEqualsRope) {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  const int32_t n_head = 3, head_dim = 8;
+  for (int32_t n_rot : {2, 4, 8})
+    for (int32_t pos : {0, 1, 17, 4095}) {
+      std::vector<float> a(n_head * head_dim), cs(static_cast<size_t>(n_rot));
+      for (float& v : a) v = u(rng);
+      std::vector<float> b = a;
+      rope(a.data(), n_head, head_dim, n_rot, pos, 10000.0f);
+      rope_angles(pos, n_rot, 10000.0f, cs.data());
+      rope_apply(b.data(), n_head, head_dim, n_rot, cs.data());
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "n_rot " << n_rot << " pos " << pos << " i " << i;
+    }
+}
+
 TEST(Ops, SoftmaxAndSwiglu) {
   float s[3] = {10, 10, 10 - std::log(2.0f)};  // large values: max subtraction keeps exp finite
   softmax(s, 3);
@@ -300,6 +391,21 @@ TEST(Ops, SoftmaxAndSwiglu) {
   swiglu(g, up, 2);
   EXPECT_EQ(g[0], 0.0f);
   EXPECT_NEAR(g[1], 2 / (1 + std::exp(-2.0)) * 3, 1e-5);
+}
+
+// The vector and tail paths against silu in double, both signs, large |g|.
+TEST(Ops, SwigluMatchesFloat64) {
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> u(-30.0f, 30.0f);
+  std::vector<float> g(203), up(203), out;
+  for (size_t i = 0; i < g.size(); ++i) g[i] = u(rng), up[i] = u(rng);
+  g[0] = -100.0f, g[1] = 100.0f, g[2] = -0.0f;
+  out = g;
+  swiglu(out.data(), up.data(), static_cast<int64_t>(out.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = g[i], want = x / (1 + std::exp(-x)) * up[i];
+    ASSERT_NEAR(out[i], want, 2e-6 * std::fabs(want) + 1e-30) << "g " << g[i];
+  }
 }
 
 TEST(ThreadPool, CoversRangeExactlyOnceAndPropagatesErrors) {

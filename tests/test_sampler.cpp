@@ -4,6 +4,7 @@
 #include <cmath>
 #include <algorithm>
 #include <map>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -67,6 +68,33 @@ TEST(Sampler, GreedyIgnoresNaN) {
   Sampler s(greedy(), 4);
   std::vector<float> l = {NAN, 1, NAN, 0.5f};
   EXPECT_EQ(s.sample(l, {}), 1);
+}
+
+// The one-pass argmax against the plain definition (first id of the
+// maximum, NaN never wins) on vocabularies with lanes and a tail, with ties
+// placed anywhere, NaN and -inf; also through the copy-free overload.
+TEST(Sampler, GreedyMatchesPlainArgmaxEverywhere) {
+  std::mt19937 rng(9);
+  for (int32_t n : {8, 9, 37, 64, 1000}) {
+    Sampler s(greedy(), n);
+    for (int trial = 0; trial < 300; ++trial) {
+      std::vector<float> l(static_cast<size_t>(n));
+      std::uniform_int_distribution<int> level(0, 5), pick(0, 9);
+      for (float& v : l) {
+        const int k = pick(rng);
+        v = k == 0 ? NAN : k == 1 ? -INFINITY : static_cast<float>(level(rng));
+      }
+      int32_t want = 0;
+      float best = -INFINITY;
+      bool any = false;
+      for (int32_t i = 0; i < n; ++i)
+        if (!std::isnan(l[i]) && (!any || l[i] > best)) best = l[i], want = i, any = true;
+      std::vector<float> scratch;
+      ASSERT_EQ(s.sample(std::span<const float>(l), {}, scratch), want) << "n " << n << " trial " << trial;
+      ASSERT_TRUE(scratch.empty());  // no penalty: read in place
+      ASSERT_EQ(s.sample(l, {}), want);
+    }
+  }
 }
 
 TEST(Sampler, TopKNeverReturnsBeyondK) {

@@ -144,6 +144,18 @@ TEST(ServerRequest, TypeAndRangeErrorsNameTheField) {
   }
 }
 
+// Every wrong priority (unknown name, other JSON types, out of range) says
+// what is allowed: the names and integers.
+TEST(ServerRequest, PriorityErrorsListTheAllowedValues) {
+  for (const char* body : {R"({"prompt":"x","priority":"urgent"})", R"({"prompt":"x","priority":true})",
+                           R"({"prompt":"x","priority":[1]})", R"({"prompt":"x","priority":1.5})"}) {
+    const ApiError e = parse_error(Endpoint::Completions, body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, "priority") << body;
+    EXPECT_NE(std::string(e.what()).find("\"interactive\""), std::string::npos) << body << ": " << e.what();
+  }
+}
+
 TEST(ServerRequest, MalformedBodies) {
   EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":)").code, "invalid_json");
   EXPECT_EQ(parse_error(Endpoint::Completions, "").code, "invalid_json");

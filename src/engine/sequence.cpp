@@ -46,8 +46,7 @@ void Sequence::on_admitted(Clock::time_point now) {
 
 bool Sequence::on_logits(std::span<const float> logits, std::vector<float>& scratch, int32_t n_ctx,
                          Clock::time_point now) {
-  scratch.assign(logits.begin(), logits.end());
-  const int32_t id = sampler_.sample(scratch, tokens);
+  const int32_t id = sampler_.sample(logits, tokens, scratch);
   if (n_generated_++ == 0) {
     first_token_ = now;
     timings_.ttft_s = seconds(job_.submitted, now);

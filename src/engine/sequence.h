@@ -54,8 +54,8 @@ class Sequence : public SchedSeq {
   // The step that first admitted the sequence starts at `now`.
   void on_admitted(Clock::time_point now);
 
-  // The logits of tokens.back() ([n_vocab], copied into `scratch` before the
-  // sampler edits them): samples the next token, appends it to tokens and
+  // The logits of tokens.back() ([n_vocab], copied into `scratch` only when
+  // a penalty edits them): samples the next token, appends it to tokens and
   // delivers its event. n_ctx: the context limit (tokens). Returns true when
   // the generation ended (the final event was delivered). Exceptions from the
   // callback propagate (the engine then calls fail()).

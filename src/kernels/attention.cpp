@@ -31,17 +31,18 @@ void scores_generic(const float* q, const float* k, int64_t kv_stride, int32_t c
 }
 
 // head_dim a multiple of 8: each key's products stay in 8 lanes, then eight
-// keys' lanes are summed at once with a horizontal-add tree.
-[[gnu::always_inline]] inline void scores_avx2(const float* q, const float* k, int64_t kv_stride, int32_t count, int32_t head_dim, float scale,
-                 float* score) {
+// keys' lanes are summed at once with a horizontal-add tree. k.load8(j, i)
+// gives values [i, i + 8) of key j; rows past count are not read.
+template <class Rows>
+[[gnu::always_inline]] inline void scores_avx2(const float* q, const Rows& k, int32_t count, int32_t head_dim,
+                                               float scale, float* score) {
   for (int32_t g = 0; g < kAttnChunk; g += 8) {
     __m256 v[8];
     for (int32_t jj = 0; jj < 8; ++jj) {
       v[jj] = _mm256_setzero_ps();
       if (g + jj >= count) continue;
-      const float* kr = k + (g + jj) * kv_stride;
       for (int32_t i = 0; i < head_dim; i += 8)
-        v[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kr + i), v[jj]);
+        v[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), k.load8(g + jj, i), v[jj]);
     }
     const __m256 h0123 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
     const __m256 h4567 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
@@ -53,43 +54,135 @@ void scores_generic(const float* q, const float* k, int64_t kv_stride, int32_t c
   }
 }
 
+// head_dim 4 (tiny models): two keys per 8-lane register, then a horizontal-
+// add tree sums eight keys' products at once. row(j) gives key j's 4 values
+// (as float32; fp16 rows are widened exactly), rows past count are not read.
+template <class Rows>
+[[gnu::always_inline]] inline void scores_hd4(const float* q, const Rows& rows, int32_t count, float scale,
+                                              float* score) {
+  const __m256 qq = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(q));
+  auto key = [&](int32_t j) { return j < count ? rows.load4(j) : _mm_setzero_ps(); };
+  for (int32_t g = 0; g < kAttnChunk; g += 8) {
+    __m256 p[4];
+    for (int32_t i = 0; i < 4; ++i) p[i] = _mm256_mul_ps(_mm256_set_m128(key(g + 2 * i + 1), key(g + 2 * i)), qq);
+    // Lanes hold keys g + [0, 2, 4, 6 | 1, 3, 5, 7]; put them in order.
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(p[0], p[1]), _mm256_hadd_ps(p[2], p[3]));
+    const __m256 sums = _mm256_permutevar8x32_ps(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_ps(score + g, _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
+    for (int32_t jj = 0; jj < 8; ++jj)
+      if (g + jj >= count) score[g + jj] = kNegInf;
+  }
+}
+
+// acc[0..4) += sum_j score[j] * v_j for head_dim 4, two keys per register.
+template <class Rows>
+[[gnu::always_inline]] inline void accumulate_hd4(const float* score, const Rows& rows, int32_t count, float* acc) {
+  __m256 a = _mm256_setzero_ps();
+  int32_t j = 0;
+  for (; j + 1 < count; j += 2)
+    a = _mm256_fmadd_ps(_mm256_set_m128(_mm_set1_ps(score[j + 1]), _mm_set1_ps(score[j])),
+                        _mm256_set_m128(rows.load4(j + 1), rows.load4(j)), a);
+  if (j < count)
+    a = _mm256_fmadd_ps(_mm256_set_m128(_mm_setzero_ps(), _mm_set1_ps(score[j])),
+                        _mm256_set_m128(_mm_setzero_ps(), rows.load4(j)), a);
+  const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  _mm_storeu_ps(acc, _mm_add_ps(_mm_loadu_ps(acc), sum));
+}
+
+// A chunk's key or value rows, kv_stride elements apart, stored as float32
+// or fp16; fp16 is widened exactly in registers, so both give the same
+// arithmetic (and bits) and fp16 needs no widened copy. load8(j, i): values
+// [i, i + 8) of row j; load4(j): values [0, 4).
+struct RowsF32 {
+  const float* base;
+  int64_t stride;
+  __m256 load8(int32_t j, int32_t i) const { return _mm256_loadu_ps(base + j * stride + i); }
+  __m128 load4(int32_t j) const { return _mm_loadu_ps(base + j * stride); }
+};
+struct RowsF16 {
+  const uint16_t* base;
+  int64_t stride;
+  __m256 load8(int32_t j, int32_t i) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + j * stride + i)));
+  }
+  __m128 load4(int32_t j) const {
+    return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(base + j * stride)));
+  }
+};
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
 // Running state of the online softmax for one query head. step() folds in
 // one chunk of `count` (<= kAttnChunk) keys whose rows are kv_stride apart;
 // every variant below feeds the same chunks (positions [16c, 16c + 16)) to
-// the same step, so contiguous and paged caches give identical bits.
+// the same arithmetic, so contiguous and paged caches give identical bits.
 struct OnlineSoftmax {
-  alignas(32) float acc[kMaxHeadDim] = {};
+  alignas(32) float acc[kMaxHeadDim];  // [0, head_dim) zeroed by the constructor
   alignas(32) float score[kAttnChunk];
   float m = kNegInf, l = 0.0f;
 
-  [[gnu::always_inline]] void step(const float* q, const float* kc, const float* vc, int64_t kv_stride, int32_t count, int32_t head_dim,
-            float scale) {
-    const bool simd = head_dim % 8 == 0;
-    if (simd) scores_avx2(q, kc, kv_stride, count, head_dim, scale, score);
-    else scores_generic(q, kc, kv_stride, count, head_dim, scale, score);
-    float chunk_max = kNegInf;
-    for (int32_t j = 0; j < kAttnChunk; ++j) chunk_max = std::max(chunk_max, score[j]);
-    if (chunk_max > m) {  // rescale what was accumulated under the old maximum
+  explicit OnlineSoftmax(int32_t head_dim) { std::fill_n(acc, head_dim, 0.0f); }
+
+  // Rows the SIMD paths read in place (head_dim 4 or a multiple of 8).
+  static bool direct(int32_t head_dim) { return head_dim == 4 || head_dim % 8 == 0; }
+
+  // One chunk of float32 rows, any head_dim.
+  [[gnu::always_inline]] void step(const float* q, const float* kc, const float* vc, int64_t kv_stride,
+                                   int32_t count, int32_t head_dim, float scale) {
+    if (direct(head_dim)) return step_rows(q, RowsF32{kc, kv_stride}, RowsF32{vc, kv_stride}, count, head_dim, scale);
+    scores_generic(q, kc, kv_stride, count, head_dim, scale, score);
+    exp_scores(head_dim);
+    for (int32_t j = 0; j < count; ++j)
+      for (int32_t i = 0; i < head_dim; ++i) acc[i] += score[j] * vc[j * kv_stride + i];
+  }
+
+  // One chunk read through RowsF32 / RowsF16; direct(head_dim) must hold.
+  template <class Rows>
+  [[gnu::always_inline]] void step_rows(const float* q, const Rows& k, const Rows& v, int32_t count,
+                                        int32_t head_dim, float scale) {
+    if (head_dim == 4) {
+      scores_hd4(q, k, count, scale, score);
+      exp_scores(4);
+      accumulate_hd4(score, v, count, acc);
+      return;
+    }
+    scores_avx2(q, k, count, head_dim, scale, score);
+    exp_scores(head_dim);
+    for (int32_t i = 0; i < head_dim; i += 8) {  // one accumulator in a register per 8 dims
+      __m256 a = _mm256_load_ps(acc + i);
+      for (int32_t j = 0; j < count; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(score[j]), v.load8(j, i), a);
+      _mm256_store_ps(acc + i, a);
+    }
+  }
+
+  // Given this chunk's scores: the new running maximum (rescaling what was
+  // accumulated under the old one), then score[j] = exp(score[j] - m).
+  [[gnu::always_inline]] void exp_scores(int32_t head_dim) {
+    // Lane-wise over the 16 scores, then across lanes: short dependency
+    // chains (a scalar loop is 16 dependent max and add operations).
+    const float chunk_max = hmax(_mm256_max_ps(_mm256_load_ps(score), _mm256_load_ps(score + 8)));
+    if (chunk_max > m) {
       const float correction = exp_nonpos(m - chunk_max);  // exp(-inf) = 0 on the first chunk
       for (int32_t i = 0; i < head_dim; ++i) acc[i] *= correction;
       l *= correction;
       m = chunk_max;
     }
-    const __m256 vm = _mm256_set1_ps(m);  // exp(-inf) = 0 past count
-    for (int32_t j = 0; j < kAttnChunk; j += 8)
-      _mm256_store_ps(score + j, exp_nonpos8(_mm256_sub_ps(_mm256_load_ps(score + j), vm)));
-    for (int32_t j = 0; j < count; ++j) l += score[j];
-    if (simd) {
-      for (int32_t i = 0; i < head_dim; i += 8) {  // one accumulator in a register per 8 dims
-        __m256 a = _mm256_load_ps(acc + i);
-        for (int32_t j = 0; j < count; ++j)
-          a = _mm256_fmadd_ps(_mm256_set1_ps(score[j]), _mm256_loadu_ps(vc + j * kv_stride + i), a);
-        _mm256_store_ps(acc + i, a);
-      }
-    } else {
-      for (int32_t j = 0; j < count; ++j)
-        for (int32_t i = 0; i < head_dim; ++i) acc[i] += score[j] * vc[j * kv_stride + i];
-    }
+    const __m256 vm = _mm256_set1_ps(m);  // exp(-inf) = 0 past count: summing all 16 adds exact zeros
+    const __m256 e0 = exp_nonpos8(_mm256_sub_ps(_mm256_load_ps(score), vm));
+    const __m256 e1 = exp_nonpos8(_mm256_sub_ps(_mm256_load_ps(score + 8), vm));
+    _mm256_store_ps(score, e0);
+    _mm256_store_ps(score + 8, e1);
+    l += hsum(_mm256_add_ps(e0, e1));
   }
 
   void finish(int32_t head_dim, float* out) const {
@@ -107,6 +200,8 @@ void widen_f16(const uint16_t* src, int64_t kv_stride, int32_t count, int32_t he
     int32_t i = 0;
     for (; i + 8 <= head_dim; i += 8)
       _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+    for (; i + 4 <= head_dim; i += 4)
+      _mm_storeu_ps(d + i, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + i))));
     for (; i < head_dim; ++i) d[i] = _cvtsh_ss(s[i]);
   }
 }
@@ -140,7 +235,7 @@ void widen_q8(const int8_t* base, const uint16_t* scales, int64_t elem, int64_t 
 
 void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int32_t n_keys,
                     int32_t head_dim, float scale, float* out) {
-  OnlineSoftmax s;
+  OnlineSoftmax s(head_dim);
   for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
     const int32_t count = std::min(kAttnChunk, n_keys - p0);
     s.step(q, k + p0 * kv_stride, v + p0 * kv_stride, kv_stride, count, head_dim, scale);
@@ -150,7 +245,7 @@ void attention_head(const float* q, const float* k, const float* v, int64_t kv_s
 
 void attention_head_paged(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
                           float* out) {
-  OnlineSoftmax s;
+  OnlineSoftmax s(head_dim);
   const auto* k = static_cast<const float*>(kv.k);
   const auto* v = static_cast<const float*>(kv.v);
   for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
@@ -163,13 +258,17 @@ void attention_head_paged(const float* q, const PagedKv& kv, int32_t n_keys, int
 
 void attention_head_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
                               float* out) {
-  OnlineSoftmax s;
+  OnlineSoftmax s(head_dim);
   alignas(32) float kc[kAttnChunk * kMaxHeadDim], vc[kAttnChunk * kMaxHeadDim];
   const auto* k = static_cast<const uint16_t*>(kv.k);
   const auto* v = static_cast<const uint16_t*>(kv.v);
   for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
     const int32_t count = std::min(kAttnChunk, n_keys - p0);
     const int64_t off = kv.block_table[p0 / kv.block_size] * kv.block_stride + (p0 % kv.block_size) * kv.kv_stride;
+    if (OnlineSoftmax::direct(head_dim)) {  // widened in registers, no copy
+      s.step_rows(q, RowsF16{k + off, kv.kv_stride}, RowsF16{v + off, kv.kv_stride}, count, head_dim, scale);
+      continue;
+    }
     widen_f16(k + off, kv.kv_stride, count, head_dim, kc);
     widen_f16(v + off, kv.kv_stride, count, head_dim, vc);
     s.step(q, kc, vc, head_dim, count, head_dim, scale);
@@ -179,7 +278,7 @@ void attention_head_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys,
 
 void attention_head_paged_q8(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
                              float* out) {
-  OnlineSoftmax s;
+  OnlineSoftmax s(head_dim);
   alignas(32) float kc[kAttnChunk * kMaxHeadDim], vc[kAttnChunk * kMaxHeadDim];
   // Element offsets are relative to the arena: k/v point at elem0 within it.
   const int8_t* k_base = static_cast<const int8_t*>(kv.k) - kv.k_elem0;

@@ -1,5 +1,7 @@
 // Half-precision conversions (IEEE 754 binary16 and bfloat16), exact and
 // portable; the hot loops convert through these once per value.
+#include <immintrin.h>
+
 #include <cstring>
 
 #include "kernels/quant_blocks.h"
@@ -55,6 +57,14 @@ uint16_t fp32_to_fp16(float f) {
   const uint32_t rem = x & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) ++r;  // may carry into the exponent: correct
   return sign | static_cast<uint16_t>(r);
+}
+
+void fp32_to_fp16_n(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
 }
 
 uint16_t fp32_to_bf16(float f) {

@@ -42,9 +42,13 @@ const GemmKernels* gemm_kernels_avx512_vnni();
 // AMX-INT8 for Q8_0/Q4_0 (prefill; float types as AVX-512); needs the OS's
 // consent (cpu_features().amx_int8).
 const GemmKernels* gemm_kernels_amx();
+// AVX-512 VNNI register-blocked GEMM for Q8_0/Q4_0 prefill (16 rows x 12
+// tokens per tile; float types as AVX-512), for CPUs without AMX.
+const GemmKernels* gemm_kernels_avx512_prefill();
 // The best vector table this CPU runs (for decode); matmul() switches to the
-// AMX table for 16 or more tokens where it exists. NEXUS_KERNELS=ref|avx2|
-// avx512_vnni forces one table for both.
+// AMX table (without AMX: the AVX-512 prefill table) for 16 or more tokens.
+// NEXUS_KERNELS=ref|avx2|avx512_vnni forces one table for both;
+// NEXUS_KERNELS=avx512_prefill forces the AVX-512 prefill table for prefill.
 const GemmKernels& gemm_kernels();
 
 }  // namespace nexus

@@ -9,6 +9,7 @@
 
 #include "kernels/act_quant.h"
 #include "kernels/cpu_features.h"
+#include "kernels/f32_panels.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/thread_pool.h"
 #include "util/error.h"
@@ -29,11 +30,13 @@ KernelChoice select_kernels() {
   const GemmKernels* avx2 = cpu.avx2 ? gemm_kernels_avx2() : nullptr;
   const GemmKernels* avx512 = cpu.avx512_vnni ? gemm_kernels_avx512_vnni() : nullptr;
   const GemmKernels* amx = cpu.amx_int8 && avx512 ? gemm_kernels_amx() : nullptr;
+  const GemmKernels* avx512_prefill = avx512 ? gemm_kernels_avx512_prefill() : nullptr;
   if (want == "ref") return {ref, ref};
   if (want == "avx2" && avx2) return {avx2, avx2};
   if (want == "avx512_vnni" && avx512) return {avx512, avx512};
   const GemmKernels* vec = avx512 ? avx512 : avx2 ? avx2 : ref;
-  return {vec, amx ? amx : vec};
+  if (want == "avx512_prefill" && avx512_prefill) return {avx512, avx512_prefill};
+  return {vec, amx ? amx : avx512_prefill ? avx512_prefill : vec};
 }
 
 const KernelChoice& kernels() {
@@ -47,13 +50,18 @@ constexpr int64_t kAmxMinTokens = 16;
 
 // Below this many multiply-adds a product runs on the calling thread: waking
 // workers costs more than it saves.
-constexpr int64_t kMinParallelWork = 1 << 16;
+constexpr int64_t kMinParallelWork = 1 << 18;
 
 bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
 
 }  // namespace
 
 const GemmKernels& gemm_kernels() { return *kernels().decode; }
+
+bool f32_panels_supported() {
+  static const bool yes = kernels().decode == gemm_kernels_avx512_vnni();
+  return yes;
+}
 
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
   const GemmKernels& k = n_tokens >= kAmxMinTokens ? *kernels().prefill : *kernels().decode;
@@ -75,6 +83,15 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
     const GemmQ8Fn fn = w.type == GgmlType::Q8_0 ? k.q8_0 : k.q4_0;
     const BlockQ8Act* xqp = xq.data();
     split_rows([&](int64_t r0, int64_t r1) { fn(wdata, row_bytes, r0, r1, n_blocks, xqp, n_tokens, y, n_rows); });
+    return;
+  }
+  if (w.panels) {
+    const int64_t n_panels = (n_rows + kPanelRows - 1) / kPanelRows;
+    auto panels = [&](int64_t p0, int64_t p1) {
+      gemm_f32_panels_avx512(w.panels, p0, p1, n_rows, n_cols, x, n_tokens, y, n_rows);
+    };
+    if (serial) panels(0, n_panels);
+    else pool.parallel_for(n_panels, panels);
     return;
   }
   GemmFFn fn = nullptr;

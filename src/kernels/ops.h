@@ -14,6 +14,13 @@ void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float e
 // pos * freq_base^(-2i/n_rot). x: [n_head, head_dim], in place.
 void rope(float* x, int32_t n_head, int32_t head_dim, int32_t n_rot, int32_t pos, float freq_base);
 
+// The same rotation in two halves, so a batch computes each token's angles
+// once for all layers and heads: rope_angles writes cs[2j] = cos and
+// cs[2j + 1] = sin of pos * freq_base^(-2j/n_rot) for j < n_rot/2 (n_rot
+// floats), rope_apply rotates x with them. Same bits as rope().
+void rope_angles(int32_t pos, int32_t n_rot, float freq_base, float* cs);
+void rope_apply(float* x, int32_t n_head, int32_t head_dim, int32_t n_rot, const float* cs);
+
 // In-place softmax over x[0..n).
 void softmax(float* x, int64_t n);
 

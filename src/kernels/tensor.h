@@ -18,6 +18,9 @@ struct WeightView {
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t row_bytes = 0;
+  // F32 only, optional: the same values repacked by pack_f32_panels
+  // (kernels/f32_panels.h), which matmul() then reads instead of data.
+  const float* panels = nullptr;
 
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes; }
   // The data as F32, for norm weights (which GGUF stores as F32); nullptr otherwise.

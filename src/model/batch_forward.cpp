@@ -76,12 +76,14 @@ std::span<const float> BatchForward::forward(std::span<const SeqRun> runs) {
   const int64_t E = c.n_embd, KV = c.n_embd_kv();
 
   embed_tokens(model_, tokens_, a);
+  rope_cs_.resize(static_cast<size_t>(n) * c.n_rot);  // each token's angles, once for all layers
+  for (int32_t t = 0; t < n; ++t) rope_angles(pos_[t], c.n_rot, c.rope_freq_base, &rope_cs_[t * c.n_rot]);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
     attention_inputs(model_, L, a, n, *pool_);
     for (int32_t t = 0; t < n; ++t) {
-      rope(&a.q[t * E], c.n_head, c.head_dim, c.n_rot, pos_[t], c.rope_freq_base);
-      rope(&a.k[t * KV], c.n_head_kv, c.head_dim, c.n_rot, pos_[t], c.rope_freq_base);
+      rope_apply(&a.q[t * E], c.n_head, c.head_dim, c.n_rot, &rope_cs_[t * c.n_rot]);
+      rope_apply(&a.k[t * KV], c.n_head_kv, c.head_dim, c.n_rot, &rope_cs_[t * c.n_rot]);
     }
     write_kv(l, runs);  // every token's K/V before any attention reads them
     attention(l, runs);
@@ -140,7 +142,7 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
   };
   int64_t work = 0;  // multiply-adds, to skip waking the workers for tiny steps
   for (int32_t p : pos_) work += static_cast<int64_t>(p + 1) * c.n_head * hd;
-  if (work < (1 << 15)) heads(0, n_tasks);
+  if (work < (1 << 13)) heads(0, n_tasks);
   else pool_->parallel_for(n_tasks, heads);
 }
 

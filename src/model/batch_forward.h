@@ -81,6 +81,7 @@ class BatchForward {
   std::unique_ptr<Activations> act_;
   std::vector<int32_t> tokens_, pos_, run_of_, rows_;  // per batch token (rows_: per logits row)
   std::vector<float> logits_;
+  std::vector<float> rope_cs_;  // [n_tokens, n_rot]: rope_angles of each batch token
 };
 
 }  // namespace nexus

@@ -88,7 +88,7 @@ void KvCache::store(int64_t offset, const float* row) {
       return;
     case KvType::F16: {
       uint16_t* dst = static_cast<uint16_t*>(data_.get()) + offset;
-      for (int32_t i = 0; i < n_embd_kv_; ++i) dst[i] = fp32_to_fp16(row[i]);
+      fp32_to_fp16_n(row, dst, n_embd_kv_);
       return;
     }
     case KvType::Q8_0: {  // as ggml's quantize_row_q8_0: d = amax / 127, q = round(x / d)

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gguf/gguf_file.h"
+#include "kernels/f32_panels.h"
 #include "util/error.h"
 
 namespace nexus {
@@ -57,6 +58,15 @@ LlamaModel::LlamaModel(const GgufFile& gguf) : config_(LlamaConfig::from_gguf(gg
     L.w_up = bind(gguf, p + "ffn_up.weight", c.n_ff, c.n_embd);
     L.w_down = bind(gguf, p + "ffn_down.weight", c.n_embd, c.n_ff);
   }
+  auto pack = [this](WeightView& w) {
+    if (auto p = pack_f32_panels(w)) {
+      w.panels = p.get();
+      panels_.push_back(std::move(p));
+    }
+  };
+  pack(output_);  // not tok_embd_: embedding lookups read its rows
+  for (LlamaLayer& L : layers_)
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*w);
 }
 
 uint64_t LlamaModel::weight_bytes() const {

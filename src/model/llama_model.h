@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -33,7 +34,8 @@ struct LlamaLayer {
 
 class LlamaModel {
  public:
-  // Binds the tensors of `gguf` (which must outlive the model). Throws
+  // Binds the tensors of `gguf` (which must outlive the model); F32 matrices
+  // are also repacked into panels when the CPU has the kernel. Throws
   // nexus::Error for a missing tensor, a shape that disagrees with the
   // config, or a weight type the kernels do not support.
   explicit LlamaModel(const GgufFile& gguf);
@@ -50,6 +52,9 @@ class LlamaModel {
   LlamaConfig config_;
   WeightView tok_embd_, output_norm_, output_;
   std::vector<LlamaLayer> layers_;
+  // F32 matrices repacked for matmul (kernels/f32_panels.h); the views'
+  // `panels` point into these. Shared, so a copied model stays valid.
+  std::vector<std::shared_ptr<const float[]>> panels_;
 };
 
 }  // namespace nexus

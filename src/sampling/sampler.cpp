@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -40,12 +42,48 @@ float max_of(std::span<const float> v) {
   return max_l;
 }
 
-// Lowest id among the maximal logits; NaN never wins (all NaN: 0).
+// Lowest id among the maximal logits; NaN never wins (all NaN: 0). One pass:
+// each of 32 lanes (4 registers, for independent compare chains) keeps its
+// first maximum (a strict > never takes NaN or a later tie), then the lanes
+// are merged by value, ties to the lower id.
 int32_t argmax(std::span<const float> logits) {
   const size_t n = logits.size();
-  const float max_l = max_of(logits);
-  for (size_t k = 0; k < n; ++k)
-    if (logits[k] == max_l) return static_cast<int32_t>(k);
+  const float* l = logits.data();
+  constexpr int kRegs = 4, kLanes = 8 * kRegs;
+  __m256 best[kRegs];
+  __m256i at[kRegs], idx[kRegs];
+  for (int r = 0; r < kRegs; ++r) {
+    best[r] = _mm256_set1_ps(kNegInf);
+    at[r] = _mm256_set1_epi32(-1);
+    idx[r] = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * r));
+  }
+  const __m256i step = _mm256_set1_epi32(kLanes);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int r = 0; r < kRegs; ++r) {
+      const __m256 v = _mm256_loadu_ps(l + i + 8 * r);
+      const __m256 gt = _mm256_cmp_ps(v, best[r], _CMP_GT_OQ);  // false for NaN
+      best[r] = _mm256_blendv_ps(best[r], v, gt);
+      at[r] = _mm256_castps_si256(
+          _mm256_blendv_ps(_mm256_castsi256_ps(at[r]), _mm256_castsi256_ps(idx[r]), gt));
+      idx[r] = _mm256_add_epi32(idx[r], step);
+    }
+  alignas(32) float lane_best[kLanes];
+  alignas(32) int32_t lane_at[kLanes];
+  for (int r = 0; r < kRegs; ++r) {
+    _mm256_store_ps(lane_best + 8 * r, best[r]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane_at + 8 * r), at[r]);
+  }
+  float max_l = kNegInf;
+  int32_t id = -1;
+  for (int j = 0; j < kLanes; ++j)
+    if (lane_at[j] >= 0 && (lane_best[j] > max_l || (lane_best[j] == max_l && lane_at[j] < id)))
+      max_l = lane_best[j], id = lane_at[j];
+  for (; i < n; ++i)  // the tail has the highest ids: it wins only when strictly greater
+    if (l[i] > max_l) max_l = l[i], id = static_cast<int32_t>(i);
+  if (id >= 0) return id;
+  for (size_t k = 0; k < n; ++k)  // nothing above -inf: the first -inf, else (all NaN) 0
+    if (l[k] == kNegInf) return static_cast<int32_t>(k);
   return 0;
 }
 
@@ -275,17 +313,36 @@ int32_t Sampler::draw(float temperature) {
   return last_nonzero;  // u landed past the rounded total
 }
 
-int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+bool Sampler::penalizes() const {
+  const SamplingParams& p = params_;
+  return p.repeat_last_n != 0 &&
+         (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history,
+                        std::vector<float>& scratch) {
+  if (penalizes()) {
+    scratch.assign(logits.begin(), logits.end());
+    return sample(std::span<float>(scratch), history);
+  }
   if (logits.size() != static_cast<size_t>(n_vocab_))
     throw Error(fmt::format("sampling: got {} logits for a vocabulary of {}", logits.size(), n_vocab_));
-  apply_penalties(logits, history);
+  return choose(logits);
+}
 
+int32_t Sampler::choose(std::span<const float> logits) {
   if (params_.temperature <= 0.0f) return argmax(logits);
-
   gather(logits);
   top_p(params_.top_p);
   min_p(params_.min_p);
   return draw(params_.temperature);
+}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  if (logits.size() != static_cast<size_t>(n_vocab_))
+    throw Error(fmt::format("sampling: got {} logits for a vocabulary of {}", logits.size(), n_vocab_));
+  apply_penalties(logits, history);
+  return choose(logits);
 }
 
 }  // namespace nexus

@@ -52,6 +52,14 @@ class Sampler {
   // logits.size() != n_vocab.
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
 
+  // The same choice for logits that must stay as they are: they are copied
+  // into `scratch` only when a penalty applies (greedy and the samplers
+  // read them in place), which spares a copy of n_vocab floats per token.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, std::vector<float>& scratch);
+
+  // True when repeat/frequency/presence penalties change the logits.
+  bool penalizes() const;
+
   uint64_t seed() const { return seed_; }
   const SamplingParams& params() const { return params_; }
 
@@ -62,6 +70,7 @@ class Sampler {
   };
 
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history);
+  int32_t choose(std::span<const float> logits);  // after the penalties
   void gather(std::span<const float> logits);  // fills cands_, applying top_k
   void top_p(float p);
   void min_p(float p);

@@ -231,14 +231,20 @@ namespace {
 int32_t parse_priority(const json& doc) {
   const json* p = field(doc, "priority");
   if (p == nullptr) return kPriorityDefault;
+  const auto names_or_integer = [] {
+    return bad_request("Invalid 'priority': use \"interactive\", \"default\", \"batch\" or an integer.", "priority",
+                       "invalid_value");
+  };
   if (p->is_string()) {
     const std::string name = p->get<std::string>();
     if (name == "interactive") return kPriorityInteractive;
     if (name == "default") return kPriorityDefault;
     if (name == "batch") return kPriorityBatch;
-    throw bad_request("Invalid 'priority': use \"interactive\", \"default\", \"batch\" or an integer.", "priority",
-                      "invalid_value");
+    throw names_or_integer();
   }
+  if (!p->is_number()) throw names_or_integer();
+  const double d = p->get<double>();
+  if (d != std::floor(d)) throw names_or_integer();
   auto v = get_integer(doc, "priority");
   if (!v || *v < kPriorityMin || *v > kPriorityMax)
     throw bad_request(fmt::format("Invalid 'priority': an integer must be in [{}, {}].", kPriorityMin, kPriorityMax),

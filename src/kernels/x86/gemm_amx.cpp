@@ -7,12 +7,15 @@
 // accumulators after every block, exactly like the vector kernels do per
 // block. Weight rows load straight from the GGUF mapping as the A tile (Q8_0)
 // or after unpacking nibbles to int8 (Q4_0); activations are packed once per
-// call into B tiles. Rows past the last full 16 go through the AVX-512 kernel.
+// call into B tiles. A last panel of fewer than 16 rows is zero-padded (not
+// sent to another kernel), so a row's result does not depend on the row
+// range a thread was given.
 //
 // Compiled with -mamx-tile -mamx-int8 -mavx512f... (src/CMakeLists.txt);
 // called only when cpu_features().amx_int8 (the OS granted tile state).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -79,13 +82,18 @@ void pack_acts(const BlockQ8Act* x, int64_t n_tokens, int64_t n_blocks, PackedAc
   }
 }
 
-// 16 weight rows as int8 blocks: a[b][row][32], with their scales dw[b][row].
+// n_rows (<= 16) weight rows as int8 blocks: a[b][row][32], with their
+// scales dw[b][row]; rows n_rows..15 are zero.
 template <class Block>
-void gather_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t n_blocks, std::vector<int8_t>& a,
+void gather_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int n_rows, int64_t n_blocks, std::vector<int8_t>& a,
                  std::vector<float>& dw) {
   a.resize(static_cast<size_t>(n_blocks * kRows * 32));
   dw.resize(static_cast<size_t>(n_blocks * kRows));
-  for (int m = 0; m < kRows; ++m) {
+  if (n_rows < kRows) {  // zero rows: their C rows are zero and never stored
+    std::fill(a.begin(), a.end(), int8_t{0});
+    std::fill(dw.begin(), dw.end(), 0.0f);
+  }
+  for (int m = 0; m < n_rows; ++m) {
     const auto* wb = reinterpret_cast<const Block*>(w + (r0 + m) * row_bytes);
     for (int64_t b = 0; b < n_blocks; ++b) {
       int8_t* dst = &a[static_cast<size_t>((b * kRows + m) * 32)];
@@ -105,9 +113,8 @@ void gather_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t n_block
 
 template <class Block>
 void amx_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
-              int64_t n_tokens, float* y, int64_t ldy, GemmQ8Fn tail) {
-  const int64_t full_end = r0 + (r1 - r0) / kRows * kRows;
-  if (full_end > r0) {
+              int64_t n_tokens, float* y, int64_t ldy) {
+  if (r1 > r0) {
     configure_tiles();
     thread_local PackedActs acts;
     thread_local std::vector<int8_t> a;
@@ -115,8 +122,9 @@ void amx_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_
     pack_acts(x, n_tokens, n_blocks, acts);
     const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
     alignas(64) int32_t c0[kRows][kTokens], c1[kRows][kTokens];  // written by tile stores
-    for (int64_t row0 = r0; row0 < full_end; row0 += kRows) {
-      gather_rows<Block>(w, row_bytes, row0, n_blocks, a, dw);
+    for (int64_t row0 = r0; row0 < r1; row0 += kRows) {
+      const int n_rows = static_cast<int>(std::min<int64_t>(kRows, r1 - row0));
+      gather_rows<Block>(w, row_bytes, row0, n_rows, n_blocks, a, dw);
       const int8_t* A = a.data();
       const float* DW = dw.data();
       for (int64_t tile = 0; tile < n_tiles; ++tile) {
@@ -148,7 +156,7 @@ void amx_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_
           scale_into(c0, DW + b * kRows, _mm512_loadu_ps(DX + b * kTokens), acc);
         }
         alignas(64) float out[kTokens];
-        for (int m = 0; m < kRows; ++m) {
+        for (int m = 0; m < n_rows; ++m) {
           _mm512_store_ps(out, acc[m]);
           for (int n = 0; n < kTokens && tile * kTokens + n < n_tokens; ++n)
             y[(tile * kTokens + n) * ldy + row0 + m] = out[n];
@@ -156,17 +164,16 @@ void amx_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_
       }
     }
   }
-  if (full_end < r1) tail(w, row_bytes, full_end, r1, n_blocks, x, n_tokens, y, ldy);
 }
 
 void q8_0_amx(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
               int64_t n_tokens, float* y, int64_t ldy) {
-  amx_rows<BlockQ8_0>(w, row_bytes, r0, r1, n_blocks, x, n_tokens, y, ldy, gemm_kernels_avx512_vnni()->q8_0);
+  amx_rows<BlockQ8_0>(w, row_bytes, r0, r1, n_blocks, x, n_tokens, y, ldy);
 }
 
 void q4_0_amx(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
               int64_t n_tokens, float* y, int64_t ldy) {
-  amx_rows<BlockQ4_0>(w, row_bytes, r0, r1, n_blocks, x, n_tokens, y, ldy, gemm_kernels_avx512_vnni()->q4_0);
+  amx_rows<BlockQ4_0>(w, row_bytes, r0, r1, n_blocks, x, n_tokens, y, ldy);
 }
 
 }  // namespace

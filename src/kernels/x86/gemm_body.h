@@ -1,8 +1,8 @@
 // The x86 SIMD kernel bodies, shared by the instruction-set variants
 // (gemm_avx2.cpp, gemm_avx512.cpp), which include this file once each and
 // supply `Isa::dot_u8s8` (four u8 x s8 products summed per int32 lane).
-// The AVX-512 table uses only the float loaders from here; its Q8_0 / Q4_0
-// kernels are gemm_quant_avx512.cpp.
+// (The AVX-512 table's kernels are gemm_quant_avx512.cpp and
+// gemm_float_avx512.cpp.)
 //
 // Register tiles: one weight row against up to kTile tokens, the weight block
 // loaded once per tile. Each (row, token) keeps two 8-lane float accumulators
