@@ -338,10 +338,71 @@ TEST_P(MatmulTest, QuantKernelsEdgeShapesAndSameBitsPerRowToken) {
   }
 }
 
+// matmul_shared_input (Q/K/V, gate/up) gives each product exactly matmul's
+// bits, for decode and prefill token counts and 1 or 2 threads, with mixed
+// row counts (not multiples of 16) and mixed quantized types.
+TEST(MatmulSharedInput, SameBitsAsMatmulPerProduct) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int64_t n_cols = 256;
+  RandomWeight a = make_weight(GgmlType::Q8_0, 100, n_cols, rng);
+  RandomWeight b = make_weight(GgmlType::Q4_0, 37, n_cols, rng);
+  RandomWeight c = make_weight(GgmlType::Q8_0, 64, n_cols, rng);
+  RandomWeight f = make_weight(GgmlType::F32, 20, n_cols, rng);
+  for (int32_t threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (int64_t n_tokens : {1, 3, 16, 29}) {
+      std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));
+      for (float& v : x) v = u(rng);
+      for (bool with_float : {false, true}) {
+        std::vector<const RandomWeight*> ws{&a, &b, &c};
+        if (with_float) ws.push_back(&f);
+        std::vector<std::vector<float>> want(ws.size()), got(ws.size());
+        std::vector<MatmulOut> outs;
+        for (size_t i = 0; i < ws.size(); ++i) {
+          want[i].resize(static_cast<size_t>(n_tokens * ws[i]->view.n_rows));
+          got[i].assign(want[i].size(), NAN);
+          matmul(ws[i]->view, x.data(), want[i].data(), n_tokens, pool);
+          outs.push_back({&ws[i]->view, got[i].data()});
+        }
+        matmul_shared_input(outs, x.data(), n_tokens, pool);
+        for (size_t i = 0; i < ws.size(); ++i)
+          for (size_t j = 0; j < want[i].size(); ++j)
+            ASSERT_EQ(got[i][j], want[i][j]) << "product " << i << ", " << n_tokens << " tokens, " << threads
+                                             << " threads, element " << j;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, MatmulTest,
                          ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
                                            GgmlType::Q4_0),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
+
+// matmul() quantizes with the AVX-512 version where the CPU has it; the
+// kernels' tests quantize with the portable one: they must agree bit for bit.
+TEST(ActQuant, Avx512MatchesPortableBitForBit) {
+  if (!cpu_features().avx512_vnni) GTEST_SKIP() << "no AVX-512";
+  const int64_t n = 32 * 64;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float scale : {1e-30f, 1e-3f, 1.0f, 37.0f, 1e20f}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = dist(rng) * scale;
+    for (int64_t j = 0; j < 32; ++j) x[j] = 0.0f;                 // an all-zero block (d = 0)
+    for (int64_t j = 32; j < 64; ++j) x[j] = (j % 2 ? 1.5f : -2.5f) * scale;  // ties at .5 after scaling
+    x[70] = -x[70] * 1e3f;                                           // one outlier
+    std::vector<BlockQ8Act> a(n / 32), b(n / 32);
+    quantize_act_q8(x.data(), a.data(), n);
+    quantize_act_q8_avx512(x.data(), b.data(), n);
+    for (int64_t i = 0; i < n / 32; ++i) {
+      EXPECT_EQ(std::memcmp(&a[i].d, &b[i].d, sizeof(float)), 0) << "block " << i << " scale " << scale;
+      EXPECT_EQ(a[i].qsum, b[i].qsum) << "block " << i << " scale " << scale;
+      EXPECT_EQ(std::memcmp(a[i].qs, b[i].qs, 32), 0) << "block " << i << " scale " << scale;
+    }
+  }
+}
 
 TEST(Ops, RmsNorm) {
   const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f};

@@ -22,4 +22,8 @@ static_assert(sizeof(BlockQ8Act) == 40);
 // x: n floats (n a multiple of 32) -> n / 32 blocks.
 void quantize_act_q8(const float* x, BlockQ8Act* out, int64_t n);
 
+// The same, bit for bit, with AVX-512 (x86/act_quant_avx512.cpp): call only
+// when cpu_features().avx512_vnni (matmul() does).
+void quantize_act_q8_avx512(const float* x, BlockQ8Act* out, int64_t n);
+
 }  // namespace nexus

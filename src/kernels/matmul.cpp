@@ -1,7 +1,10 @@
-// matmul(): picks the kernel table once, quantizes activations for the
-// integer kernels, and splits weight rows across the pool's threads.
+// matmul() and matmul_shared_input(): pick the kernel table once, quantize
+// activations for the integer kernels (once per input, split across the
+// threads), and split weight rows across the pool's threads.
 #include "kernels/matmul.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -52,6 +55,13 @@ constexpr int64_t kAmxMinTokens = 16;
 // workers costs more than it saves.
 constexpr int64_t kMinParallelWork = 1 << 18;
 
+// Threads split quantized products in panels of this many rows (the prefill
+// kernels' tile height), so no thread packs a partial panel mid-weight.
+constexpr int64_t kSplitRows = 16;
+
+// From this many activation values, quantizing them is split across threads.
+constexpr int64_t kMinParallelQuant = 1 << 15;
+
 bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
 
 }  // namespace
@@ -75,14 +85,8 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
   };
 
   if (is_quantized(w.type)) {
-    // Reused across calls: no allocation per step once the largest batch was seen.
-    thread_local std::vector<BlockQ8Act> xq;
-    const int64_t n_blocks = n_cols / 32;
-    if (xq.size() < static_cast<size_t>(n_tokens * n_blocks)) xq.resize(static_cast<size_t>(n_tokens * n_blocks));
-    for (int64_t t = 0; t < n_tokens; ++t) quantize_act_q8(x + t * n_cols, xq.data() + t * n_blocks, n_cols);
-    const GemmQ8Fn fn = w.type == GgmlType::Q8_0 ? k.q8_0 : k.q4_0;
-    const BlockQ8Act* xqp = xq.data();
-    split_rows([&](int64_t r0, int64_t r1) { fn(wdata, row_bytes, r0, r1, n_blocks, xqp, n_tokens, y, n_rows); });
+    const MatmulOut one{&w, y};
+    matmul_shared_input(std::span(&one, 1), x, n_tokens, pool);
     return;
   }
   if (w.panels) {
@@ -102,6 +106,57 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
     default: throw Error("matmul: unsupported weight type " + std::string(ggml_type_name(w.type)));
   }
   split_rows([&](int64_t r0, int64_t r1) { fn(wdata, row_bytes, r0, r1, n_cols, x, n_tokens, y, n_rows); });
+}
+
+void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool) {
+  if (outs.empty()) return;
+  const int64_t n_cols = outs[0].w->n_cols;
+  bool fused = true;
+  for (const MatmulOut& o : outs) fused = fused && is_quantized(o.w->type) && o.w->n_cols == n_cols;
+  if (!fused) {
+    for (const MatmulOut& o : outs) matmul(*o.w, x, o.y, n_tokens, pool);
+    return;
+  }
+  const GemmKernels& k = n_tokens >= kAmxMinTokens ? *kernels().prefill : *kernels().decode;
+  const int64_t n_blocks = n_cols / 32;
+  static const auto quantize_row = cpu_features().avx512_vnni ? quantize_act_q8_avx512 : quantize_act_q8;
+
+  // Quantized once for every product. Reused across calls: no allocation per
+  // step once the largest batch was seen. Each token's blocks depend on that
+  // token only, so splitting the tokens across threads changes nothing.
+  thread_local std::vector<BlockQ8Act> xq;
+  if (xq.size() < static_cast<size_t>(n_tokens * n_blocks)) xq.resize(static_cast<size_t>(n_tokens * n_blocks));
+  BlockQ8Act* xqw = xq.data();
+  auto quantize = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) quantize_row(x + t * n_cols, xqw + t * n_blocks, n_cols);
+  };
+  if (n_tokens > 1 && n_tokens * n_cols >= kMinParallelQuant && pool.size() > 1) pool.parallel_for(n_tokens, quantize);
+  else quantize(0, n_tokens);
+
+  // The products' rows, in panels of kSplitRows, form one range that the
+  // threads split: one fork/join for all, and a small product (K, V) does not
+  // leave a thread idle on its own. unit0[i]: product i's first panel.
+  std::array<int64_t, kMaxSharedOutputs + 1> unit0{};
+  if (outs.size() > kMaxSharedOutputs) throw Error("matmul_shared_input: too many products");
+  int64_t work = 0;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    unit0[i + 1] = unit0[i] + (outs[i].w->n_rows + kSplitRows - 1) / kSplitRows;
+    work += outs[i].w->n_rows * n_cols * n_tokens;
+  }
+  const BlockQ8Act* xqp = xq.data();
+  auto units = [&](int64_t u0, int64_t u1) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const WeightView& w = *outs[i].w;
+      const int64_t r0 = std::max<int64_t>(u0 - unit0[i], 0) * kSplitRows;
+      const int64_t r1 = std::min<int64_t>((u1 - unit0[i]) * kSplitRows, w.n_rows);
+      if (r0 >= r1) continue;
+      const GemmQ8Fn fn = w.type == GgmlType::Q8_0 ? k.q8_0 : k.q4_0;
+      fn(static_cast<const uint8_t*>(w.data), w.row_bytes, r0, r1, n_blocks, xqp, n_tokens, outs[i].y, w.n_rows);
+    }
+  };
+  const int64_t n_units = unit0[outs.size()];
+  if (work < kMinParallelWork || pool.size() == 1) units(0, n_units);
+  else pool.parallel_for(n_units, units);
 }
 
 float dot_row(GgmlType type, const void* row, const float* x, int64_t n) {

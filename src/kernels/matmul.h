@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/tensor.h"
 
@@ -23,6 +24,21 @@ class ThreadPool;
 
 // Throws nexus::Error for an unsupported weight type.
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool);
+
+// One product of matmul_shared_input: y = W x, y laid out as for matmul().
+struct MatmulOut {
+  const WeightView* w;
+  float* y;
+};
+constexpr size_t kMaxSharedOutputs = 4;
+
+// Several products of the same activations x (Q/K/V, gate/up): when all
+// weights are Q8_0/Q4_0 with the same n_cols, x is quantized once (split
+// across the threads) and all the weights' rows are split across the threads
+// in one go; otherwise it is matmul() per product. Each y holds exactly what
+// matmul(*w, x, y, n_tokens, pool) gives. At most kMaxSharedOutputs products
+// (nexus::Error otherwise).
+void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool);
 
 // Dot product of one stored row (n values of `type`) with float32 x, through
 // the same kernels as matmul with one token.

@@ -105,7 +105,8 @@ void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs) {
 
 // Causal attention with GQA (query head h reads KV head h / (n_head /
 // n_head_kv)): token t at position p attends to its sequence's positions
-// [0, p]. One task per (token, head).
+// [0, p]. One task per (token, head); each writes only its own output, so
+// the thread split does not change any result.
 void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
   const LlamaConfig& c = model_.config();
   Activations& a = *act_;
@@ -118,7 +119,11 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
 
   auto heads = [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
-      const size_t t = static_cast<size_t>(task / c.n_head);
+      // Tokens taken in the order 0, n-1, 1, n-2, ...: a causal token's cost
+      // grows with its position, so contiguous task ranges (the pool's split)
+      // then hold equal work rather than the early, cheap tokens on one thread.
+      const int64_t j = task / c.n_head, n_tok = static_cast<int64_t>(pos_.size());
+      const size_t t = static_cast<size_t>(j % 2 == 0 ? j / 2 : n_tok - 1 - j / 2);
       const int32_t h = static_cast<int32_t>(task % c.n_head);
       const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
       PagedKv kv;

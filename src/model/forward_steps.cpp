@@ -31,9 +31,8 @@ void attention_inputs(const LlamaModel& model, const LlamaLayer& L, Activations&
   const LlamaConfig& c = model.config();
   const int64_t E = c.n_embd;
   for (int32_t t = 0; t < n; ++t) rmsnorm(&a.xb[t * E], &a.x[t * E], L.attn_norm.f32(), E, c.rms_eps);
-  matmul(L.wq, a.xb.data(), a.q.data(), n, pool);
-  matmul(L.wk, a.xb.data(), a.k.data(), n, pool);
-  matmul(L.wv, a.xb.data(), a.v.data(), n, pool);
+  const MatmulOut qkv[] = {{&L.wq, a.q.data()}, {&L.wk, a.k.data()}, {&L.wv, a.v.data()}};
+  matmul_shared_input(qkv, a.xb.data(), n, pool);
 }
 
 void attention_output_and_ffn(const LlamaModel& model, const LlamaLayer& L, Activations& a, int32_t n,
@@ -44,8 +43,8 @@ void attention_output_and_ffn(const LlamaModel& model, const LlamaLayer& L, Acti
   for (int64_t i = 0; i < n * E; ++i) a.x[i] += a.xb2[i];
 
   for (int32_t t = 0; t < n; ++t) rmsnorm(&a.xb[t * E], &a.x[t * E], L.ffn_norm.f32(), E, c.rms_eps);
-  matmul(L.w_gate, a.xb.data(), a.hb.data(), n, pool);
-  matmul(L.w_up, a.xb.data(), a.hb2.data(), n, pool);
+  const MatmulOut gate_up[] = {{&L.w_gate, a.hb.data()}, {&L.w_up, a.hb2.data()}};
+  matmul_shared_input(gate_up, a.xb.data(), n, pool);
   swiglu(a.hb.data(), a.hb2.data(), n * F);
   matmul(L.w_down, a.hb.data(), a.xb2.data(), n, pool);
   for (int64_t i = 0; i < n * E; ++i) a.x[i] += a.xb2[i];
