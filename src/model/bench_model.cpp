@@ -153,15 +153,17 @@ std::string bench_model_markdown(const BenchModelReport& r) {
     out += fmt::format("DRAM read bandwidth: {:.2f} GB/s (threads: {}, {} loads, best run over {} MiB); ",
                        r.bandwidth_bytes_per_s / 1e9, r.n_threads, r.bandwidth_loads, r.bandwidth_buffer_bytes >> 20);
   out += fmt::format("weights read per token: {:.2f} MiB", r.weight_bytes_per_token / 1048576.0);
-  if (r.llc_bytes > 0 && r.weight_bytes_per_token <= r.llc_bytes)
+  const bool in_cache = r.llc_bytes > 0 && r.weight_bytes_per_token <= r.llc_bytes;
+  if (in_cache)
     out += fmt::format(" (they fit in the {:.0f} MiB last-level cache: decode is not DRAM-bound, the bound does not apply)",
                        r.llc_bytes / 1048576.0);
   out += "\n\n";
   out += "| model | size | params | type | threads | test | t/s | bound t/s | % of bound |\n";
   out += "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |\n";
   for (const BenchModelRow& row : r.rows) {
-    const std::string bound = row.bound_tps > 0 ? fmt::format("{:.2f}", row.bound_tps) : "-";
-    const std::string pct = row.bound_tps > 0 ? fmt::format("{:.1f}", 100.0 * row.mean / row.bound_tps) : "-";
+    const bool shown = row.bound_tps > 0 && !in_cache;  // the JSON keeps the number either way
+    const std::string bound = shown ? fmt::format("{:.2f}", row.bound_tps) : "-";
+    const std::string pct = shown ? fmt::format("{:.1f}", 100.0 * row.mean / row.bound_tps) : "-";
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} |\n", r.model,
                        human_size(r.size_bytes), human_count(r.n_params), r.type, r.n_threads, row.test, row.mean,
                        row.stddev, bound, pct);
