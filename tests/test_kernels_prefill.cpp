@@ -115,7 +115,7 @@ TEST_P(PrefillTest, MatchesFloat64Reference) {
 }
 
 // The contract of gemm_kernels.h: every (row, token) result is the same bits
-// whether the token came in a batch of 16, 17, 29 or 40 tokens (at any
+// whether the token came in a batch of 8, 9, 16, 17, 29 or 40 tokens (at any
 // position), and whatever row range the thread split gave (ragged ranges
 // that cut 16-row panels).
 TEST_P(PrefillTest, IndependentOfBatchAndRowSplit) {
@@ -135,7 +135,8 @@ TEST_P(PrefillTest, IndependentOfBatchAndRowSplit) {
     std::vector<float> full(static_cast<size_t>(n_tokens * n_rows));
     fn(w.bytes.data(), w.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, full.data(), n_rows);
     // Sub-batches [t0, t0 + n) of the same tokens.
-    for (auto [t0, n] : {std::pair<int64_t, int64_t>{0, 16}, {3, 17}, {11, 29}, {24, 16}}) {
+    // From 8 tokens: matmul() hands 8-token batches (8 decoding sequences) to the AVX-512 prefill table.
+    for (auto [t0, n] : {std::pair<int64_t, int64_t>{0, 16}, {3, 17}, {11, 29}, {24, 16}, {5, 8}, {30, 9}}) {
       std::vector<float> part(static_cast<size_t>(n * n_rows));
       fn(w.bytes.data(), w.row_bytes, 0, n_rows, n_blocks, &xq[static_cast<size_t>(t0 * n_blocks)], n, part.data(),
          n_rows);
