@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Resident memory of `nexus serve` on a model: idle, after 100 requests and
-# after 1000 requests (sequential completions of up to 64 tokens, half of
-# them streamed). Prints a markdown table for docs/benchmarks.md.
+# Resident memory of `nexus serve` on a model: idle, after 100, 1000 and 2000
+# requests (sequential completions of up to 64 tokens, half of them
+# streamed), next to the KV pool's size. Prints a markdown table for
+# docs/benchmarks.md.
 # Usage: scripts/bench-memory.sh [MODEL] [NEXUS_BINARY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,8 +35,14 @@ send 100
 after100=$(rss_kb)
 send 900
 after1000=$(rss_kb)
+send 1000
+after2000=$(rss_kb)
 weights=$(stat -c %s "$model")
-echo "| model | file size | RSS idle | RSS after 100 requests | RSS after 1000 requests |"
-echo "| --- | --- | --- | --- | --- |"
-awk -v m="$(basename "$model")" -v w="$weights" -v a="$idle" -v b="$after100" -v c="$after1000" \
-  'BEGIN { printf "| %s | %.1f MB | %.1f MB | %.1f MB | %.1f MB |\n", m, w / 1048576, a / 1024, b / 1024, c / 1024 }'
+# The KV pool is reserved at startup and its pages are committed on first
+# use, so RSS climbs towards idle + pool and then stays there.
+pool=$(sed -n 's/.*KV pool .*, \([0-9.]*\) MiB).*/\1/p' "$log" | head -1)
+echo "| model | file size | KV pool | RSS idle | RSS after 100 requests | after 1000 | after 2000 |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+awk -v m="$(basename "$model")" -v w="$weights" -v p="${pool:-?}" -v a="$idle" -v b="$after100" -v c="$after1000" \
+  -v d="$after2000" \
+  'BEGIN { printf "| %s | %.1f MB | %s MiB | %.1f MB | %.1f MB | %.1f MB | %.1f MB |\n", m, w / 1048576, p, a / 1024, b / 1024, c / 1024, d / 1024 }'
