@@ -63,6 +63,25 @@ std::vector<const GemmKernels*> prefill_tables() {
 
 GemmQ8Fn pick(const GemmKernels& k, GgmlType type) { return type == GgmlType::Q8_0 ? k.q8_0 : k.q4_0; }
 
+// A random weight and n_tokens random activations (normal), float and
+// quantized ([n_tokens, n_cols / 32] blocks).
+struct Problem {
+  QuantWeight w;
+  std::vector<float> x;
+  std::vector<BlockQ8Act> xq;
+};
+
+Problem make_problem(GgmlType type, int64_t n_rows, int64_t n_cols, int64_t n_tokens, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  Problem p{make_weight(type, n_rows, n_cols, rng), std::vector<float>(static_cast<size_t>(n_tokens * n_cols)), {}};
+  for (float& v : p.x) v = nd(rng);
+  const int64_t n_blocks = n_cols / 32;
+  p.xq.resize(static_cast<size_t>(n_tokens * n_blocks));
+  for (int64_t t = 0; t < n_tokens; ++t) quantize_act_q8(&p.x[t * n_cols], &p.xq[t * n_blocks], n_cols);
+  return p;
+}
+
 }  // namespace
 
 class PrefillTest : public ::testing::TestWithParam<GgmlType> {};
@@ -75,14 +94,11 @@ TEST_P(PrefillTest, MatchesFloat64Reference) {
   const auto tables = prefill_tables();
   if (tables.empty()) GTEST_SKIP() << "no prefill kernels for this CPU (" << cpu_features().describe() << ")";
   const GgmlType type = GetParam();
-  std::mt19937 rng(11);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t n_rows = 53, n_cols = 2048, n_tokens = 29, n_blocks = n_cols / 32;
-  const QuantWeight w = make_weight(type, n_rows, n_cols, rng);
-  std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));
-  for (float& v : x) v = nd(rng);
-  std::vector<BlockQ8Act> xq(static_cast<size_t>(n_tokens * n_blocks));
-  for (int64_t t = 0; t < n_tokens; ++t) quantize_act_q8(&x[t * n_cols], &xq[t * n_blocks], n_cols);
+  const Problem p = make_problem(type, n_rows, n_cols, n_tokens, 11);
+  const QuantWeight& w = p.w;
+  const std::vector<float>& x = p.x;
+  const std::vector<BlockQ8Act>& xq = p.xq;
   for (const GemmKernels* k : tables) {
     std::vector<float> y(static_cast<size_t>(n_tokens * n_rows), NAN);
     pick(*k, type)(w.bytes.data(), w.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, y.data(), n_rows);
@@ -122,14 +138,10 @@ TEST_P(PrefillTest, IndependentOfBatchAndRowSplit) {
   const auto tables = prefill_tables();
   if (tables.empty()) GTEST_SKIP() << "no prefill kernels for this CPU (" << cpu_features().describe() << ")";
   const GgmlType type = GetParam();
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t n_rows = 77, n_cols = 512, n_tokens = 40, n_blocks = n_cols / 32;
-  const QuantWeight w = make_weight(type, n_rows, n_cols, rng);
-  std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));
-  for (float& v : x) v = nd(rng);
-  std::vector<BlockQ8Act> xq(static_cast<size_t>(n_tokens * n_blocks));
-  for (int64_t t = 0; t < n_tokens; ++t) quantize_act_q8(&x[t * n_cols], &xq[t * n_blocks], n_cols);
+  const Problem p = make_problem(type, n_rows, n_cols, n_tokens, 5);
+  const QuantWeight& w = p.w;
+  const std::vector<BlockQ8Act>& xq = p.xq;
   for (const GemmKernels* k : tables) {
     const GemmQ8Fn fn = pick(*k, type);
     std::vector<float> full(static_cast<size_t>(n_tokens * n_rows));
@@ -160,14 +172,10 @@ TEST_P(PrefillTest, MatchesReferenceKernels) {
   const auto tables = prefill_tables();
   if (tables.empty()) GTEST_SKIP() << "no prefill kernels for this CPU (" << cpu_features().describe() << ")";
   const GgmlType type = GetParam();
-  std::mt19937 rng(3);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t n_rows = 40, n_cols = 2048, n_tokens = 130, n_blocks = n_cols / 32;
-  const QuantWeight w = make_weight(type, n_rows, n_cols, rng);
-  std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));
-  for (float& v : x) v = nd(rng);
-  std::vector<BlockQ8Act> xq(static_cast<size_t>(n_tokens * n_blocks));
-  for (int64_t t = 0; t < n_tokens; ++t) quantize_act_q8(&x[t * n_cols], &xq[t * n_blocks], n_cols);
+  const Problem p = make_problem(type, n_rows, n_cols, n_tokens, 3);
+  const QuantWeight& w = p.w;
+  const std::vector<BlockQ8Act>& xq = p.xq;
   std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
   pick(gemm_kernels_ref(), type)(w.bytes.data(), w.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, want.data(),
                                  n_rows);
