@@ -46,7 +46,8 @@ const GemmKernels* gemm_kernels_amx();
 // tokens per tile; float types as AVX-512), for CPUs without AMX.
 const GemmKernels* gemm_kernels_avx512_prefill();
 // The best vector table this CPU runs (for decode); matmul() switches to the
-// AMX table (without AMX: the AVX-512 prefill table) for 16 or more tokens.
+// AMX table for 16 or more tokens (without AMX: the AVX-512 prefill table,
+// from 8 tokens; see KernelChoice in matmul.cpp).
 // NEXUS_KERNELS=ref|avx2|avx512_vnni forces one table for both;
 // NEXUS_KERNELS=avx512_prefill forces the AVX-512 prefill table for prefill.
 const GemmKernels& gemm_kernels();

@@ -77,21 +77,13 @@ bool f32_panels_supported() {
 }
 
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
-  const GemmKernels& k = n_tokens >= kernels().prefill_from ? *kernels().prefill : *kernels().decode;
-  const int64_t n_rows = w.n_rows, n_cols = w.n_cols;
-  const auto* wdata = static_cast<const uint8_t*>(w.data);
-  const size_t row_bytes = w.row_bytes;
-  const bool serial = n_rows * n_cols * n_tokens < kMinParallelWork || pool.size() == 1;
-  auto split_rows = [&](const auto& rows) {
-    if (serial) rows(int64_t{0}, n_rows);
-    else pool.parallel_for(n_rows, rows);
-  };
-
   if (is_quantized(w.type)) {
     const MatmulOut one{&w, y};
     matmul_shared_input(std::span(&one, 1), x, n_tokens, pool);
     return;
   }
+  const int64_t n_rows = w.n_rows, n_cols = w.n_cols;
+  const bool serial = n_rows * n_cols * n_tokens < kMinParallelWork || pool.size() == 1;
   if (w.panels) {
     const int64_t n_panels = (n_rows + kPanelRows - 1) / kPanelRows;
     auto panels = [&](int64_t p0, int64_t p1) {
@@ -101,6 +93,7 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
     else pool.parallel_for(n_panels, panels);
     return;
   }
+  const GemmKernels& k = n_tokens >= kernels().prefill_from ? *kernels().prefill : *kernels().decode;
   GemmFFn fn = nullptr;
   switch (w.type) {
     case GgmlType::F32: fn = k.f32; break;
@@ -108,11 +101,15 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
     case GgmlType::BF16: fn = k.bf16; break;
     default: throw Error("matmul: unsupported weight type " + std::string(ggml_type_name(w.type)));
   }
-  split_rows([&](int64_t r0, int64_t r1) { fn(wdata, row_bytes, r0, r1, n_cols, x, n_tokens, y, n_rows); });
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  auto rows = [&](int64_t r0, int64_t r1) { fn(wdata, w.row_bytes, r0, r1, n_cols, x, n_tokens, y, n_rows); };
+  if (serial) rows(0, n_rows);
+  else pool.parallel_for(n_rows, rows);
 }
 
 void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool) {
   if (outs.empty()) return;
+  if (outs.size() > kMaxSharedOutputs) throw Error("matmul_shared_input: too many products");
   const int64_t n_cols = outs[0].w->n_cols;
   bool fused = true;
   for (const MatmulOut& o : outs) fused = fused && is_quantized(o.w->type) && o.w->n_cols == n_cols;
@@ -140,7 +137,6 @@ void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_
   // threads split: one fork/join for all, and a small product (K, V) does not
   // leave a thread idle on its own. unit0[i]: product i's first panel.
   std::array<int64_t, kMaxSharedOutputs + 1> unit0{};
-  if (outs.size() > kMaxSharedOutputs) throw Error("matmul_shared_input: too many products");
   int64_t work = 0;
   for (size_t i = 0; i < outs.size(); ++i) {
     unit0[i + 1] = unit0[i] + (outs[i].w->n_rows + kSplitRows - 1) / kSplitRows;

@@ -2,7 +2,8 @@
 // flags as gemm_avx512.cpp (src/CMakeLists.txt).
 //
 // Register tile: 16 (row, token) dot products at once, R rows x T tokens
-// with R * T = 16 (16x1 for one token, 8x2, 4x4 from four tokens up). Each
+// with R * T = 16 (16x1 for one token, 8x2 for two, 4x4 from three up,
+// a third token padding the fourth). Each
 // product is a single FMA chain over the columns, 16 at a time (the tail
 // through a zero-filled masked load), so 16 independent chains hide the FMA
 // latency. The 16 accumulators are then summed across their lanes together,
