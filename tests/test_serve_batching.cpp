@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <random>
 #include <string>
@@ -80,32 +81,46 @@ TEST(ServeBatching, SharedPrefixIsReusedAndOnlyTheRestPrefilled) {
   EXPECT_EQ(s.proc.stop(SIGTERM), 0);
 }
 
+// The client reads a few events, then closes the socket. On a fast machine
+// a slow client (descheduled under ctest -j) can see its 1500 tokens finish
+// before it closes; such a try did not test a mid-stream disconnect, so it
+// is repeated. Each try must leave the pool as it found it either way.
 TEST(ServeBatching, ClientThatDisconnectsMidStreamFreesItsBlocks) {
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
   ServeProcess s(model);
   ASSERT_GT(s.port, 0) << "nexus serve did not start";
   HttpClient probe("127.0.0.1", s.port);
   const double used_before = value(scrape(probe), "nexus_kv_blocks", {{"state", "used"}});
-  {
-    HttpClient c("127.0.0.1", s.port);
-    c.send("POST", "/v1/completions",
-           json{{"prompt", "Once upon a time"}, {"max_tokens", 1500}, {"ignore_eos", true}, {"stream", true}}.dump());
-    ASSERT_EQ(c.read_header().status, 200);
-    for (int i = 0; i < 40; ++i) ASSERT_TRUE(c.next_event().has_value());
-    const auto mid = scrape(probe);
-    EXPECT_GT(value(mid, "nexus_kv_blocks", {{"state", "used"}}), used_before) << "the stream holds blocks";
-    EXPECT_EQ(value(mid, "nexus_running_sequences"), 1);
-    c.close();
+  const std::map<std::string, std::string> cancelled = {{"finish_reason", "cancelled"}};
+  const std::map<std::string, std::string> length = {{"finish_reason", "length"}};
+  bool disconnected_mid_stream = false;
+  for (int attempt = 0; attempt < 5 && !disconnected_mid_stream; ++attempt) {
+    {
+      HttpClient c("127.0.0.1", s.port);
+      c.send("POST", "/v1/completions",
+             json{{"prompt", "Once upon a time"}, {"max_tokens", 1500}, {"ignore_eos", true}, {"stream", true}}.dump());
+      ASSERT_EQ(c.read_header().status, 200);
+      ASSERT_TRUE(c.next_event().has_value());
+      const auto mid = scrape(probe);
+      EXPECT_GT(value(mid, "nexus_kv_blocks", {{"state", "used"}}), used_before) << "the stream holds blocks";
+      EXPECT_EQ(value(mid, "nexus_running_sequences"), 1);
+      for (int i = 0; i < 39; ++i) ASSERT_TRUE(c.next_event().has_value());
+      c.close();
+    }
+    std::vector<MetricSample> m;
+    for (int i = 0; i < 500; ++i) {
+      m = scrape(probe);
+      if (value(m, "nexus_running_sequences") == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(value(m, "nexus_running_sequences"), 0);
+    EXPECT_EQ(value(m, "nexus_kv_blocks", {{"state", "used"}}), used_before);
+    const double n_cancelled = value(m, "nexus_requests_total", cancelled);
+    const double n_length = value(m, "nexus_requests_total", length);
+    ASSERT_EQ(n_cancelled + n_length, attempt + 1) << "every try ends as cancelled or, if it outran the client, length";
+    disconnected_mid_stream = n_cancelled == 1;
   }
-  std::vector<MetricSample> m;
-  for (int i = 0; i < 500; ++i) {
-    m = scrape(probe);
-    if (value(m, "nexus_running_sequences") == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(value(m, "nexus_running_sequences"), 0);
-  EXPECT_EQ(value(m, "nexus_kv_blocks", {{"state", "used"}}), used_before);
-  EXPECT_EQ(value(m, "nexus_requests_total", {{"finish_reason", "cancelled"}}), 1);
+  EXPECT_TRUE(disconnected_mid_stream) << "five tries all finished before their client closed";
   probe.close();
   EXPECT_EQ(s.proc.stop(SIGTERM), 0);
 }
