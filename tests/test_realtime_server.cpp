@@ -128,6 +128,35 @@ TEST_F(RealtimeServer, BadEventsGetErrorsAndTheConnectionStaysOpen) {
   EXPECT_EQ(c->recv_until("response.done")["response"]["finish_reason"], "length");
 }
 
+// max_tokens is limited as over HTTP (1 <= n <= n_ctx), and a session.update
+// that breaks the limit is refused when it is sent, not at the next
+// response.create; the settings stay as they were.
+TEST_F(RealtimeServer, OutOfRangeMaxTokensIsRefusedBySessionUpdate) {
+  start(1000);
+  auto c = ws();
+  for (const int64_t bad : {int64_t{0}, int64_t{-1}, int64_t{1001}, int64_t{1000000000}}) {
+    c->send_json({{"type", "session.update"}, {"session", {{"max_tokens", bad}}}});
+    const json e = c->recv_json();
+    ASSERT_EQ(e["type"], "error") << bad << " " << e;
+    EXPECT_EQ(e["error"]["code"], "invalid_value") << e;
+    EXPECT_EQ(e["error"]["event"], "session.update") << e;
+  }
+  c->send_json({{"type", "session.update"}, {"session", json::object()}});
+  json j = c->recv_json();
+  ASSERT_EQ(j["type"], "session.updated") << j;
+  EXPECT_FALSE(j["session"].contains("max_tokens")) << j;
+  c->send_json({{"type", "session.update"}, {"session", {{"max_tokens", 1000}}}});
+  EXPECT_EQ(c->recv_json()["session"]["max_tokens"], 1000);
+  // A response's override is checked the same way, and the session goes on.
+  c->send_json({{"type", "input.append"}, {"text", "hi"}});
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 0}}}});
+  const json e = c->recv_json();
+  EXPECT_EQ(e["error"]["code"], "invalid_value") << e;
+  EXPECT_EQ(e["error"]["event"], "response.create") << e;
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 2}}}});
+  EXPECT_EQ(c->recv_until("response.done")["response"]["usage"]["completion_tokens"], 2);
+}
+
 TEST_F(RealtimeServer, OversizedMessageIsDiscardedWithAnError) {
   opts.body_limit = 4096;
   start();

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "server/prompt_builder.h"
 
 namespace nexus::server::realtime {
 
@@ -108,7 +109,8 @@ ClientEvent parse_client_event(std::string_view frame) {
   return out;
 }
 
-ResolvedParams resolve_params(const json& session, const json& overrides, const std::string& model_id) {
+ResolvedParams resolve_params(const json& session, const json& overrides, const std::string& model_id,
+                              int32_t n_ctx) {
   ResolvedParams out;
   // A completions body made of the sampling fields: parse_api_request is the
   // one place where they are checked. The prompt is a placeholder.
@@ -131,6 +133,7 @@ ResolvedParams resolve_params(const json& session, const json& overrides, const 
   body["prompt"] = json::array({0});
   try {
     out.request = parse_api_request(Endpoint::Completions, body.dump());
+    check_max_tokens(out.request.max_tokens, n_ctx);
   } catch (const ApiError& e) {
     throw EventError(e.code.empty() ? "invalid_value" : e.code, e.what());
   }

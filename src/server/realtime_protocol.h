@@ -66,10 +66,12 @@ struct ResolvedParams {
   ApiRequest request;          // endpoint Completions; prompt fields unset
   bool return_tokens = false;
 };
-// Throws EventError (invalid_event for unknown keys, or the ApiError's code,
-// e.g. invalid_value / invalid_type / model_not_found).
+// Every field is checked as over HTTP, max_tokens against n_ctx too
+// (1 <= max_tokens <= n_ctx, tokens). Throws EventError: unknown_parameter
+// (unknown key), invalid_event ('system' as an override), or the ApiError's
+// code (invalid_value / invalid_type / model_not_found).
 ResolvedParams resolve_params(const nlohmann::json& session, const nlohmann::json& overrides,
-                              const std::string& model_id);
+                              const std::string& model_id, int32_t n_ctx);
 
 // Server events (serialised JSON, one WebSocket text message each).
 std::string session_created(const std::string& id, const std::string& model, int32_t n_ctx, ChatFamily family);
