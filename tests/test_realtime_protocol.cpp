@@ -63,14 +63,33 @@ TEST(RealtimeProtocol, RejectsBadEvents) {
   EXPECT_EQ(error_code_of(R"({"type":"response.explode"})"), "unknown_event");
   EXPECT_EQ(error_code_of(R"({"type":"session.update"})"), "invalid_event");
   EXPECT_EQ(error_code_of(R"({"type":"input.append"})"), "invalid_event");
-  EXPECT_EQ(error_code_of(R"({"type":"input.append","text":""})"), "invalid_event");
+  EXPECT_EQ(error_code_of(R"({"type":"input.append","text":""})"), "invalid_value");
   EXPECT_EQ(error_code_of(R"({"type":"input.append","text":"a","message":{"role":"user","content":"b"}})"),
             "invalid_event");
   EXPECT_EQ(error_code_of(R"({"type":"input.append","message":{"role":"assistant","content":"b"}})"),
-            "invalid_event");
+            "invalid_value");
+  EXPECT_EQ(error_code_of(R"({"type":"input.append","message":{"role":"user","content":""}})"), "invalid_value");
+  EXPECT_EQ(error_code_of(R"({"type":"input.append","message":{"role":null,"content":"b"}})"), "invalid_event");
   EXPECT_EQ(error_code_of(R"({"type":"input.append","message":{"role":"user","content":5}})"), "invalid_event");
   EXPECT_EQ(error_code_of(R"({"type":"response.create","response":[1]})"), "invalid_event");
   EXPECT_EQ(error_code_of(R"({"type":"response.redirect"})"), "invalid_event");
+}
+
+TEST(RealtimeProtocol, ErrorsCarryTheEventTypeOnceKnown) {
+  const auto event_of = [](std::string_view frame) {
+    try {
+      parse_client_event(frame);
+    } catch (const EventError& e) {
+      return e.event;
+    }
+    return std::string("(parsed)");
+  };
+  EXPECT_EQ(event_of("{not json"), "");
+  EXPECT_EQ(event_of(R"({"type":7})"), "");
+  EXPECT_EQ(event_of(R"({"type":"response.explode"})"), "response.explode");
+  EXPECT_EQ(event_of(R"({"type":"input.append","message":{"role":"bot","content":"b"}})"), "input.append");
+  EXPECT_EQ(event_of(R"({"type":"response.redirect"})"), "response.redirect");
+  EXPECT_EQ(event_of(R"({"type":"session.update","session":1})"), "session.update");
 }
 
 TEST(RealtimeProtocol, ResolvesParamsWithOverrides) {

@@ -157,6 +157,36 @@ TEST_F(RealtimeServer, OutOfRangeMaxTokensIsRefusedBySessionUpdate) {
   EXPECT_EQ(c->recv_until("response.done")["response"]["usage"]["completion_tokens"], 2);
 }
 
+// Every error names the client event it answers (docs/protocol.md), unknown
+// types and events refused while parsing included.
+TEST_F(RealtimeServer, ErrorsNameTheEventTheyAnswer) {
+  start();
+  auto c = ws();
+  const auto expect_error = [&](const json& ev, const std::string& code) {
+    c->send_json(ev);
+    const json e = c->recv_json();
+    ASSERT_EQ(e["type"], "error") << e;
+    EXPECT_EQ(e["error"]["code"], code) << e;
+    EXPECT_EQ(e["error"]["event"], ev["type"]) << e;
+  };
+  expect_error({{"type", "warp.drive"}}, "unknown_event");
+  expect_error({{"type", "input.append"}, {"message", {{"role", "assistant"}, {"content", "x"}}}}, "invalid_value");
+  expect_error({{"type", "input.append"}, {"message", {{"role", 7}, {"content", "x"}}}}, "invalid_event");
+  expect_error({{"type", "input.append"}, {"text", ""}}, "invalid_value");
+  expect_error({{"type", "input.append"}}, "invalid_event");
+  expect_error({{"type", "response.redirect"}, {"message", {{"role", "bot"}, {"content", "x"}}}}, "invalid_value");
+  expect_error({{"type", "session.update"}}, "invalid_event");
+  expect_error({{"type", "response.create"}, {"response", 3}}, "invalid_event");
+  // No type to name: no event field.
+  c->send_json({{"kind", "x"}});
+  const json e = c->recv_json();
+  EXPECT_EQ(e["error"]["code"], "invalid_event") << e;
+  EXPECT_FALSE(e["error"].contains("event")) << e;
+  // Still open, and none of it was queued.
+  c->send_json({{"type", "response.create"}});
+  expect_ws_error(*c, "no_input");
+}
+
 TEST_F(RealtimeServer, OversizedMessageIsDiscardedWithAnError) {
   opts.body_limit = 4096;
   start();

@@ -5,7 +5,7 @@
 // Client events:
 //   session.update     {"session": {model?, system?, return_tokens?, <sampling>}}
 //   input.append       {"message": {"role": "user"|"system"|"tool", "content": str}}
-//                      or {"text": str}
+//                      or {"text": str}   (content and text non-empty)
 //   response.create    {"response": {<sampling>, return_tokens?}}   ("response" optional)
 //   response.cancel    {}
 //   response.redirect  input.append's fields + optional "response"
@@ -37,6 +37,7 @@ namespace nexus::server::realtime {
 struct EventError : std::runtime_error {
   EventError(std::string code, std::string message) : std::runtime_error(message), code(std::move(code)) {}
   std::string code;
+  std::string event;  // the client event's "type" as sent, once known ("" before)
 };
 
 enum class EventType { SessionUpdate, InputAppend, ResponseCreate, ResponseCancel, ResponseRedirect, SessionClose };
@@ -57,7 +58,10 @@ struct ClientEvent {
 };
 
 // Throws EventError: invalid_json, invalid_event (not an object, missing or
-// mistyped field), unknown_event (unknown "type").
+// mistyped field), invalid_value (a field of the right type with a value it
+// cannot have: a role other than user/system/tool, an empty text or
+// content), unknown_event (unknown "type"). Once the frame had a string
+// "type", the error's `event` holds it.
 ClientEvent parse_client_event(std::string_view frame);
 
 // Generation parameters: a session's defaults merged with a response's

@@ -175,7 +175,7 @@ void RealtimeSession::handle_event(std::string_view text) {
         return;
     }
   } catch (const EventError& e) {
-    send(realtime::error_event(e.code, e.what(), type));
+    send(realtime::error_event(e.code, e.what(), e.event.empty() ? type : e.event));
   }
 }
 
