@@ -45,8 +45,10 @@ std::set<std::string> keys(const json& j) {
 
 class BenchE2E : public ::testing::Test {
  protected:
+  // The served model (a file of ../shared/models).
+  virtual const char* model_file() const { return "stories260K.gguf"; }
   void SetUp() override {
-    model_ = shared_model_path("stories260K.gguf");
+    model_ = shared_model_path(model_file());
     if (!require_file(model_)) {
       if (HasFailure()) return;
       GTEST_SKIP() << "missing shared file " << model_ << " (set CI=true to fail instead)";
@@ -339,6 +341,29 @@ TEST_F(BenchE2E, ServerAnswering4xxCountsErrors) {
     EXPECT_FALSE(d["ok"].get<bool>());
     EXPECT_EQ(d["error"], "http_400");
     EXPECT_EQ(d["http_status"], 400);
+  }
+}
+
+// TinyLLama-v0 has a 128-token context: the default synthetic prompt must
+// fit in it, so `nexus bench` with no length flags works against it.
+class BenchE2ESmallContext : public BenchE2E {
+ protected:
+  const char* model_file() const override { return "TinyLLama-v0.Q8_0.gguf"; }
+};
+
+TEST_F(BenchE2ESmallContext, DefaultPromptFitsA128TokenContext) {
+  const std::string out = dir_ + "/defaults.json";
+  const CommandResult r =
+      run_nexus("bench --url " + url_ + " --requests 3 --no-progress --json " + shell_quote(out));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json j = json::parse(read_file(out));
+  EXPECT_EQ(j["config"]["prompt_tokens"], "32");
+  const json& p = j["phases"][0];
+  EXPECT_EQ(p["completed"], 3);
+  EXPECT_EQ(p["failed"], 0);
+  for (const json& d : p["request_details"]) {
+    EXPECT_LT(d["prompt_tokens"].get<int64_t>(), 64) << d.dump();  // leaves room for a completion
+    EXPECT_GT(d["completion_tokens"].get<int64_t>(), 0) << d.dump();
   }
 }
 

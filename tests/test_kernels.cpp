@@ -296,14 +296,16 @@ TEST_P(MatmulTest, SameBitsForAnyBatchAndRowRange) {
   }
 }
 
+// The quantized weight types only (their gemm kernel tables).
+class QuantMatmulTest : public ::testing::TestWithParam<GgmlType> {};
+
 // Quantized kernel tables on the shapes their fast paths do not cover: odd
 // block counts (a lone last block), a single block, row sub-ranges (the
 // thread split) and more tokens than one activation chunk; each (row, token)
 // must match the reference table and have the same bits as when computed
 // alone (one row, one token).
-TEST_P(MatmulTest, QuantKernelsEdgeShapesAndSameBitsPerRowToken) {
+TEST_P(QuantMatmulTest, KernelsEdgeShapesAndSameBitsPerRowToken) {
   const GgmlType type = GetParam();
-  if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0) GTEST_SKIP() << "quantized types only";
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const CpuFeatures& cpu = cpu_features();
@@ -378,6 +380,8 @@ TEST(MatmulSharedInput, SameBitsAsMatmulPerProduct) {
 INSTANTIATE_TEST_SUITE_P(Types, MatmulTest,
                          ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
                                            GgmlType::Q4_0),
+                         [](const auto& info) { return std::string(ggml_type_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Types, QuantMatmulTest, ::testing::Values(GgmlType::Q8_0, GgmlType::Q4_0),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 // matmul() quantizes with the AVX-512 version where the CPU has it; the

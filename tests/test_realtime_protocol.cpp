@@ -63,32 +63,55 @@ TEST(RealtimeProtocol, RejectsBadEvents) {
   EXPECT_EQ(error_code_of(R"({"type":"response.explode"})"), "unknown_event");
   EXPECT_EQ(error_code_of(R"({"type":"session.update"})"), "invalid_event");
   EXPECT_EQ(error_code_of(R"({"type":"input.append"})"), "invalid_event");
-  EXPECT_EQ(error_code_of(R"({"type":"input.append","text":""})"), "invalid_event");
+  EXPECT_EQ(error_code_of(R"({"type":"input.append","text":""})"), "invalid_value");
   EXPECT_EQ(error_code_of(R"({"type":"input.append","text":"a","message":{"role":"user","content":"b"}})"),
             "invalid_event");
   EXPECT_EQ(error_code_of(R"({"type":"input.append","message":{"role":"assistant","content":"b"}})"),
-            "invalid_event");
+            "invalid_value");
+  EXPECT_EQ(error_code_of(R"({"type":"input.append","message":{"role":"user","content":""}})"), "invalid_value");
+  EXPECT_EQ(error_code_of(R"({"type":"input.append","message":{"role":null,"content":"b"}})"), "invalid_event");
   EXPECT_EQ(error_code_of(R"({"type":"input.append","message":{"role":"user","content":5}})"), "invalid_event");
   EXPECT_EQ(error_code_of(R"({"type":"response.create","response":[1]})"), "invalid_event");
   EXPECT_EQ(error_code_of(R"({"type":"response.redirect"})"), "invalid_event");
 }
 
+TEST(RealtimeProtocol, ErrorsCarryTheEventTypeOnceKnown) {
+  const auto event_of = [](std::string_view frame) {
+    try {
+      parse_client_event(frame);
+    } catch (const EventError& e) {
+      return e.event;
+    }
+    return std::string("(parsed)");
+  };
+  EXPECT_EQ(event_of("{not json"), "");
+  EXPECT_EQ(event_of(R"({"type":7})"), "");
+  EXPECT_EQ(event_of(R"({"type":"response.explode"})"), "response.explode");
+  EXPECT_EQ(event_of(R"({"type":"input.append","message":{"role":"bot","content":"b"}})"), "input.append");
+  EXPECT_EQ(event_of(R"({"type":"response.redirect"})"), "response.redirect");
+  EXPECT_EQ(event_of(R"({"type":"session.update","session":1})"), "session.update");
+}
+
 TEST(RealtimeProtocol, ResolvesParamsWithOverrides) {
   const json session{{"temperature", 0.5}, {"max_tokens", 7}, {"return_tokens", true}, {"system", "s"}};
-  ResolvedParams p = resolve_params(session, json{{"max_tokens", 3}, {"stop", "x"}}, "m");
+  ResolvedParams p = resolve_params(session, json{{"max_tokens", 3}, {"stop", "x"}}, "m", 512);
   EXPECT_FLOAT_EQ(p.request.sampling.temperature, 0.5f);
   EXPECT_EQ(p.request.max_tokens, 3);
   EXPECT_EQ(p.request.stop, std::vector<std::string>{"x"});
   EXPECT_TRUE(p.return_tokens);
   auto code = [](const json& s, const json& o) {
     try {
-      resolve_params(s, o, "m");
+      resolve_params(s, o, "m", 512);
     } catch (const EventError& e) {
       return e.code;
     }
     return std::string();
   };
   EXPECT_EQ(code(json{{"temperature", 9}}, json::object()), "invalid_value");
+  EXPECT_EQ(code(json{{"max_tokens", 0}}, json::object()), "invalid_value");
+  EXPECT_EQ(code(json::object(), json{{"max_tokens", -3}}), "invalid_value");
+  EXPECT_EQ(code(json{{"max_tokens", 513}}, json::object()), "invalid_value");  // over n_ctx
+  EXPECT_EQ(code(json{{"max_tokens", 512}}, json::object()), "");
   EXPECT_EQ(code(json{{"temperature", "hot"}}, json::object()), "invalid_type");
   EXPECT_EQ(code(json{{"model", "other"}}, json::object()), "model_not_found");
   EXPECT_EQ(code(json::object(), json{{"colour", 1}}), "unknown_parameter");

@@ -128,6 +128,65 @@ TEST_F(RealtimeServer, BadEventsGetErrorsAndTheConnectionStaysOpen) {
   EXPECT_EQ(c->recv_until("response.done")["response"]["finish_reason"], "length");
 }
 
+// max_tokens is limited as over HTTP (1 <= n <= n_ctx), and a session.update
+// that breaks the limit is refused when it is sent, not at the next
+// response.create; the settings stay as they were.
+TEST_F(RealtimeServer, OutOfRangeMaxTokensIsRefusedBySessionUpdate) {
+  start(1000);
+  auto c = ws();
+  for (const int64_t bad : {int64_t{0}, int64_t{-1}, int64_t{1001}, int64_t{1000000000}}) {
+    c->send_json({{"type", "session.update"}, {"session", {{"max_tokens", bad}}}});
+    const json e = c->recv_json();
+    ASSERT_EQ(e["type"], "error") << bad << " " << e;
+    EXPECT_EQ(e["error"]["code"], "invalid_value") << e;
+    EXPECT_EQ(e["error"]["event"], "session.update") << e;
+  }
+  c->send_json({{"type", "session.update"}, {"session", json::object()}});
+  json j = c->recv_json();
+  ASSERT_EQ(j["type"], "session.updated") << j;
+  EXPECT_FALSE(j["session"].contains("max_tokens")) << j;
+  c->send_json({{"type", "session.update"}, {"session", {{"max_tokens", 1000}}}});
+  EXPECT_EQ(c->recv_json()["session"]["max_tokens"], 1000);
+  // A response's override is checked the same way, and the session goes on.
+  c->send_json({{"type", "input.append"}, {"text", "hi"}});
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 0}}}});
+  const json e = c->recv_json();
+  EXPECT_EQ(e["error"]["code"], "invalid_value") << e;
+  EXPECT_EQ(e["error"]["event"], "response.create") << e;
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 2}}}});
+  EXPECT_EQ(c->recv_until("response.done")["response"]["usage"]["completion_tokens"], 2);
+}
+
+// Every error names the client event it answers (docs/protocol.md), unknown
+// types and events refused while parsing included.
+TEST_F(RealtimeServer, ErrorsNameTheEventTheyAnswer) {
+  start();
+  auto c = ws();
+  const auto expect_error = [&](const json& ev, const std::string& code) {
+    c->send_json(ev);
+    const json e = c->recv_json();
+    ASSERT_EQ(e["type"], "error") << e;
+    EXPECT_EQ(e["error"]["code"], code) << e;
+    EXPECT_EQ(e["error"]["event"], ev["type"]) << e;
+  };
+  expect_error({{"type", "warp.drive"}}, "unknown_event");
+  expect_error({{"type", "input.append"}, {"message", {{"role", "assistant"}, {"content", "x"}}}}, "invalid_value");
+  expect_error({{"type", "input.append"}, {"message", {{"role", 7}, {"content", "x"}}}}, "invalid_event");
+  expect_error({{"type", "input.append"}, {"text", ""}}, "invalid_value");
+  expect_error({{"type", "input.append"}}, "invalid_event");
+  expect_error({{"type", "response.redirect"}, {"message", {{"role", "bot"}, {"content", "x"}}}}, "invalid_value");
+  expect_error({{"type", "session.update"}}, "invalid_event");
+  expect_error({{"type", "response.create"}, {"response", 3}}, "invalid_event");
+  // No type to name: no event field.
+  c->send_json({{"kind", "x"}});
+  const json e = c->recv_json();
+  EXPECT_EQ(e["error"]["code"], "invalid_event") << e;
+  EXPECT_FALSE(e["error"].contains("event")) << e;
+  // Still open, and none of it was queued.
+  c->send_json({{"type", "response.create"}});
+  expect_ws_error(*c, "no_input");
+}
+
 TEST_F(RealtimeServer, OversizedMessageIsDiscardedWithAnError) {
   opts.body_limit = 4096;
   start();

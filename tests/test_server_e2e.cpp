@@ -178,6 +178,23 @@ TEST_F(ServerE2E, RealContextLimits) {
   const HttpResponse m = c->post("/v1/completions", R"({"prompt":"Once","max_tokens":2049})");
   EXPECT_EQ(m.status, 400);
   EXPECT_EQ(json::parse(m.body)["error"]["param"], "max_tokens");
+  // A huge max_tokens is refused, not clamped silently, naming the limit.
+  const HttpResponse huge = c->post("/v1/completions", R"({"prompt":"Once","max_tokens":1000000000})");
+  EXPECT_EQ(huge.status, 400);
+  const json he = json::parse(huge.body)["error"];
+  EXPECT_EQ(he["code"], "invalid_value");
+  EXPECT_NE(he["message"].get<std::string>().find("context length of 2048 tokens"), std::string::npos) << he;
+  // max_tokens = n_ctx is allowed and capped where the context ends; usage
+  // counts what was generated (docs/server.md).
+  const HttpResponse full = c->post("/v1/completions",
+                                    R"({"prompt":"Once upon a time","max_tokens":2048,"ignore_eos":true})");
+  ASSERT_EQ(full.status, 200) << full.body;
+  const json fj = json::parse(full.body);
+  EXPECT_EQ(fj["choices"][0]["finish_reason"], "length");
+  const int64_t prompt_tokens = fj["usage"]["prompt_tokens"];
+  EXPECT_GT(prompt_tokens, 1);
+  EXPECT_EQ(fj["usage"]["completion_tokens"], 2048 - prompt_tokens);
+  EXPECT_EQ(fj["usage"]["total_tokens"], 2048);
   const std::string id = json::parse(c->get("/v1/models").body)["data"][0]["id"];
   EXPECT_EQ(c->post("/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 1}, {"model", id}}.dump()).status, 200);
   EXPECT_EQ(c->post("/v1/completions", R"({"prompt":"Once","max_tokens":1,"model":"gpt-4"})").status, 400);

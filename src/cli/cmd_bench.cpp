@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include "loadgen/report_json.h"
 #include "loadgen/report_text.h"
 #include "loadgen/svg_chart.h"
+#include "loadgen/workload.h"
 #include "util/error.h"
 
 namespace nexus::cli {
@@ -34,7 +36,7 @@ struct BenchCliArgs {
   uint64_t requests = 0;
   double duration_s = 0;
   int32_t max_inflight = 1024;
-  std::string prompt_tokens = "128", max_tokens = "128";
+  std::string prompt_tokens = std::to_string(kDefaultPromptWords), max_tokens = "128";
   bool ignore_eos = false;
   std::string prompts;
   int32_t turns = 1;

@@ -47,9 +47,15 @@ struct PromptEntry {
 std::vector<PromptEntry> parse_prompts_jsonl(const std::string& text, const std::string& name);
 std::vector<PromptEntry> load_prompts_jsonl(const std::string& path);
 
+// Default words per synthetic prompt (turn): about 35 tokens with a llama
+// tokenizer, so a prompt leaves room for a completion even in a 128-token
+// context (TinyLLama-v0, the smallest models people try first). Longer
+// prompts are a --prompt-tokens away.
+inline constexpr int32_t kDefaultPromptWords = 32;
+
 struct WorkloadOptions {
   Api api = Api::Completions;
-  LengthDistribution prompt_tokens = LengthDistribution::fixed(128);  // words per synthetic prompt/turn
+  LengthDistribution prompt_tokens = LengthDistribution::fixed(kDefaultPromptWords);  // words per prompt/turn
   LengthDistribution max_tokens = LengthDistribution::fixed(128);
   int32_t turns = 1;
   bool ignore_eos = false;

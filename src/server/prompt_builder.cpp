@@ -31,6 +31,19 @@ std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend
 
 }  // namespace
 
+void check_max_tokens(std::optional<int64_t> max_tokens, int32_t n_ctx) {
+  if (!max_tokens) return;
+  if (*max_tokens <= 0) {
+    throw bad_request(fmt::format("Invalid 'max_tokens': expected a value >= 1, but got {}.", *max_tokens),
+                      "max_tokens", "invalid_value");
+  }
+  if (*max_tokens > n_ctx) {
+    throw bad_request(fmt::format("Invalid 'max_tokens': {} exceeds this model's context length of {} tokens.",
+                                  *max_tokens, n_ctx),
+                      "max_tokens", "invalid_value");
+  }
+}
+
 GenerationRequest build_generation(const ApiRequest& req, const Backend& backend) {
   if (!req.model.empty() && req.model != backend.model_id()) {
     throw bad_request(fmt::format("The model '{}' does not exist; this server serves '{}'.", req.model,
@@ -38,17 +51,7 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
                       "model", "model_not_found");
   }
   const int32_t n_ctx = backend.n_ctx();
-  if (req.max_tokens) {
-    if (*req.max_tokens <= 0) {
-      throw bad_request(fmt::format("Invalid 'max_tokens': expected a value >= 1, but got {}.", *req.max_tokens),
-                        "max_tokens", "invalid_value");
-    }
-    if (*req.max_tokens > n_ctx) {
-      throw bad_request(fmt::format("Invalid 'max_tokens': {} exceeds this model's context length of {} tokens.",
-                                    *req.max_tokens, n_ctx),
-                        "max_tokens", "invalid_value");
-    }
-  }
+  check_max_tokens(req.max_tokens, n_ctx);
 
   GenerationRequest g;
   g.prompt = prompt_tokens(req, backend);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "server/prompt_builder.h"
 
 namespace nexus::server::realtime {
 
@@ -40,8 +41,9 @@ InputItem parse_input(const json& ev) {
     throw EventError("invalid_event", "Expected exactly one of 'message' (a chat message) and 'text' (raw text).");
   InputItem item;
   if (has_text) {
-    if (!ev["text"].is_string() || ev["text"].get_ref<const std::string&>().empty())
-      throw EventError("invalid_event", "'text' must be a non-empty string.");
+    if (!ev["text"].is_string()) throw EventError("invalid_event", "'text' must be a non-empty string.");
+    if (ev["text"].get_ref<const std::string&>().empty())
+      throw EventError("invalid_value", "'text' must be a non-empty string.");
     item.text = ev["text"].get<std::string>();
     return item;
   }
@@ -53,9 +55,12 @@ InputItem parse_input(const json& ev) {
     throw EventError("invalid_event", "'message.role' must be \"user\", \"system\" or \"tool\".");
   const std::string r = role->get<std::string>();
   if (r != "user" && r != "system" && r != "tool")
-    throw EventError("invalid_event", fmt::format("'message.role' must be \"user\", \"system\" or \"tool\", not \"{}\".", r));
-  if (content == m.end() || !content->is_string() || content->get_ref<const std::string&>().empty())
+    throw EventError("invalid_value",
+                     fmt::format("'message.role' must be \"user\", \"system\" or \"tool\", not \"{}\".", r));
+  if (content == m.end() || !content->is_string())
     throw EventError("invalid_event", "'message.content' must be a non-empty string.");
+  if (content->get_ref<const std::string&>().empty())
+    throw EventError("invalid_value", "'message.content' must be a non-empty string.");
   item.is_message = true;
   item.message = ChatMessage{r, content->get<std::string>()};
   return item;
@@ -67,24 +72,8 @@ json optional_object(const json& ev, const char* key) {
   return ev[key];
 }
 
-}  // namespace
-
-ClientEvent parse_client_event(std::string_view frame) {
-  json ev = json::parse(frame, nullptr, false);
-  if (ev.is_discarded()) throw EventError("invalid_json", "The message is not valid JSON.");
-  if (!ev.is_object()) throw EventError("invalid_event", "An event must be a JSON object.");
-  const auto type = ev.find("type");
-  if (type == ev.end() || !type->is_string()) throw EventError("invalid_event", "An event needs a string 'type'.");
-  ClientEvent out;
-  out.type_name = type->get<std::string>();
-  bool known = false;
-  for (const auto& [t, name] : kTypes) {
-    if (name == out.type_name) {
-      out.type = t;
-      known = true;
-    }
-  }
-  if (!known) throw EventError("unknown_event", fmt::format("Unknown event type '{}'.", out.type_name));
+// The fields of an event whose type is known.
+void parse_fields(const json& ev, ClientEvent& out) {
   switch (out.type) {
     case EventType::SessionUpdate:
       if (!ev.contains("session") || !ev["session"].is_object())
@@ -105,10 +94,37 @@ ClientEvent parse_client_event(std::string_view frame) {
     case EventType::SessionClose:
       break;
   }
+}
+
+}  // namespace
+
+ClientEvent parse_client_event(std::string_view frame) {
+  json ev = json::parse(frame, nullptr, false);
+  if (ev.is_discarded()) throw EventError("invalid_json", "The message is not valid JSON.");
+  if (!ev.is_object()) throw EventError("invalid_event", "An event must be a JSON object.");
+  const auto type = ev.find("type");
+  if (type == ev.end() || !type->is_string()) throw EventError("invalid_event", "An event needs a string 'type'.");
+  ClientEvent out;
+  out.type_name = type->get<std::string>();
+  try {
+    bool known = false;
+    for (const auto& [t, name] : kTypes) {
+      if (name == out.type_name) {
+        out.type = t;
+        known = true;
+      }
+    }
+    if (!known) throw EventError("unknown_event", fmt::format("Unknown event type '{}'.", out.type_name));
+    parse_fields(ev, out);
+  } catch (EventError& e) {
+    e.event = out.type_name;  // the error event names what it answers
+    throw;
+  }
   return out;
 }
 
-ResolvedParams resolve_params(const json& session, const json& overrides, const std::string& model_id) {
+ResolvedParams resolve_params(const json& session, const json& overrides, const std::string& model_id,
+                              int32_t n_ctx) {
   ResolvedParams out;
   // A completions body made of the sampling fields: parse_api_request is the
   // one place where they are checked. The prompt is a placeholder.
@@ -131,6 +147,7 @@ ResolvedParams resolve_params(const json& session, const json& overrides, const 
   body["prompt"] = json::array({0});
   try {
     out.request = parse_api_request(Endpoint::Completions, body.dump());
+    check_max_tokens(out.request.max_tokens, n_ctx);
   } catch (const ApiError& e) {
     throw EventError(e.code.empty() ? "invalid_value" : e.code, e.what());
   }

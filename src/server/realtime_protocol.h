@@ -5,7 +5,7 @@
 // Client events:
 //   session.update     {"session": {model?, system?, return_tokens?, <sampling>}}
 //   input.append       {"message": {"role": "user"|"system"|"tool", "content": str}}
-//                      or {"text": str}
+//                      or {"text": str}   (content and text non-empty)
 //   response.create    {"response": {<sampling>, return_tokens?}}   ("response" optional)
 //   response.cancel    {}
 //   response.redirect  input.append's fields + optional "response"
@@ -37,6 +37,7 @@ namespace nexus::server::realtime {
 struct EventError : std::runtime_error {
   EventError(std::string code, std::string message) : std::runtime_error(message), code(std::move(code)) {}
   std::string code;
+  std::string event;  // the client event's "type" as sent, once known ("" before)
 };
 
 enum class EventType { SessionUpdate, InputAppend, ResponseCreate, ResponseCancel, ResponseRedirect, SessionClose };
@@ -57,7 +58,10 @@ struct ClientEvent {
 };
 
 // Throws EventError: invalid_json, invalid_event (not an object, missing or
-// mistyped field), unknown_event (unknown "type").
+// mistyped field), invalid_value (a field of the right type with a value it
+// cannot have: a role other than user/system/tool, an empty text or
+// content), unknown_event (unknown "type"). Once the frame had a string
+// "type", the error's `event` holds it.
 ClientEvent parse_client_event(std::string_view frame);
 
 // Generation parameters: a session's defaults merged with a response's
@@ -66,10 +70,12 @@ struct ResolvedParams {
   ApiRequest request;          // endpoint Completions; prompt fields unset
   bool return_tokens = false;
 };
-// Throws EventError (invalid_event for unknown keys, or the ApiError's code,
-// e.g. invalid_value / invalid_type / model_not_found).
+// Every field is checked as over HTTP, max_tokens against n_ctx too
+// (1 <= max_tokens <= n_ctx, tokens). Throws EventError: unknown_parameter
+// (unknown key), invalid_event ('system' as an override), or the ApiError's
+// code (invalid_value / invalid_type / model_not_found).
 ResolvedParams resolve_params(const nlohmann::json& session, const nlohmann::json& overrides,
-                              const std::string& model_id);
+                              const std::string& model_id, int32_t n_ctx);
 
 // Server events (serialised JSON, one WebSocket text message each).
 std::string session_created(const std::string& id, const std::string& model, int32_t n_ctx, ChatFamily family);

@@ -160,7 +160,8 @@ void RealtimeSession::handle_event(std::string_view text) {
         redirect_pending_ = false;
         return handle_->cancel();
       case realtime::EventType::ResponseRedirect:
-        realtime::resolve_params(params_, ev.response, backend_.model_id());  // reject bad overrides now
+        // Bad overrides are refused now, before the running response is cancelled.
+        realtime::resolve_params(params_, ev.response, backend_.model_id(), backend_.n_ctx());
         conv_.append_input(std::move(*ev.input));
         if (!running_) return create_response(ev.response);  // it ended already: just continue
         redirect_pending_ = true;
@@ -174,7 +175,7 @@ void RealtimeSession::handle_event(std::string_view text) {
         return;
     }
   } catch (const EventError& e) {
-    send(realtime::error_event(e.code, e.what(), type));
+    send(realtime::error_event(e.code, e.what(), e.event.empty() ? type : e.event));
   }
 }
 
@@ -194,7 +195,8 @@ void RealtimeSession::update_session(const json& s) {
       merged[it.key()] = *it;
     }
   }
-  realtime::resolve_params(merged, json::object(), backend_.model_id());  // throws on anything invalid
+  // Throws on anything invalid (max_tokens against n_ctx too), leaving the settings as they were.
+  realtime::resolve_params(merged, json::object(), backend_.model_id(), backend_.n_ctx());
   params_ = std::move(merged);
   conv_.set_system(system);
   json shown = params_;
@@ -205,7 +207,7 @@ void RealtimeSession::update_session(const json& s) {
 void RealtimeSession::create_response(const json& overrides) {
   if (running_) throw EventError("response_in_progress", "A response is running; cancel or redirect it first.");
   if (!conv_.has_pending()) throw EventError("no_input", "No new input: send input.append first.");
-  realtime::ResolvedParams p = realtime::resolve_params(params_, overrides, backend_.model_id());
+  realtime::ResolvedParams p = realtime::resolve_params(params_, overrides, backend_.model_id(), backend_.n_ctx());
   std::vector<int32_t> prompt = conv_.build_prompt();
   const auto kept = static_cast<int32_t>(conv_.tokens().size());
   p.request.prompt_is_tokens = true;
