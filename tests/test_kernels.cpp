@@ -1,10 +1,13 @@
 // Kernels against hand-computed values and a float64 reference.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/act_quant.h"
@@ -489,4 +492,37 @@ TEST(ThreadPool, CoversRangeExactlyOnceAndPropagatesErrors) {
   std::mutex mu;
   pool.parallel_for(10, [&](int64_t b, int64_t e) { std::lock_guard l(mu); sum += static_cast<int>(e - b); });
   EXPECT_EQ(sum, 10);
+}
+
+// parallel_for_stealing: every item once, in pieces of at most the grain;
+// a thread held up in its first piece leaves the rest of its own range to
+// the others, who take it from the back.
+TEST(ThreadPool, StealingCoversRangeExactlyOnceAndAFreeThreadTakesMore) {
+  ThreadPool pool(3);
+  for (auto [n, grain] : {std::pair<int64_t, int64_t>{0, 4}, {1, 4}, {7, 3}, {1000, 16}, {10, 0}, {5, 100}}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::mutex mu;
+    std::vector<std::pair<int64_t, int64_t>> pieces;
+    pool.parallel_for_stealing(n, grain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+      std::lock_guard l(mu);
+      pieces.emplace_back(b, e);
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "n " << n << " grain " << grain;
+    if (grain > 0 && n > 1) {
+      for (auto [b, e] : pieces) EXPECT_TRUE(b < e && e - b <= grain) << b << ".." << e;
+    }
+  }
+  std::atomic<int> slow_items{0}, items{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  pool.parallel_for_stealing(66, 1, [&](int64_t b, int64_t e) {
+    items += static_cast<int>(e - b);
+    if (std::this_thread::get_id() != caller) return;
+    ++slow_items;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  EXPECT_EQ(items.load(), 66);
+  EXPECT_LT(slow_items.load(), 8) << "the others should have taken most of the held-up caller's 22 items";
+  EXPECT_THROW(pool.parallel_for_stealing(10, 2, [](int64_t b, int64_t) { if (b == 4) throw std::runtime_error("x"); }),
+               std::runtime_error);
 }

@@ -62,6 +62,19 @@ constexpr int64_t kMinParallelWork = 1 << 18;
 // kernels' tile height), so no thread packs a partial panel mid-weight.
 constexpr int64_t kSplitRows = 16;
 
+// Decode products (one to a few tokens, bound by reading the weights) run in
+// pieces of about 1/kPiecesPerRange of a thread's range, and a thread that
+// is done takes pieces from the other's (ThreadPool::parallel_for_stealing):
+// a core slowed for a moment no longer holds the step back. Each thread still
+// streams its own range front to back. Prefill products keep one range per
+// thread: their kernels pack weight panels and activations per call.
+constexpr int64_t kPiecesPerRange = 16;
+
+template <class Fn>
+void split_decode(ThreadPool& pool, int64_t n_units, Fn&& fn) {
+  pool.parallel_for_stealing(n_units, std::max<int64_t>(1, n_units / (kPiecesPerRange * pool.size())), fn);
+}
+
 // From this many activation values, quantizing them is split across threads.
 constexpr int64_t kMinParallelQuant = 1 << 15;
 
@@ -90,7 +103,8 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
       gemm_f32_panels_avx512(w.panels, p0, p1, n_rows, n_cols, x, n_tokens, y, n_rows);
     };
     if (serial) panels(0, n_panels);
-    else pool.parallel_for(n_panels, panels);
+    else if (n_tokens >= kernels().prefill_from) pool.parallel_for(n_panels, panels);
+    else split_decode(pool, n_panels, panels);
     return;
   }
   const GemmKernels& k = n_tokens >= kernels().prefill_from ? *kernels().prefill : *kernels().decode;
@@ -104,7 +118,8 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   auto rows = [&](int64_t r0, int64_t r1) { fn(wdata, w.row_bytes, r0, r1, n_cols, x, n_tokens, y, n_rows); };
   if (serial) rows(0, n_rows);
-  else pool.parallel_for(n_rows, rows);
+  else if (n_tokens >= kernels().prefill_from) pool.parallel_for(n_rows, rows);
+  else split_decode(pool, n_rows, rows);
 }
 
 void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool) {
@@ -155,7 +170,8 @@ void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_
   };
   const int64_t n_units = unit0[outs.size()];
   if (work < kMinParallelWork || pool.size() == 1) units(0, n_units);
-  else pool.parallel_for(n_units, units);
+  else if (n_tokens >= kernels().prefill_from) pool.parallel_for(n_units, units);
+  else split_decode(pool, n_units, units);
 }
 
 float dot_row(GgmlType type, const void* row, const float* x, int64_t n) {

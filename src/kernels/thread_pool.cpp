@@ -20,11 +20,18 @@ std::pair<int64_t, int64_t> part_range(int64_t n, int32_t parts, int32_t index) 
   return {begin, begin + base + (index < extra ? 1 : 0)};
 }
 
+uint64_t pack(int64_t front, int64_t back) {
+  return static_cast<uint64_t>(front) | static_cast<uint64_t>(back) << 32;
+}
+int64_t front_of(uint64_t r) { return static_cast<int64_t>(r & 0xffffffffu); }
+int64_t back_of(uint64_t r) { return static_cast<int64_t>(r >> 32); }
+
 }  // namespace
 
 ThreadPool::ThreadPool(int32_t n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
+  parts_ = std::vector<Part>(static_cast<size_t>(n_threads_));
   for (int32_t i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -37,8 +44,37 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
+// Own range from the front, in grain_ pieces; then the other ranges from
+// the back. Claims are compare-exchanges on the range, so the owner and a
+// thief never take the same item.
+void ThreadPool::run_pieces(int32_t index) {
+  std::atomic<uint64_t>& own = parts_[static_cast<size_t>(index)].range;
+  for (uint64_t r = own.load(std::memory_order_relaxed);;) {
+    const int64_t f = front_of(r), b = back_of(r);
+    if (f >= b) break;
+    const int64_t e = std::min(f + grain_, b);
+    if (own.compare_exchange_weak(r, pack(e, b), std::memory_order_relaxed)) {
+      fn_.call(fn_.obj, f, e);
+      r = own.load(std::memory_order_relaxed);
+    }
+  }
+  for (int32_t k = 1; k < n_threads_; ++k) {
+    std::atomic<uint64_t>& other = parts_[static_cast<size_t>((index + k) % n_threads_)].range;
+    for (uint64_t r = other.load(std::memory_order_relaxed);;) {
+      const int64_t f = front_of(r), b = back_of(r);
+      if (f >= b) break;
+      const int64_t s = std::max(b - grain_, f);
+      if (other.compare_exchange_weak(r, pack(f, s), std::memory_order_relaxed)) {
+        fn_.call(fn_.obj, s, b);
+        r = other.load(std::memory_order_relaxed);
+      }
+    }
+  }
+}
+
 void ThreadPool::run_part(int32_t index) {
   try {
+    if (grain_ > 0) return run_pieces(index);
     auto [b, e] = part_range(n_, n_threads_, index);
     if (b < e) fn_.call(fn_.obj, b, e);
   } catch (...) {
@@ -47,13 +83,20 @@ void ThreadPool::run_part(int32_t index) {
   }
 }
 
-void ThreadPool::run(int64_t n, RangeFn fn) {
+void ThreadPool::run(int64_t n, RangeFn fn, int64_t grain) {
   if (n_threads_ == 1 || n <= 1) {
     if (n > 0) fn.call(fn.obj, 0, n);
     return;
   }
   fn_ = fn;
   n_ = n;
+  grain_ = n < (int64_t{1} << 31) ? std::max<int64_t>(grain, 0) : 0;  // wider ranges do not pack
+  if (grain_ > 0) {
+    for (int32_t i = 0; i < n_threads_; ++i) {
+      auto [b, e] = part_range(n, n_threads_, i);
+      parts_[static_cast<size_t>(i)].range.store(pack(b, e), std::memory_order_relaxed);
+    }
+  }
   error_ = nullptr;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   {

@@ -2,7 +2,10 @@
 //
 // parallel_for(n, fn) splits [0, n) into one contiguous range per thread and
 // runs fn(begin, end) on each, the calling thread taking the first range;
-// it returns when all ranges are done. Not re-entrant: one parallel_for at a
+// it returns when all ranges are done. parallel_for_stealing(n, grain, fn)
+// starts from the same ranges but runs each in grain-sized pieces, and a
+// thread done with its own range takes pieces from the far end of the
+// others' (so both cores finish together when one of them is slowed). Not re-entrant: one parallel_for at a
 // time per pool (the model calls it from one thread).
 //
 // Latency: a decode step issues dozens of parallel_for calls a few
@@ -42,6 +45,19 @@ class ThreadPool {
                    [](void* f, int64_t b, int64_t e) { (*static_cast<F*>(f))(b, e); }});
   }
 
+  // As parallel_for, but fn sees [0, n) in pieces of at most `grain` items:
+  // each thread works through its own range from the front, then takes
+  // pieces from the back of a range still in progress. Which thread runs
+  // which piece varies from call to call, so fn's result for an item must
+  // not depend on the piece it is in. n must be below 2^31.
+  template <class Fn>
+  void parallel_for_stealing(int64_t n, int64_t grain, Fn&& fn) {
+    using F = std::remove_reference_t<Fn>;
+    run(n, RangeFn{const_cast<void*>(static_cast<const void*>(&fn)),
+                   [](void* f, int64_t b, int64_t e) { (*static_cast<F*>(f))(b, e); }},
+        grain);
+  }
+
   // How long an idle worker spins before it sleeps.
   static constexpr int kSpinMicros = 200;
 
@@ -50,8 +66,14 @@ class ThreadPool {
     void* obj;
     void (*call)(void*, int64_t, int64_t);
   };
-  void run(int64_t n, RangeFn fn);
+  // One thread's range [front, back) of a parallel_for_stealing, packed as
+  // front | back << 32 so a claim from either end is one compare-exchange.
+  struct alignas(64) Part {
+    std::atomic<uint64_t> range{0};
+  };
+  void run(int64_t n, RangeFn fn, int64_t grain = 0);
   void run_part(int32_t index);
+  void run_pieces(int32_t index);
   void worker(int32_t index);
 
   int32_t n_threads_;
@@ -60,6 +82,8 @@ class ThreadPool {
   std::condition_variable cv_;
   RangeFn fn_{};
   int64_t n_ = 0;
+  int64_t grain_ = 0;  // 0: one range per thread (parallel_for)
+  std::vector<Part> parts_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int32_t> pending_{0};
   std::atomic<bool> stop_{false};
