@@ -66,8 +66,10 @@ constexpr int64_t kSplitRows = 16;
 // pieces of about 1/kPiecesPerRange of a thread's range, and a thread that
 // is done takes pieces from the other's (ThreadPool::parallel_for_stealing):
 // a core slowed for a moment no longer holds the step back. Each thread still
-// streams its own range front to back. Prefill products keep one range per
-// thread: their kernels pack weight panels and activations per call.
+// streams its own range front to back. Quantized prefill products keep one
+// range per thread: their kernels pack weight panels and activations per
+// call. F32 weights repacked into panels at load pack nothing per call, so
+// they take pieces at every batch size.
 constexpr int64_t kPiecesPerRange = 16;
 
 template <class Fn>
@@ -103,7 +105,6 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
       gemm_f32_panels_avx512(w.panels, p0, p1, n_rows, n_cols, x, n_tokens, y, n_rows);
     };
     if (serial) panels(0, n_panels);
-    else if (n_tokens >= kernels().prefill_from) pool.parallel_for(n_panels, panels);
     else split_decode(pool, n_panels, panels);
     return;
   }

@@ -147,8 +147,11 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
   };
   int64_t work = 0;  // multiply-adds, to skip waking the workers for tiny steps
   for (int32_t p : pos_) work += static_cast<int64_t>(p + 1) * c.n_head * hd;
+  // Tasks differ in length (each token attends to its own position + 1):
+  // pieces of 1/16 of a thread's share let a thread that finishes early take
+  // the rest of another's.
   if (work < (1 << 13)) heads(0, n_tasks);
-  else pool_->parallel_for(n_tasks, heads);
+  else pool_->parallel_for_stealing(n_tasks, std::max<int64_t>(1, n_tasks / (16 * pool_->size())), heads);
 }
 
 }  // namespace nexus
