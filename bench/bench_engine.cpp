@@ -4,11 +4,13 @@
 //      batch-priority streams keep running.
 // Prints Markdown tables for docs/benchmarks.md.
 //
-// usage: bench_engine [MODEL.gguf] [THREADS] [GENERATED] [ROUNDS] [STREAMS]
+// usage: bench_engine [MODEL.gguf] [THREADS] [GENERATED] [ROUNDS] [STREAMS] [TEMPERATURE]
 //   default model: ../shared/models/TinyLLama-v0.F32.gguf (from the repo root),
 //   2 threads, 96 generated tokens per request, 3 rounds per stream count.
 //   STREAMS (e.g. 1,8): only those stream counts, and no TTFT part (for
-//   profiling one configuration).
+//   profiling one configuration). TEMPERATURE: 0 (default) is greedy; above
+//   0, requests sample with that temperature and top_p 0.95 (a chat client's
+//   usual settings; the sampler's cost then shows).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -55,10 +57,14 @@ struct Waiter {
   }
 };
 
+float g_temperature = 0;  // TEMPERATURE
+
 GenerationRequest request(const std::vector<int32_t>& prompt, int32_t max_tokens, int32_t priority) {
   GenerationRequest r;
   r.prompt = prompt;
-  r.sampling.temperature = 0;
+  r.sampling.temperature = g_temperature;
+  r.sampling.top_p = 0.95f;
+  r.sampling.seed = 1;
   r.stop.max_tokens = max_tokens;
   r.stop.ignore_eos = true;
   r.priority = priority;
@@ -150,6 +156,7 @@ int main(int argc, char** argv) {
   std::istringstream list(argc > 5 ? argv[5] : "1,2,4,8,16");
   for (std::string item; std::getline(list, item, ',');)
     if (const int n = std::atoi(item.c_str()); n > 0) streams.push_back(n);
+  g_temperature = argc > 6 ? static_cast<float>(std::atof(argv[6])) : 0.0f;
   GgufFile gguf(path);
   auto tok = Tokenizer::from_gguf(gguf);
   LlamaModel model(gguf);

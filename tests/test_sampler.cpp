@@ -352,6 +352,18 @@ TEST(FastExp, MatchesStdExpOnTheSamplerDomain) {
   for (float v : x) want += std::exp(2.0 * v);
   EXPECT_NEAR(sum, want, 1e-6 * want);
   EXPECT_NEAR(out[1], std::exp(-2.0), 1e-7);
+  // In place (as the sampler calls it), over enough values for the 8-lane
+  // path and a tail, with -inf and NaN among them: each value as exp_nonpos.
+  std::vector<float> v(1003);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = -0.091f * static_cast<float>(i % 977);
+  v[5] = -INFINITY;
+  v[17] = NAN;
+  const std::vector<float> before = v;
+  nexus::exp_shifted(v.data(), v.data(), v.size(), 0.5f, 1.25f);
+  for (size_t i = 0; i < v.size(); ++i)
+    ASSERT_NEAR(v[i], nexus::exp_nonpos((before[i] - 0.5f) * 1.25f), 1e-6f * v[i] + 1e-30f) << i;
+  EXPECT_EQ(v[5], 0.0f);
+  EXPECT_EQ(v[17], 0.0f);
 }
 
 TEST(Sampler, TopPSupportIsExactlyTheNucleus) {

@@ -15,6 +15,7 @@
 #include "engine/engine_metrics.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "kernels/thread_pool.h"
 #include "model/batch_forward.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
@@ -112,7 +113,13 @@ struct Engine::Impl {
   const int32_t n_ctx;
   std::vector<std::unique_ptr<Sequence>> seqs;
   std::vector<SeqRun> runs;
-  std::vector<float> scratch;
+  struct Sampled {  // a sequence whose run completed in this step
+    Sequence* seq;
+    std::span<const float> logits;  // its row, [n_vocab]
+    int32_t id = -1;                // the sampled token
+    std::string error;              // why sampling failed, or empty
+  };
+  std::vector<Sampled> sampled;
   uint64_t n_arrived = 0;
   struct Kept {
     BlockManager::SeqId kv;
@@ -264,20 +271,41 @@ void Engine::Impl::step() {
   const Clock::time_point now = Clock::now();
   metrics.observe_step(std::chrono::duration<double>(now - start).count(), plan.n_tokens,
                        static_cast<int32_t>(plan.runs.size()));
+  sampled.clear();
   size_t row = 0;
   for (const ScheduledRun& r : plan.runs) {
     if (!r.completes) continue;
-    auto* s = static_cast<Sequence*>(r.seq);
-    const std::span<const float> row_logits = logits.subspan(row++ * static_cast<size_t>(n_vocab), n_vocab);
-    bool done = true;
-    try {
-      done = s->on_logits(row_logits, scratch, n_ctx, now);
-    } catch (const std::exception& e) {
-      s->fail(e.what());
-    } catch (...) {
-      s->fail("unknown error during generation");
+    sampled.push_back(Sampled{static_cast<Sequence*>(r.seq), logits.subspan(row++ * static_cast<size_t>(n_vocab), n_vocab), -1, {}});
+  }
+  // Sampling touches only each sequence's own sampler, so rows are sampled
+  // on the kernel threads (a 32000-logit top_p row costs tens of us); the
+  // events then go out in order on this thread.
+  auto sample_rows = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      Sampled& x = sampled[static_cast<size_t>(i)];
+      try {
+        x.id = x.seq->sample(x.logits);
+      } catch (const std::exception& e) {
+        x.error = e.what();
+      }
     }
-    if (done) retire(s);
+  };
+  if (sampled.size() > 1) forward.pool().parallel_for_stealing(static_cast<int64_t>(sampled.size()), 1, sample_rows);
+  else sample_rows(0, static_cast<int64_t>(sampled.size()));
+  for (Sampled& x : sampled) {
+    bool done = true;
+    if (!x.error.empty()) {
+      x.seq->fail(x.error);
+    } else {
+      try {
+        done = x.seq->on_token(x.id, n_ctx, now);
+      } catch (const std::exception& e) {
+        x.seq->fail(e.what());
+      } catch (...) {
+        x.seq->fail("unknown error during generation");
+      }
+    }
+    if (done) retire(x.seq);
   }
 }
 

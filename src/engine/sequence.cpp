@@ -44,9 +44,9 @@ void Sequence::on_admitted(Clock::time_point now) {
   usage_.cached_tokens = std::max(n_cached_first, 0);
 }
 
-bool Sequence::on_logits(std::span<const float> logits, std::vector<float>& scratch, int32_t n_ctx,
-                         Clock::time_point now) {
-  const int32_t id = sampler_.sample(logits, tokens, scratch);
+int32_t Sequence::sample(std::span<const float> logits) { return sampler_.sample(logits, tokens, penalized_); }
+
+bool Sequence::on_token(int32_t id, int32_t n_ctx, Clock::time_point now) {
   if (n_generated_++ == 0) {
     first_token_ = now;
     timings_.ttft_s = seconds(job_.submitted, now);

@@ -54,12 +54,18 @@ class Sequence : public SchedSeq {
   // The step that first admitted the sequence starts at `now`.
   void on_admitted(Clock::time_point now);
 
-  // The logits of tokens.back() ([n_vocab], copied into `scratch` only when
-  // a penalty edits them): samples the next token, appends it to tokens and
-  // delivers its event. n_ctx: the context limit (tokens). Returns true when
-  // the generation ended (the final event was delivered). Exceptions from the
-  // callback propagate (the engine then calls fail()).
-  bool on_logits(std::span<const float> logits, std::vector<float>& scratch, int32_t n_ctx, Clock::time_point now);
+  // The next token from the logits of tokens.back() ([n_vocab]; copied into
+  // a buffer of this sequence only when a penalty edits them). Touches only
+  // this sequence's sampler, so the engine samples several sequences on
+  // different threads at once. Throws nexus::Error on a logits row of the
+  // wrong size.
+  int32_t sample(std::span<const float> logits);
+
+  // Appends the sampled token `id` to tokens and delivers its event. n_ctx:
+  // the context limit (tokens). Returns true when the generation ended (the
+  // final event was delivered). Exceptions from the callback propagate (the
+  // engine then calls fail()). Engine thread only.
+  bool on_token(int32_t id, int32_t n_ctx, Clock::time_point now);
 
   // Delivers the final event with `reason` (no token) unless one was sent;
   // never throws.
@@ -80,6 +86,7 @@ class Sequence : public SchedSeq {
   const Tokenizer& tok_;
   EngineMetrics* metrics_;
   Sampler sampler_;
+  std::vector<float> penalized_;  // the logits a penalty edits (sample())
   StreamDecoder decoder_;
   StopMatcher stop_;
   Usage usage_;

@@ -69,6 +69,9 @@ class BatchForward {
 
   const KvCache& cache() const { return cache_; }
   const LlamaModel& model() const { return model_; }
+  // The kernel threads, for work between passes on the same thread that
+  // calls forward() (the engine samples the logits rows with them).
+  ThreadPool& pool() { return *pool_; }
 
  private:
   void validate(std::span<const SeqRun> runs) const;

@@ -170,8 +170,12 @@ void Sampler::gather(std::span<const float> logits) {
     const float max_l = max_of(logits);
     if (std::isfinite(max_l)) threshold = max_l + std::log(params_.min_p);
   }
-  // Branch-free compaction: always write, advance only past survivors.
   cands_.resize(static_cast<size_t>(n));
+  if (threshold == kNegInf) {  // everything survives (NaN becomes -inf): a plain copy
+    for (int32_t i = 0; i < n; ++i) cands_[i] = {value(logits[i]), i};
+    return;
+  }
+  // Branch-free compaction: always write, advance only past survivors.
   size_t m = 0;
   for (int32_t i = 0; i < n; ++i) {
     const float v = value(logits[i]);
@@ -295,22 +299,39 @@ int32_t Sampler::draw(float temperature) {
   weights_.resize(n);
   for (size_t i = 0; i < n; ++i) weights_[i] = cands_[i].logit;
   const float max_l = max_of(weights_);
-  size_t best = 0;  // the first candidate with the max logit
-  while (best + 1 < n && weights_[best] != max_l) ++best;
-  if (!std::isfinite(max_l) || n == 1) return cands_[best].id;
+  auto first_max = [&] {  // the first candidate with the max logit
+    size_t best = 0;
+    while (best + 1 < n && weights_[best] != max_l) ++best;
+    return cands_[best].id;
+  };
+  if (!std::isfinite(max_l) || n == 1) return first_max();
 
   const double sum = exp_shifted(weights_.data(), weights_.data(), n, max_l, 1.0f / temperature);
-  if (!(sum > 0) || !std::isfinite(sum)) return cands_[best].id;
+  if (!(sum > 0) || !std::isfinite(sum)) return first_max();
   const double u = uniform01() * sum;
+  // The candidate where the running sum first exceeds u. Whole blocks are
+  // skipped by their sums (independent adds, not one serial chain over the
+  // vocabulary), then the block that holds u is walked one weight at a time.
+  constexpr size_t kBlock = 64;
   double acc = 0;
-  int32_t last_nonzero = cands_[best].id;
-  for (size_t i = 0; i < n; ++i) {
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t j = 0; j < kBlock; j += 8)
+      for (size_t l = 0; l < 8; ++l) lanes[l] += weights_[i + j + l];
+    const double block = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    if (u < acc + block) break;
+    acc += block;
+  }
+  for (; i < n; ++i) {
     if (weights_[i] <= 0) continue;
     acc += weights_[i];
-    last_nonzero = cands_[i].id;
     if (u < acc) return cands_[i].id;
   }
-  return last_nonzero;  // u landed past the rounded total
+  // u landed past the rounded total: the last candidate with weight.
+  for (size_t j = n; j-- > 0;)
+    if (weights_[j] > 0) return cands_[j].id;
+  return first_max();
 }
 
 bool Sampler::penalizes() const {

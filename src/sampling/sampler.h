@@ -23,7 +23,9 @@
 // reading the logits (no n-sized candidate list); top_p finds the nucleus with
 // a mass-guided quickselect (expected O(n), no sort: the draw needs the set,
 // not its order); min_p is one pass; softmax uses the vectorized exp of
-// kernels/fast_exp.h (relative error < 1e-6).
+// kernels/fast_exp.h (relative error < 1e-6); the draw finds its candidate
+// by skipping blocks of 64 weights by their sums. One Sampler per sequence:
+// samplers of different sequences may run on different threads at once.
 #pragma once
 
 #include <cstdint>
