@@ -366,42 +366,71 @@ TEST(FastExp, MatchesStdExpOnTheSamplerDomain) {
   EXPECT_EQ(v[17], 0.0f);
 }
 
+// The nucleus of `l` for p by brute force (full sort, double sums), or an
+// empty set when float rounding could move the cut by one or it holds more
+// than 30 ids (too many to observe by drawing).
+std::set<int32_t> brute_force_nucleus(const std::vector<float>& l, float p) {
+  std::vector<int32_t> order(l.size());
+  for (size_t i = 0; i < l.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+  const double max_l = l[order[0]];
+  double sum = 0;
+  for (float x : l) sum += std::exp(x - max_l);
+  double cum = 0;
+  size_t cut = 0;
+  while (cut < order.size() && cum < p) cum += std::exp(l[order[cut++]] - max_l) / sum;
+  const double last = std::exp(l[order[cut - 1]] - max_l) / sum;
+  if (cum - p < 1e-5 || p - (cum - last) < 1e-5 || cut > 30) return {};
+  return std::set<int32_t>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(cut));
+}
+
+// The ids top_p keeps for `l`, observed by drawing: a huge temperature makes
+// the draw near-uniform over the kept set (top_p reads the untempered
+// probabilities), so the observed support is the set.
+std::set<int32_t> observed_nucleus(const std::vector<float>& l, float p, uint64_t seed) {
+  SamplingParams sp = random_params(seed);
+  sp.top_p = p;
+  sp.temperature = 1e4f;
+  Sampler s(sp, static_cast<int32_t>(l.size()));
+  std::set<int32_t> got;
+  for (auto& [id, count] : histogram(s, l, 2000)) got.insert(id);
+  return got;
+}
+
 TEST(Sampler, TopPSupportIsExactlyTheNucleus) {
-  // Against a brute-force nucleus (full sort, double sums) on random logits
-  // with ties, large enough for the quickselect to partition several times.
-  // A huge temperature makes the draw near-uniform over the kept set (top_p
-  // reads the untempered probabilities), so the observed support is the set.
+  // Random logits with ties (coarse values share a bin of the histogram).
   std::mt19937 rng(77);
   std::normal_distribution<float> normal(0.0f, 1.5f);
   int checked = 0;
   for (int iter = 0; iter < 40 && checked < 6; ++iter) {
-    const int n = 300;
-    std::vector<float> l(n);
-    for (float& x : l) x = std::round(normal(rng) * 8.0f) / 8.0f;  // coarse: many ties
+    std::vector<float> l(300);
+    for (float& x : l) x = std::round(normal(rng) * 8.0f) / 8.0f;
     const float p = std::vector<float>{0.3f, 0.5f, 0.8f, 0.95f}[iter % 4];
-
-    std::vector<int32_t> order(n);
-    for (int i = 0; i < n; ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
-    const double max_l = l[order[0]];
-    double sum = 0;
-    for (float x : l) sum += std::exp(x - max_l);
-    double cum = 0;
-    size_t cut = 0;
-    while (cut < order.size() && cum < p) cum += std::exp(l[order[cut++]] - max_l) / sum;
-    // Skip cases where float rounding could move the cut by one.
-    const double last = std::exp(l[order[cut - 1]] - max_l) / sum;
-    if (cum - p < 1e-5 || p - (cum - last) < 1e-5 || cut > 30) continue;
-
-    SamplingParams sp = random_params(iter);
-    sp.top_p = p;
-    sp.temperature = 1e4f;
-    Sampler s(sp, n);
-    auto h = histogram(s, l, 2000);
-    std::set<int32_t> got, want(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(cut));
-    for (auto& [id, count] : h) got.insert(id);
-    EXPECT_EQ(got, want) << "p=" << p << " cut=" << cut;
+    const std::set<int32_t> want = brute_force_nucleus(l, p);
+    if (want.empty()) continue;
+    EXPECT_EQ(observed_nucleus(l, p, static_cast<uint64_t>(iter)), want) << "p=" << p;
     ++checked;
   }
   EXPECT_EQ(checked, 6);
+}
+
+TEST(Sampler, TopPNucleusOnALargeVocabulary) {
+  // 32000 logits: a flat tail and 24 leaders 6-11 nats above it, some tied,
+  // some a hair apart (within one bin of the histogram), so the nucleus ends
+  // inside the leaders and its cut falls in a bin shared by several.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> tail(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 31999);
+  int checked = 0;
+  for (int iter = 0; iter < 40 && checked < 8; ++iter) {
+    std::vector<float> l(32000);
+    for (float& x : l) x = tail(rng);
+    for (int j = 0; j < 24; ++j) l[pick(rng)] = 6.0f + static_cast<float>(j % 6) + 0.01f * static_cast<float>(j % 3);
+    const float p = std::vector<float>{0.3f, 0.5f, 0.7f, 0.9f}[iter % 4];
+    const std::set<int32_t> want = brute_force_nucleus(l, p);
+    if (want.empty()) continue;
+    EXPECT_EQ(observed_nucleus(l, p, static_cast<uint64_t>(iter)), want) << "p=" << p;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
 }

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <functional>
@@ -118,7 +119,7 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
   }
   rng_.seed(seed_);
   counts_.assign(static_cast<size_t>(n_vocab), 0);
-  prob_by_id_.assign(static_cast<size_t>(n_vocab), 0.0f);
+  weight_by_id_.assign(static_cast<size_t>(n_vocab), 0.0f);
 }
 
 double Sampler::uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
@@ -189,7 +190,7 @@ namespace {
 
 // Candidates as 64-bit keys whose unsigned order is the total order of
 // better(): the float's bits made monotone in the high half (negatives
-// flipped, positives offset), 0xFFFFFFFF - id in the low half. Partitioning
+// flipped, positives offset), 0xFFFFFFFF - id in the low half. Sorting
 // 8-byte keys with one integer compare is several times faster than moving
 // {logit, id} pairs through a two-field comparator.
 uint64_t order_key(float logit, int32_t id) {
@@ -206,10 +207,12 @@ float key_logit(uint64_t k) {
 }  // namespace
 
 // Nucleus: the smallest set of best candidates whose probability reaches p.
-// Quickselect guided by mass: partition around a pivot, keep the side that
-// holds the cut. Invariant: the cut m (set size) is in (lo, hi], keys_[0, lo)
-// are the lo best with mass acc < p, and everything in [hi, n) is worse than
-// everything in [lo, hi).
+// Two passes, no partitioning: candidates are binned by how far their logit
+// lies below the max (kBinsPerNat bins per nat, the last bin catching
+// everything further down, -inf and NaN included), with each bin's mass.
+// Bins are ordered like the candidates in them, so walking bins from the top
+// finds the one where the mass reaches p: every bin above it is kept whole,
+// and only that bin's candidates are sorted (by order_key) to place the cut.
 void Sampler::top_p(float p) {
   const size_t n = cands_.size();
   if (p >= 1.0f || n <= 1) return;
@@ -217,71 +220,48 @@ void Sampler::top_p(float p) {
   for (size_t i = 0; i < n; ++i) weights_[i] = cands_[i].logit;
   const float max_l = max_of(weights_);
   if (!std::isfinite(max_l)) return;
-  const double sum = exp_shifted(weights_.data(), weights_.data(), n, max_l, 1.0f);
-  const float inv_sum = static_cast<float>(1.0 / sum);
-  keys_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    prob_by_id_[cands_[i].id] = weights_[i] * inv_sum;
-    keys_[i] = order_key(cands_[i].logit, cands_[i].id);
-  }
-  // Mass of keys_[a, b): 8 independent sums so the adds do not serialize.
-  auto mass = [&](size_t a, size_t b) {
-    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    size_t j = a;
-    for (; j + 8 <= b; j += 8)
-      for (size_t l = 0; l < 8; ++l) lanes[l] += prob_by_id_[key_id(keys_[j + l])];
-    double s = 0;
-    for (; j < b; ++j) s += prob_by_id_[key_id(keys_[j])];
-    for (double l : lanes) s += l;
-    return s;
-  };
+  exp_shifted(weights_.data(), weights_.data(), n, max_l, 1.0f);
 
-  size_t lo = 0, hi = n;
+  constexpr float kBinsPerNat = 16.0f;
+  constexpr int32_t kBins = 512;  // 32 nats: below that, e^-32 of the top's weight
+  bins_.resize(n);
+  // Four copies of the histogram, so consecutive candidates landing in the
+  // same bin do not wait on each other's add.
+  std::array<std::array<double, kBins>, 4> mass{};
+  for (size_t i = 0; i < n; ++i) {
+    const float d = (max_l - cands_[i].logit) * kBinsPerNat;  // >= 0; NaN for NaN
+    const int32_t b = d < static_cast<float>(kBins - 1) ? static_cast<int32_t>(d) : kBins - 1;
+    bins_[i] = static_cast<uint16_t>(b);
+    mass[i & 3][b] += weights_[i];
+  }
+  double total = 0;
+  std::array<double, kBins> bin_mass;
+  for (int32_t b = 0; b < kBins; ++b) {
+    bin_mass[b] = (mass[0][b] + mass[1][b]) + (mass[2][b] + mass[3][b]);
+    total += bin_mass[b];
+  }
+  const double target = static_cast<double>(p) * total;
   double acc = 0;
-  while (hi - lo > 32) {
-    // Median of three as pivot, parked at hi - 1.
-    uint64_t* k = keys_.data();
-    size_t a = lo, m = lo + (hi - lo) / 2, z = hi - 1;
-    if (k[m] > k[a]) std::swap(m, a);
-    if (k[z] > k[m]) std::swap(z, m);
-    if (k[m] > k[a]) std::swap(m, a);
-    std::swap(k[m], k[hi - 1]);
-    const uint64_t pivot = k[hi - 1];
-    // Branch-free Lomuto: always swap, advance i past the better keys only
-    // (a data-dependent branch here would mispredict half the time).
-    size_t i = lo;
-    for (size_t j = lo; j < hi - 1; ++j) {
-      const uint64_t c = k[j];
-      const bool take = c > pivot;
-      k[j] = k[i];
-      k[i] = c;
-      i += take;
-    }
-    std::swap(k[i], k[hi - 1]);
-    const double mass_better = mass(lo, i);
-    if (i > lo && acc + mass_better >= p) {
-      hi = i;  // the best i already reach p
-    } else {
-      acc += mass_better + prob_by_id_[key_id(pivot)];
-      lo = i + 1;
-      if (acc >= p) {
-        hi = lo;
-        break;
-      }
+  int32_t cut_bin = 0;
+  while (cut_bin < kBins - 1 && acc + bin_mass[cut_bin] < target) acc += bin_mass[cut_bin++];
+
+  // Keep the bins above cut_bin in candidate order; collect cut_bin's.
+  keys_.clear();
+  size_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (bins_[i] < cut_bin) cands_[kept++] = cands_[i];  // kept <= i: in place
+    else if (bins_[i] == cut_bin) {
+      keys_.push_back(order_key(cands_[i].logit, cands_[i].id));
+      weight_by_id_[cands_[i].id] = weights_[i];
     }
   }
-  std::sort(keys_.begin() + static_cast<std::ptrdiff_t>(lo), keys_.begin() + static_cast<std::ptrdiff_t>(hi),
-            std::greater<>());
-  size_t cut = hi;  // when rounding leaves acc a hair below p: everything up to hi
-  for (size_t j = lo; j < hi; ++j) {
-    acc += prob_by_id_[key_id(keys_[j])];
-    if (acc >= p) {
-      cut = j + 1;
-      break;
-    }
+  std::sort(keys_.begin(), keys_.end(), std::greater<>());
+  for (uint64_t k : keys_) {
+    cands_[kept++] = {key_logit(k), key_id(k)};
+    acc += weight_by_id_[key_id(k)];
+    if (acc >= target) break;
   }
-  cands_.resize(cut);
-  for (size_t j = 0; j < cut; ++j) cands_[j] = {key_logit(keys_[j]), key_id(keys_[j])};
+  cands_.resize(kept);
 }
 
 void Sampler::min_p(float p) {

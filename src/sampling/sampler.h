@@ -20,9 +20,9 @@
 //
 // Cost per token, n = n_vocab: the penalties touch only the window; greedy
 // is two vectorized passes; top_k selects the k best with a k-sized heap while
-// reading the logits (no n-sized candidate list); top_p finds the nucleus with
-// a mass-guided quickselect (expected O(n), no sort: the draw needs the set,
-// not its order); min_p is one pass; softmax uses the vectorized exp of
+// reading the logits (no n-sized candidate list); top_p finds the nucleus in
+// two passes over a histogram of the candidates' logits (O(n), sorting only
+// the bin where the mass reaches p: the draw needs the set, not its order); min_p is one pass; softmax uses the vectorized exp of
 // kernels/fast_exp.h (relative error < 1e-6); the draw finds its candidate
 // by skipping blocks of 64 weights by their sums. One Sampler per sequence:
 // samplers of different sequences may run on different threads at once.
@@ -86,8 +86,9 @@ class Sampler {
   std::vector<int32_t> counts_;      // [n_vocab], zero between calls
   std::vector<Candidate> cands_;     // survivors of the filters
   std::vector<float> weights_;       // exp scratch
-  std::vector<float> prob_by_id_;    // [n_vocab], top_p scratch
-  std::vector<uint64_t> keys_;       // top_p scratch: candidates as sortable keys
+  std::vector<float> weight_by_id_;  // [n_vocab], top_p scratch: e^(logit - max) of the cut bin's candidates
+  std::vector<uint16_t> bins_;       // top_p scratch: each candidate's bin
+  std::vector<uint64_t> keys_;       // top_p scratch: the cut bin's candidates as sortable keys
 };
 
 }  // namespace nexus
