@@ -82,6 +82,15 @@ TEST(CliRun, BadSamplingParameterFails) {
   EXPECT_NE(r.err.find("top_p"), std::string::npos) << r.err;
 }
 
+TEST(CliMain, NegativeThreadCountIsRefused) {
+  // Refused by the option parser, before any model is read.
+  for (const char* cmd : {"run -p hi", "serve", "bench-model", "synth -o /dev/null"}) {
+    const Result r = run_nexus(std::string(cmd) + " -t -3");
+    EXPECT_NE(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.err.find("--threads"), std::string::npos) << cmd << ": " << r.err;
+  }
+}
+
 TEST(CliMain, UnknownSubcommandIsNamed) {
   const Result r = run_nexus("bogus");
   EXPECT_EQ(r.exit_code, 2);

@@ -58,6 +58,11 @@ TEST_F(ServerHttp, Models) {
   EXPECT_EQ(j["data"][0]["object"], "model");
   EXPECT_TRUE(j["data"][0]["created"].is_number_integer());
   EXPECT_TRUE(j["data"][0]["owned_by"].is_string());
+  // models.retrieve of the OpenAI SDKs.
+  const HttpResponse one = c->get("/v1/models/fake-model");
+  EXPECT_EQ(one.status, 200);
+  EXPECT_EQ(parse(one.body), j["data"][0]);
+  EXPECT_EQ(expect_error(c->get("/v1/models/gpt-4o"), 404)["code"], "model_not_found");
 }
 
 TEST_F(ServerHttp, UnknownPathIs404AndWrongMethodIs405) {

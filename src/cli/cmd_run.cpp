@@ -186,7 +186,9 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--stop", a->stop, "stop string (repeatable); not printed")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")->capture_default_str();
+  sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens; 0 = the model's")->capture_default_str();
   sub.add_option("--device", a->device, "cpu, or cuda (the GPU backend, docs/cuda.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}))

@@ -125,7 +125,9 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("-m,--model", a->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
   sub.add_option("--host", a->host, "address to listen on")->capture_default_str();
   sub.add_option("--port", a->port, "TCP port; 0 = any free port (printed at startup)")->capture_default_str();
-  sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")->capture_default_str();
+  sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   sub.add_option("--io-threads", a->io_threads, "HTTP I/O threads")->capture_default_str()->check(CLI::Range(1, 64));
   sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens; 0 = the model's")->capture_default_str();
   sub.add_option("--max-queue", a->max_queue, "requests waiting for admission before HTTP 429")->capture_default_str();

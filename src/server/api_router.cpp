@@ -56,11 +56,18 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
     if (!post) return method_not_allowed(method, path, "POST");
     return completion(p == "/completions" ? Endpoint::Completions : Endpoint::ChatCompletions, body);
   }
-  if (p == "/models") {
+  if (p == "/models" || p.starts_with("/models/")) {
     if (!get) return method_not_allowed(method, path, "GET");
     json model = {{"id", backend_.model_id()}, {"object", "model"}, {"created", created_},
                   {"owned_by", "nexus"}, {"meta", {{"n_ctx", backend_.n_ctx()}, {"n_vocab", backend_.n_vocab()}}}};
-    return HttpReply{200, json{{"object", "list"}, {"data", json::array({model})}}.dump(), {}};
+    if (p == "/models") return HttpReply{200, json{{"object", "list"}, {"data", json::array({model})}}.dump(), {}};
+    // GET /v1/models/{id} (the SDKs' models.retrieve); the rest of the path
+    // is the id, so an alias with a '/' in it works too.
+    const std::string id(p.substr(8));
+    if (id == backend_.model_id()) return HttpReply{200, model.dump(), {}};
+    return error_reply(ApiError(404, "The model '" + id + "' does not exist; this server serves '" +
+                                         backend_.model_id() + "'.",
+                                "model", "model_not_found"));
   }
   if (path == "/health") {
     if (!get) return method_not_allowed(method, path, "GET");

@@ -109,7 +109,7 @@ void parse_prompt(const json& body, ApiRequest& r) {
   if (!p) throw bad_request("Missing required parameter: 'prompt'.", "prompt", "missing_required_parameter");
   if (p->is_string()) { r.prompt = p->get<std::string>(); return; }
   if (!p->is_array()) throw type_error("prompt", "a string or an array", *p);
-  if (p->empty()) throw bad_request("Invalid 'prompt': the array is empty.", "prompt", "invalid_value");
+  if (p->empty()) throw bad_request("Invalid 'prompt': the array is empty.", "prompt", "empty_array");
   const json* tokens = p;
   if ((*p)[0].is_string()) {
     if (p->size() != 1) {
@@ -131,7 +131,7 @@ void parse_prompt(const json& body, ApiRequest& r) {
     }
     r.prompt_tokens.push_back(t.is_number_unsigned() && t.get<uint64_t>() > INT64_MAX ? INT64_MAX : t.get<int64_t>());
   }
-  if (r.prompt_tokens.empty()) throw bad_request("Invalid 'prompt': the token array is empty.", "prompt", "invalid_value");
+  if (r.prompt_tokens.empty()) throw bad_request("Invalid 'prompt': the token array is empty.", "prompt", "empty_array");
   r.prompt_is_tokens = true;
 }
 
@@ -276,7 +276,10 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
 
   r.max_tokens = get_integer(doc, "max_tokens");
   if (endpoint == Endpoint::ChatCompletions) {
-    if (auto v = get_integer(doc, "max_completion_tokens")) r.max_tokens = v;
+    if (auto v = get_integer(doc, "max_completion_tokens")) {
+      r.max_tokens = v;
+      r.max_tokens_param = "max_completion_tokens";
+    }
   }
   if (auto n = get_integer(doc, "n"); n && *n != 1) {
     throw bad_request("Invalid 'n': only n = 1 is supported.", "n", "invalid_value");

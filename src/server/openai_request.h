@@ -50,6 +50,7 @@ struct ApiRequest {
   // Chat completions.
   std::vector<ChatMessage> messages;
   std::optional<int64_t> max_tokens;   // as given; may be <= 0 or huge (checked later)
+  std::string max_tokens_param = "max_tokens";  // the field it came from, for errors
   SamplingParams sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;

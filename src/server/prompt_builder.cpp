@@ -31,16 +31,16 @@ std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend
 
 }  // namespace
 
-void check_max_tokens(std::optional<int64_t> max_tokens, int32_t n_ctx) {
+void check_max_tokens(std::optional<int64_t> max_tokens, int32_t n_ctx, const std::string& param) {
   if (!max_tokens) return;
   if (*max_tokens <= 0) {
-    throw bad_request(fmt::format("Invalid 'max_tokens': expected a value >= 1, but got {}.", *max_tokens),
-                      "max_tokens", "invalid_value");
+    throw bad_request(fmt::format("Invalid '{}': expected a value >= 1, but got {}.", param, *max_tokens), param,
+                      "invalid_value");
   }
   if (*max_tokens > n_ctx) {
-    throw bad_request(fmt::format("Invalid 'max_tokens': {} exceeds this model's context length of {} tokens.",
+    throw bad_request(fmt::format("Invalid '{}': {} exceeds this model's context length of {} tokens.", param,
                                   *max_tokens, n_ctx),
-                      "max_tokens", "invalid_value");
+                      param, "invalid_value");
   }
 }
 
@@ -51,7 +51,7 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
                       "model", "model_not_found");
   }
   const int32_t n_ctx = backend.n_ctx();
-  check_max_tokens(req.max_tokens, n_ctx);
+  check_max_tokens(req.max_tokens, n_ctx, req.max_tokens_param);
 
   GenerationRequest g;
   g.prompt = prompt_tokens(req, backend);

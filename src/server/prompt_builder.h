@@ -29,8 +29,9 @@ inline constexpr int32_t kDefaultMaxTokens = 256;
 GenerationRequest build_generation(const ApiRequest& req, const Backend& backend);
 
 // The max_tokens check of build_generation, alone (absent is valid): throws
-// ApiError 400 invalid_value (param max_tokens) unless 1 <= max_tokens <= n_ctx.
-// The realtime session checks its settings with it when they are set.
-void check_max_tokens(std::optional<int64_t> max_tokens, int32_t n_ctx);
+// ApiError 400 invalid_value (param = `param`, the field the client sent)
+// unless 1 <= max_tokens <= n_ctx. The realtime session checks its settings
+// with it when they are set.
+void check_max_tokens(std::optional<int64_t> max_tokens, int32_t n_ctx, const std::string& param = "max_tokens");
 
 }  // namespace nexus::server
