@@ -214,6 +214,26 @@ TEST_F(RealtimeServer, InputThatCannotFitIsDiscardedNotKeptQueued) {
   EXPECT_EQ(c->recv_until("response.done")["response"]["finish_reason"], "length");
 }
 
+// HttpServer::drain() (the first SIGTERM of nexus serve): an open session
+// gets an error for a new response and stays open; a new connection, HTTP or
+// WebSocket upgrade, gets 503; /metrics still answers.
+TEST_F(RealtimeServer, DrainingRefusesNewResponsesAndConnections) {
+  start();
+  auto c = ws();
+  auto http = connect();
+  server->drain();
+  c->send_json({{"type", "input.append"}, {"text", "hi"}});
+  c->send_json({{"type", "response.create"}});
+  expect_ws_error(*c, "server_shutting_down");
+  EXPECT_EQ(http->get("/metrics").status, 200);
+  const auto r = http->post("/v1/completions", R"({"prompt":"x","max_tokens":1})");
+  EXPECT_EQ(expect_error(r, 503)["code"], "server_shutting_down");
+  EXPECT_EQ(r.header("retry-after"), "1");
+  auto late = connect();
+  EXPECT_EQ(expect_error(late->get("/v1/realtime"), 503)["code"], "server_shutting_down");
+  EXPECT_EQ(server->in_flight(), 0);
+}
+
 TEST_F(RealtimeServer, PlainGetIsUpgradeRequired) {
   start();
   auto http = connect();

@@ -200,14 +200,30 @@ TEST_F(ServerE2E, RealContextLimits) {
   EXPECT_EQ(c->post("/v1/completions", R"({"prompt":"Once","max_tokens":1,"model":"gpt-4"})").status, 400);
 }
 
+namespace {
+
+// The port of `nexus serve` from its startup line; 0 (and a failure) when
+// the line is missing or malformed.
+uint16_t listening_port(ChildProcess& p) {
+  const auto line = p.read_line();
+  if (!line) {
+    ADD_FAILURE() << "no startup line";
+    return 0;
+  }
+  std::smatch m;
+  if (!std::regex_match(*line, m, std::regex(R"(listening on http://127\.0\.0\.1:(\d+))"))) {
+    ADD_FAILURE() << *line;
+    return 0;
+  }
+  return static_cast<uint16_t>(std::stoi(m[1]));
+}
+
+}  // namespace
+
 TEST(ServerProcess, ServeBinaryListensAnswersAndStopsOnSigterm) {
   NEXUS_REQUIRE_SHARED(model, kModel);
   ChildProcess p({nexus_binary(), "serve", "-m", model, "--port", "0", "--threads", "1"});
-  const auto line = p.read_line();
-  ASSERT_TRUE(line.has_value()) << "no startup line";
-  std::smatch m;
-  ASSERT_TRUE(std::regex_match(*line, m, std::regex(R"(listening on http://127\.0\.0\.1:(\d+))"))) << *line;
-  const auto port = static_cast<uint16_t>(std::stoi(m[1]));
+  const uint16_t port = listening_port(p);
   ASSERT_GT(port, 0);
   HttpClient c("127.0.0.1", port);
   EXPECT_EQ(c.get("/health").body, R"({"status":"ok"})");
@@ -218,6 +234,53 @@ TEST(ServerProcess, ServeBinaryListensAnswersAndStopsOnSigterm) {
   EXPECT_TRUE(split_sse(r.body).has_value()) << r.body;
   c.close();
   EXPECT_EQ(p.stop(SIGTERM), 0);
+}
+
+// SIGTERM drains: a stream already running finishes whole, while new
+// requests get 503 server_shutting_down; then the process exits 0.
+TEST(ServerProcess, SigtermLetsRunningStreamsFinishAndRefusesNewRequests) {
+  NEXUS_REQUIRE_SHARED(model, kModel);
+  ChildProcess p({nexus_binary(), "serve", "-m", model, "--port", "0", "--threads", "1"});
+  const uint16_t port = listening_port(p);
+  ASSERT_GT(port, 0);
+  HttpClient stream("127.0.0.1", port), other("127.0.0.1", port);
+  ASSERT_EQ(other.get("/health").status, 200);  // connected before the signal
+  const int kTokens = 1900;
+  stream.send("POST", "/v1/completions",
+              json{{"prompt", "Once upon a time"}, {"max_tokens", kTokens}, {"ignore_eos", true}, {"stream", true},
+                   {"temperature", 0}}.dump());
+  ASSERT_EQ(stream.read_header().status, 200);
+  ASSERT_TRUE(stream.next_event().has_value());
+  ASSERT_EQ(::kill(p.pid(), SIGTERM), 0);
+
+  // A request that beat the signal to the server is still served; once the
+  // drain has begun, they are refused.
+  HttpResponse refused;
+  for (int i = 0; i < 500; ++i) {
+    refused = other.post("/v1/completions", R"({"prompt":"Hi","max_tokens":1})");
+    if (refused.status != 200) break;
+  }
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_EQ(json::parse(refused.body, nullptr, false)["error"]["code"], "server_shutting_down") << refused.body;
+  EXPECT_EQ(refused.header("retry-after"), "1");
+
+  int tokens = 1;
+  bool done = false;
+  std::string finish_reason;
+  while (auto ev = stream.next_event()) {
+    if (*ev == "data: [DONE]") {
+      done = true;
+      continue;
+    }
+    const json j = json::parse(ev->substr(6));
+    if (!j["choices"].empty() && j["choices"][0]["finish_reason"].is_string())
+      finish_reason = j["choices"][0]["finish_reason"];
+    ++tokens;
+  }
+  EXPECT_TRUE(done) << "the stream was cut off";
+  EXPECT_EQ(finish_reason, "length");
+  EXPECT_GE(tokens, kTokens);
+  EXPECT_EQ(p.stop(0), 0);
 }
 
 TEST(ServerProcess, SigintStopsItEvenWhenStartedWithSigintIgnored) {

@@ -1,10 +1,14 @@
 // `nexus serve`: the OpenAI-compatible HTTP server (src/server/) over one
 // model. Prints "listening on http://HOST:PORT" on stdout once it accepts
 // connections (with --port 0 the port is the one the OS picked), one line per
-// request on stderr, and stops cleanly on SIGINT/SIGTERM.
+// request on stderr. The first SIGINT/SIGTERM drains (new requests get 503,
+// running generations finish, up to --drain-timeout); a second stops at once.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <filesystem>
 #include <pthread.h>
@@ -37,7 +41,25 @@ struct ServeArgs {
   std::string kv_type = "f16";
   std::string chat_template = "auto";
   std::string alias;
+  double drain_timeout = 10;  // seconds
 };
+
+// Graceful shutdown after the first stop signal: new requests get 503 while
+// the running generations finish (and their responses are written), for at
+// most `timeout` seconds or until a second stop signal; then stop() cancels
+// whatever is left. Returns how many generations were still running.
+int32_t drain(server::HttpServer& http, const Engine& engine, const sigset_t& stop_signals, double timeout) {
+  http.drain();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  for (;;) {
+    const EngineStats st = engine.stats();
+    const int32_t left = std::max(st.running + st.waiting, http.in_flight());
+    if (left == 0) return 0;
+    if (std::chrono::steady_clock::now() >= deadline) return left;
+    const timespec poll{0, 10'000'000};  // 10 ms
+    if (sigtimedwait(&stop_signals, nullptr, &poll) > 0) return left;
+  }
+}
 
 server::ChatFamily pick_chat_family(const GgufFile& gguf, const std::string& choice) {
   if (choice != "auto") {
@@ -115,7 +137,11 @@ int serve(ServeArgs& a) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::fprintf(stderr, "nexus serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fprintf(stderr, "nexus serve: %s, draining (up to %.0f s; send it again to stop now)\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", a.drain_timeout);
+  if (const int32_t left = drain(http, engine, stop_signals, a.drain_timeout); left > 0)
+    std::fprintf(stderr, "nexus serve: cancelling %d unfinished generation(s)\n", left);
+  std::fprintf(stderr, "nexus serve: shutting down\n");
   http.stop();
   return 0;
 }
@@ -139,6 +165,11 @@ std::function<int()> setup(CLI::App& sub) {
                  "KV cache budget in bytes (suffixes K, M, G) or a fraction of available RAM (e.g. 0.25); "
                  "0 = room for max-seqs full contexts, at most 1/4 of RAM")
       ->capture_default_str();
+  sub.add_option("--drain-timeout", a->drain_timeout,
+                 "seconds a stop signal waits for running generations to finish (new requests get 503); "
+                 "a second signal stops at once")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   sub.add_option("--kv-type", a->kv_type, "KV cache element type: f16, f32, q8_0")->capture_default_str();
   sub.add_option("--chat-template", a->chat_template,
                  "auto (from the GGUF), plain, chatml, llama3, gemma, phi3, zephyr, llama2, mistral")

@@ -88,6 +88,10 @@ void HttpServer::start() {
   for (int i = 0; i < n; ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
 }
 
+void HttpServer::drain() { impl_->ctx.draining.store(true); }
+
+int32_t HttpServer::in_flight() const { return impl_->ctx.http_in_flight.load(); }
+
 void HttpServer::stop() {
   Impl& s = *impl_;
   if (s.stopped) return;

@@ -56,6 +56,15 @@ class HttpServer {
   // and joins the I/O threads. Idempotent. After it returns the server posts
   // nothing more and touches the backend no more.
   void stop();
+  // Starts a graceful shutdown (SIGTERM): from now on every request but GET
+  // /metrics gets 503 server_shutting_down (Retry-After: 1, connection
+  // closed after it), including WebSocket upgrades, and realtime sessions
+  // refuse new responses with an error event; generations already running
+  // go on. The caller waits for in_flight() (and the engine) to reach zero,
+  // then calls stop().
+  void drain();
+  // HTTP generations submitted whose response is not yet fully written.
+  int32_t in_flight() const;
 
   uint16_t port() const;
   const std::string& host() const;

@@ -135,6 +135,13 @@ void HttpSession::handle_request() {
   start_ = std::chrono::steady_clock::now();
   keep_alive_ = req.keep_alive();
   chunked_ = req.version() >= 11;
+  if (ctx_.draining.load(std::memory_order_relaxed) && target_ != "/metrics" && !target_.starts_with("/metrics?")) {
+    keep_alive_ = false;
+    HttpReply r = error_reply(ApiError(503, "The server is shutting down; send the request to another replica.", "",
+                                       "server_shutting_down", "server_error"));
+    r.headers.emplace_back("Retry-After", "1");
+    return send_reply(r);
+  }
   if (is_realtime_target(target_)) {
     if (req.method() == http::verb::get && beast::websocket::is_upgrade(req)) return upgrade_to_realtime();
     return send_reply(error_reply(ApiError(426, "GET /v1/realtime is a WebSocket endpoint: send an Upgrade request.",
@@ -166,6 +173,8 @@ void HttpSession::start_generation(PendingGeneration g) {
   }
   generating_ = true;
   overflow_ = false;
+  in_flight_ = true;
+  ctx_.http_in_flight.fetch_add(1, std::memory_order_relaxed);
   formatter_ = std::move(g.formatter);
   if (formatter_->meta().stream) {
     if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the end of the stream is the close
@@ -252,8 +261,15 @@ void HttpSession::on_write(beast::error_code ec) {
   if (response_queued_) after_response_written();
 }
 
+void HttpSession::end_in_flight() {
+  if (!in_flight_) return;
+  in_flight_ = false;
+  ctx_.http_in_flight.fetch_sub(1, std::memory_order_relaxed);
+}
+
 void HttpSession::after_response_written() {
   if (closed_) return;
+  end_in_flight();
   response_queued_ = false;
   formatter_.reset();
   if (!keep_alive_) return linger_close();
@@ -317,6 +333,7 @@ void HttpSession::linger_close() {
 void HttpSession::close() {
   if (closed_) return;
   closed_ = true;
+  end_in_flight();
   if (handle_) handle_->cancel();
   if (relay_) relay_->detach();
   relay_.reset();

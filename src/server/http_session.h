@@ -58,6 +58,10 @@ struct ServerContext {
   HttpServerOptions opts;
   std::atomic<uint64_t> connections_accepted{0};
   std::atomic<uint64_t> requests_served{0};
+  // HttpServer::drain(): new requests get 503, running ones go on.
+  std::atomic<bool> draining{false};
+  // HTTP generations submitted whose response is not yet fully written.
+  std::atomic<int32_t> http_in_flight{0};
   // Live sessions, for stop(); guarded by mu. cv signals a session's end.
   std::mutex mu;
   std::condition_variable cv;
@@ -140,6 +144,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::unique_ptr<CompletionFormatter> formatter_;
   bool generating_ = false;
   bool overflow_ = false;
+  bool in_flight_ = false;  // counted in ctx_.http_in_flight
+  void end_in_flight();
 
   bool watchdog_pending_ = false;
   bool waiting_for_next_ = false;  // response done; the pending read awaits the next request

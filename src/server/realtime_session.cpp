@@ -212,6 +212,8 @@ void RealtimeSession::create_response(const json& overrides) {
   const auto kept = static_cast<int32_t>(conv_.tokens().size());
   p.request.prompt_is_tokens = true;
   p.request.prompt_tokens.assign(prompt.begin(), prompt.end());
+  if (ctx_.draining.load(std::memory_order_relaxed))
+    throw EventError("server_shutting_down", "The server is shutting down; open a session on another replica.");
   GenerationRequest g;
   try {
     g = build_generation(p.request, backend_);

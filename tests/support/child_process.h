@@ -20,8 +20,8 @@ class ChildProcess {
 
   // The next line of stdout (without '\n'); nullopt on EOF or timeout.
   std::optional<std::string> read_line(std::chrono::milliseconds timeout = std::chrono::seconds(60));
-  // Sends `sig` and waits (bounded) for the exit; returns the exit code,
-  // 128 + signal when killed by one, or -1 on timeout.
+  // Sends `sig` (0: none, only wait) and waits (bounded) for the exit;
+  // returns the exit code, 128 + signal when killed by one, or -1 on timeout.
   int stop(int sig, std::chrono::milliseconds timeout = std::chrono::seconds(30));
   pid_t pid() const { return pid_; }
 
