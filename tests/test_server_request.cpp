@@ -88,6 +88,20 @@ TEST(ServerRequest, PromptForms) {
   EXPECT_EQ(parse_error(Endpoint::Completions, R"({"model":"x"})").code, "missing_required_parameter");
 }
 
+TEST(ServerRequest, UnsupportedFieldsAreRefusedOnlyWhenTheyAskForSomething) {
+  // What SDKs send by default (false, null, empty, text, 1) passes.
+  EXPECT_NO_THROW(parse_api_request(Endpoint::ChatCompletions,
+                                    R"({"messages":[{"role":"user","content":"x"}],"logprobs":false,"top_logprobs":0,
+                                        "tools":[],"response_format":{"type":"text"},"functions":null})"));
+  EXPECT_NO_THROW(parse_api_request(Endpoint::Completions, R"({"prompt":"x","logprobs":null,"echo":false,
+                                                              "best_of":1,"suffix":""})"));
+  for (const char* body : {R"({"prompt":"x","logprobs":1})", R"({"prompt":"x","echo":true})",
+                           R"({"prompt":"x","suffix":"end"})", R"({"prompt":"x","best_of":2})",
+                           R"({"prompt":"x","response_format":{"type":"json_schema"}})",
+                           R"({"prompt":"x","response_format":"json"})"})
+    EXPECT_EQ(parse_error(Endpoint::Completions, body).code, "unsupported_parameter") << body;
+}
+
 TEST(ServerRequest, ChatMessages) {
   const ApiRequest r = parse_api_request(Endpoint::ChatCompletions, R"({"messages":[
       {"role":"developer","content":"be nice"},

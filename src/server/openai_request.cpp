@@ -252,6 +252,28 @@ int32_t parse_priority(const json& doc) {
   return static_cast<int32_t>(*v);
 }
 
+// Fields of OpenAI's API this server does not implement: refused when they
+// ask for something (a client would otherwise get a silent wrong answer),
+// accepted when they ask for nothing (false, 0, [], "text").
+void refuse_unsupported(const json& doc) {
+  auto refuse = [](const char* name) {
+    return bad_request(fmt::format("Unsupported parameter: '{}' is not supported by this server.", name), name,
+                       "unsupported_parameter");
+  };
+  auto asks = [](const json& v) {
+    if (v.is_boolean()) return v.get<bool>();
+    if (v.is_number()) return v.get<double>() != 0;
+    if (v.is_string()) return !v.get_ref<const std::string&>().empty();  // json::empty() is false for any string
+    if (v.is_array() || v.is_object()) return !v.empty();
+    return true;
+  };
+  for (const char* name : {"logprobs", "top_logprobs", "tools", "functions", "echo", "suffix"})
+    if (const json* v = field(doc, name); v && asks(*v)) throw refuse(name);
+  if (const json* v = field(doc, "best_of"); v && !(v->is_number() && v->get<double>() == 1)) throw refuse("best_of");
+  if (const json* v = field(doc, "response_format"); v && !(v->is_object() && v->value("type", "") == "text"))
+    throw refuse("response_format");
+}
+
 }  // namespace
 
 ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
@@ -264,6 +286,7 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
                       "invalid_json");
   }
   if (!doc.is_object()) throw bad_request("The request body must be a JSON object.", "", "invalid_json");
+  refuse_unsupported(doc);
 
   ApiRequest r;
   r.endpoint = endpoint;

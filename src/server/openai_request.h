@@ -6,7 +6,13 @@
 // the field). Checks that need the model (model id, token ids, context
 // length, max_tokens limit) are in prompt_builder.h.
 //
-// Accepted fields (null counts as absent; unknown fields are ignored):
+// Refused with 400 unsupported_parameter when they ask for something (true,
+// non-zero, non-empty; response_format other than {"type":"text"}; best_of
+// other than 1): logprobs, top_logprobs, tools, functions, echo, suffix,
+// best_of, response_format. A client then learns it at once instead of
+// getting an answer without what it asked for.
+//
+// Accepted fields (null counts as absent; other unknown fields are ignored):
 //   model                 string; optional
 //   prompt                completions: string | [string] | [int...] | [[int...]]
 //   messages              chat: non-empty array of {role, content}; role one of
