@@ -13,6 +13,7 @@
 #include "kernels/act_quant.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dequant.h"
+#include "kernels/f32_panels.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -389,6 +390,57 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantMatmulTest, ::testing::Values(GgmlType::Q8_
 
 // matmul() quantizes with the AVX-512 version where the CPU has it; the
 // kernels' tests quantize with the portable one: they must agree bit for bit.
+// F32 weights repacked into 16-row panels (what LlamaModel does at load on
+// AVX2 and AVX-512 CPUs): a row count that leaves a partial last panel, 64
+// columns like TinyLLama-v0's output layer, batches of every tile shape.
+// Against a float64 reference, and each (row, token) with the same bits in
+// any batch, from any panel range, and from every panel kernel this CPU runs.
+TEST(F32Panels, MatchFloat64AndSameBitsForAnyBatchRangeAndKernel) {
+  if (!f32_panels_supported()) GTEST_SKIP() << "no panel kernel on this CPU (" << cpu_features().describe() << ")";
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int64_t n_rows = 16 * 9 + 5, n_cols = 64, n_panels = (n_rows + kPanelRows - 1) / kPanelRows;
+  RandomWeight w = make_weight(GgmlType::F32, n_rows, n_cols, rng);
+  const std::shared_ptr<const float[]> panels = pack_f32_panels(w.view);
+  ASSERT_NE(panels, nullptr);
+  const int64_t kTokens = 11;
+  std::vector<float> x(static_cast<size_t>(kTokens * n_cols));
+  for (float& v : x) v = u(rng);
+  using PanelFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*, int64_t, float*, int64_t);
+  std::vector<PanelFn> kernels{gemm_f32_panels_avx2};
+  if (cpu_features().avx512_vnni) kernels.push_back(gemm_f32_panels_avx512);
+  std::vector<float> solo(static_cast<size_t>(kTokens * n_rows));
+  for (int64_t t = 0; t < kTokens; ++t) {
+    gemm_f32_panels_avx2(panels.get(), 0, n_panels, n_rows, n_cols, &x[t * n_cols], 1, &solo[t * n_rows], n_rows);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      double ref = 0, mag = 0;
+      for (int64_t c = 0; c < n_cols; ++c) {
+        ref += static_cast<double>(w.values[r * n_cols + c]) * x[t * n_cols + c];
+        mag += std::abs(static_cast<double>(w.values[r * n_cols + c]) * x[t * n_cols + c]);
+      }
+      ASSERT_NEAR(solo[t * n_rows + r], ref, 1e-6 * mag + 1e-7) << "row " << r << " token " << t;
+    }
+  }
+  for (PanelFn fn : kernels)
+    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{7}, int64_t{8}, kTokens})
+      for (int64_t split : {int64_t{0}, int64_t{3}, n_panels - 1}) {
+        std::vector<float> y(static_cast<size_t>(n * n_rows), NAN);
+        fn(panels.get(), 0, split, n_rows, n_cols, x.data(), n, y.data(), n_rows);
+        fn(panels.get(), split, n_panels, n_rows, n_cols, x.data(), n, y.data(), n_rows);
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t r = 0; r < n_rows; ++r)
+            ASSERT_EQ(y[t * n_rows + r], solo[t * n_rows + r])
+                << "batch " << n << ", token " << t << ", row " << r << ", split at panel " << split;
+      }
+  // matmul() reads the panels when the view has them.
+  WeightView view = w.view;
+  view.panels = panels.get();
+  ThreadPool pool(2);
+  std::vector<float> y(static_cast<size_t>(kTokens * n_rows), NAN);
+  matmul(view, x.data(), y.data(), kTokens, pool);
+  EXPECT_EQ(y, solo);
+}
+
 TEST(ActQuant, Avx512MatchesPortableBitForBit) {
   if (!cpu_features().avx512_vnni) GTEST_SKIP() << "no AVX-512";
   const int64_t n = 32 * 64;

@@ -8,8 +8,8 @@
 // Why: a row-major product sums each (row, token) across SIMD lanes at the
 // end; for short rows (64 values in TinyLLama-v0's 32000-row output layer)
 // those sums cost as much as the products. With panels, a register is one
-// column of 16 rows and the sums run down the lanes (f32_panels kernel in
-// kernels/x86/gemm_panels_avx512.cpp). The copy costs the weight's size in
+// column of 16 rows and the sums run down the lanes (kernels/x86/
+// gemm_panels_avx512.cpp, gemm_panels_avx2.cpp; both give the same bits). The copy costs the weight's size in
 // memory, which is why only F32 weights (the small models) are packed.
 #pragma once
 
@@ -22,8 +22,8 @@ namespace nexus {
 
 constexpr int64_t kPanelRows = 16;
 
-// True when matmul() runs panels on this CPU (AVX-512, and NEXUS_KERNELS
-// does not force another table).
+// True when matmul() runs panels on this CPU (AVX2 or AVX-512, and
+// NEXUS_KERNELS does not force the reference table).
 bool f32_panels_supported();
 
 // The panels of an F32 weight; nullptr when w is not F32, is one row (a norm)
@@ -33,7 +33,10 @@ std::shared_ptr<const float[]> pack_f32_panels(const WeightView& w);
 
 // Internal to matmul(): panels [p0, p1) of a packed [n_rows, n_cols] weight
 // against x [n_tokens, n_cols], into y[t * ldy + r].
+// gemm_f32_panels_avx512 needs AVX-512F, gemm_f32_panels_avx2 AVX2 + FMA.
 void gemm_f32_panels_avx512(const float* panels, int64_t p0, int64_t p1, int64_t n_rows, int64_t n_cols,
                             const float* x, int64_t n_tokens, float* y, int64_t ldy);
+void gemm_f32_panels_avx2(const float* panels, int64_t p0, int64_t p1, int64_t n_rows, int64_t n_cols,
+                          const float* x, int64_t n_tokens, float* y, int64_t ldy);
 
 }  // namespace nexus

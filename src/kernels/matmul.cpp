@@ -86,10 +86,19 @@ bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_
 
 const GemmKernels& gemm_kernels() { return *kernels().decode; }
 
-bool f32_panels_supported() {
-  static const bool yes = kernels().decode == gemm_kernels_avx512_vnni();
-  return yes;
+namespace {
+using PanelFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*, int64_t, float*, int64_t);
+
+// The panel kernel of the decode table; nullptr for the reference table.
+PanelFn panel_kernel() {
+  static const PanelFn fn = kernels().decode == gemm_kernels_avx512_vnni() ? gemm_f32_panels_avx512
+                            : kernels().decode == gemm_kernels_avx2()      ? gemm_f32_panels_avx2
+                                                                           : nullptr;
+  return fn;
 }
+}  // namespace
+
+bool f32_panels_supported() { return panel_kernel() != nullptr; }
 
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
   if (is_quantized(w.type)) {
@@ -102,7 +111,7 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
   if (w.panels) {
     const int64_t n_panels = (n_rows + kPanelRows - 1) / kPanelRows;
     auto panels = [&](int64_t p0, int64_t p1) {
-      gemm_f32_panels_avx512(w.panels, p0, p1, n_rows, n_cols, x, n_tokens, y, n_rows);
+      panel_kernel()(w.panels, p0, p1, n_rows, n_cols, x, n_tokens, y, n_rows);
     };
     if (serial) panels(0, n_panels);
     else split_decode(pool, n_panels, panels);
