@@ -211,7 +211,10 @@ TEST_P(MatmulTest, SimdKernelsMatchReferenceKernels) {
   const GgmlType type = GetParam();
   // 35 rows: two full 16-row AMX tiles and a tail; 37 tokens: two full
   // 16-token tiles, a partial one, and the vector kernels' 4-token tiles.
-  const int64_t n_rows = 35, n_cols = 1024 + (type == GgmlType::F32 ? 4 : 0);  // F32: a ragged tail too
+  // Columns: F32 a ragged tail; quantized 33 blocks (block pairs and an odd
+  // last block, which the AMX kernel's pipeline handles apart).
+  const bool quantized = type == GgmlType::Q8_0 || type == GgmlType::Q4_0;
+  const int64_t n_rows = 35, n_cols = type == GgmlType::F32 ? 1028 : quantized ? 1056 : 1024;
   RandomWeight w = make_weight(type, n_rows, n_cols, rng);
   const int64_t n_tokens = 37, n_blocks = n_cols / 32;
   std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));

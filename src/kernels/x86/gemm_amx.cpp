@@ -28,6 +28,10 @@ namespace {
 constexpr int kRows = 16;    // weight rows per tile
 constexpr int kTokens = 16;  // tokens per tile
 
+// Lines of the next weight panel prefetched per block pair (see amx_rows).
+// Issued all at once after gather_rows instead, they made it slower.
+constexpr int kPrefetchLinesPerPair = 2;
+
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
   uint8_t start_row = 0;
@@ -121,17 +125,31 @@ void amx_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_
     thread_local std::vector<float> dw;
     pack_acts(x, n_tokens, n_blocks, acts);
     const int64_t n_tiles = (n_tokens + kTokens - 1) / kTokens;
-    alignas(64) int32_t c0[kRows][kTokens], c1[kRows][kTokens];  // written by tile stores
+    // C tiles go to memory one pair of blocks ahead of their scaling: the
+    // next pair's products run on the tile unit while the vector units scale
+    // the previous pair, and the loads never wait on a just-issued tile store.
+    alignas(64) int32_t c[2][2][kRows][kTokens];
     for (int64_t row0 = r0; row0 < r1; row0 += kRows) {
       const int n_rows = static_cast<int>(std::min<int64_t>(kRows, r1 - row0));
       gather_rows<Block>(w, row_bytes, row0, n_rows, n_blocks, a, dw);
       const int8_t* A = a.data();
       const float* DW = dw.data();
+      // The next panel's rows (contiguous in the mapping) are prefetched a
+      // few lines per block pair, spread over this panel's products.
+      const char* next = reinterpret_cast<const char*>(w + (row0 + kRows) * row_bytes);
+      const int64_t next_rows = std::clamp<int64_t>(r1 - row0 - kRows, 0, kRows);
+      const int64_t next_lines = next_rows * static_cast<int64_t>(row_bytes) / 64;
+      int64_t line = 0;
       for (int64_t tile = 0; tile < n_tiles; ++tile) {
         const int8_t* B = &acts.b[static_cast<size_t>(tile * n_blocks * 512)];
         const float* DX = &acts.d[static_cast<size_t>(tile * n_blocks * kTokens)];
         __m512 acc[kRows];
         for (auto& v : acc) v = _mm512_setzero_ps();
+        // Scales blocks b .. b + n - 1 (n = 1 or 2), stored in c[(b / 2) % 2].
+        auto scale_pair = [&](int64_t b, int64_t n) {
+          for (int64_t k = 0; k < n; ++k)
+            scale_into(c[(b / 2) % 2][k], DW + (b + k) * kRows, _mm512_loadu_ps(DX + (b + k) * kTokens), acc);
+        };
         int64_t b = 0;
         for (; b + 1 < n_blocks; b += 2) {
           _tile_zero(2);
@@ -142,18 +160,20 @@ void amx_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_
           _tile_loadd(3, A + (b + 1) * kRows * 32, 32);
           _tile_loadd(4, B + (b + 1) * 512, 64);
           _tile_dpbssd(5, 3, 4);
-          _tile_stored(2, c0, 64);
-          scale_into(c0, DW + b * kRows, _mm512_loadu_ps(DX + b * kTokens), acc);
-          _tile_stored(5, c1, 64);
-          scale_into(c1, DW + (b + 1) * kRows, _mm512_loadu_ps(DX + (b + 1) * kTokens), acc);
+          if (b >= 2) scale_pair(b - 2, 2);
+          for (int k = 0; k < kPrefetchLinesPerPair && line < next_lines; ++k, ++line)
+            _mm_prefetch(next + 64 * line, _MM_HINT_T0);
+          _tile_stored(2, c[(b / 2) % 2][0], 64);
+          _tile_stored(5, c[(b / 2) % 2][1], 64);
         }
+        if (b >= 2) scale_pair(b - 2, 2);
         if (b < n_blocks) {
           _tile_zero(2);
           _tile_loadd(0, A + b * kRows * 32, 32);
           _tile_loadd(1, B + b * 512, 64);
           _tile_dpbssd(2, 0, 1);
-          _tile_stored(2, c0, 64);
-          scale_into(c0, DW + b * kRows, _mm512_loadu_ps(DX + b * kTokens), acc);
+          _tile_stored(2, c[(b / 2) % 2][0], 64);
+          scale_pair(b, 1);
         }
         alignas(64) float out[kTokens];
         for (int m = 0; m < n_rows; ++m) {
