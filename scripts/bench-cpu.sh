@@ -69,7 +69,7 @@ echo "## CPU results ($(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 
 echo
 echo "Machine: ${cpu:-unknown CPU}, $(nproc) logical cores. Models: \`nexus synth --preset tinyllama-1.1b\`" \
   "(random weights, TinyLlama-1.1B shape, llama-spm vocabulary) and the real stories260K." \
-  "pp = prefill of N tokens in one eval; tg = N decode steps of one token; mean ± stddev over $reps runs." \
+  "pp = prefill of N tokens in one eval, after one untimed run; tg = N decode steps of one token; mean ± stddev over $reps runs." \
   "bound t/s = DRAM read bandwidth (same threads) / weight bytes read per token."
 echo
 for type in Q8_0 Q4_0; do

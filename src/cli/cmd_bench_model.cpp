@@ -68,7 +68,7 @@ std::function<int()> setup(CLI::App& sub) {
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->capture_default_str()->check(CLI::Range(0, 4096));
-  sub.add_option("-r,--repetitions", a->reps, "repetitions of each test")->capture_default_str()->check(CLI::PositiveNumber);
+  sub.add_option("-r,--repetitions", a->reps, "timed repetitions of each test (a prefill test also runs once untimed first)")->capture_default_str()->check(CLI::PositiveNumber);
   sub.add_option("--bw-mib", a->bw_mib, "buffer for the DRAM bandwidth run in MiB (0: skip it)")->capture_default_str();
   sub.add_option("--bw-runs", a->bw_runs, "bandwidth runs (the best is kept)")->capture_default_str()->check(CLI::PositiveNumber);
   sub.add_option("--device", a->device, "cpu, or cuda (docs/cuda.md)")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();

@@ -113,6 +113,13 @@ BenchModelReport bench_model(const std::string& path, const BenchModelOptions& o
     row.decode = false;
     row.n_tokens = n;
     const std::vector<int32_t> tokens = bench_tokens(n, c.n_vocab, static_cast<uint32_t>(n));
+    {  // One untimed run first, as llama-bench does: the first prefill of a
+       // process ran 15-25% slower than the next ones (fresh heap pages, the
+       // prefill kernels' first use on each thread), which is not what a
+       // running server sees.
+      LlamaContext warm_pp(model, n, r.n_threads);
+      warm_pp.eval(tokens);
+    }
     for (int32_t rep = 0; rep < opt.reps; ++rep) {
       LlamaContext ctx(model, n, r.n_threads);
       const auto t0 = Clock::now();
