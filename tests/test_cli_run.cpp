@@ -51,6 +51,20 @@ TEST(CliRun, PromptFromStdinAndStopString) {
   EXPECT_EQ(trim(r.out), trim(text.substr(0, text.find("Lily"))));
 }
 
+// -n beyond the context: the generation stops at the context's end, and the
+// user is told so up front instead of finding fewer tokens than asked for.
+TEST(CliRun, NPredictBeyondContextIsReported) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  Result r = run_nexus("run -m " + quote(model) + " --temp 0 --ignore-eos -c 32 -n 100 -t 1 -p 'Once upon a time'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // "Once upon a time" is 5 tokens with BOS: 32 - 5 + 1 = 28 fit.
+  EXPECT_NE(r.err.find("note: -n 100: the 5-token prompt leaves room for 28 tokens in the 32-token context"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("generation: 28 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("finish:     length"), std::string::npos) << r.err;
+}
+
 TEST(CliRun, MissingModelFailsClearly) {
   Result r = run_nexus("run -m /nonexistent/dir/model.gguf -p hi");
   EXPECT_NE(r.exit_code, 0);
