@@ -30,7 +30,7 @@
 // Q8_0 by DRAM (~49 GB/s from L2). Tried and slower: interleaving 2 or 4
 // rows (DRAM read rate halved), 64-byte loads that straddle cache lines,
 // vpermt2w (slow on Zen 5). Software prefetch gained nothing there but
-// +12% (Q8_0) and +26% (Q4_0) decode on the Intel Xeon VM (kPrefetchBytes).
+// +18% (Q8_0) and +30% (Q4_0) decode on the Intel Xeon VM (kPrefetchBytes).
 //
 // Determinism: each (row, token) has its own accumulators and sees the same
 // operations in the same order (even quads into one, odd quads into the
@@ -60,15 +60,20 @@ static_assert(sizeof(QuadAct) == 256);
 
 constexpr int kTokens = 4;      // tokens per tile
 
-// How far ahead of the loads the weight stream is prefetched into L1. In
+// How far ahead of the loads the weight stream is prefetched into L1
+// (kPrefetchBytes) and, further ahead, into L2 (kPrefetchL2Bytes). In
 // decode the kernel is about as fast as DRAM, and without this the core
 // computes and waits for DRAM in turn instead of at once. Measured on the
-// Intel Xeon (AMX) VM, synthetic TinyLlama-1.1B, 2 threads, tg64, distance
-// 0 / 512 / 1024 / 1536 / 2048 / 2560 / 3072 / 4096 bytes:
+// Intel Xeon (AMX) VM, synthetic TinyLlama-1.1B, 2 threads, tg64, L1 only at
+// 0 / 512 / 1024 / 1536 / 2048 / 2560 / 3072 / 4096 bytes (4 KiB pages):
 // Q4_0 36.0 / 40.2 / 43.1 / 45.7 / 45.6 / 44.2 / 44.1 / 41.7 t/s,
 // Q8_0 22.2 / 23.5 / 24.4 / 24.7 / 24.6 / 23.9 / 21.1 / 19.4 t/s.
-// Prefetching to L2 only (T1) gained less, non-temporal (NTA) lost half.
-constexpr size_t kPrefetchBytes = 2048;
+// Then, with 2 MiB pages (gguf_file.cpp), L1 2048 alone against L1 1024 +
+// L2 3072, three alternations: Q4_0 48.6, 48.3, 48.6 -> 49.4, 49.8, 49.4;
+// Q8_0 26.7, 26.8, 26.9 -> 28.3, 28.7, 28.2 t/s (L2 at 4096 or 6144, or L1
+// at 512 / 768 / 1536, were not better). Non-temporal (NTA) halved the rate.
+constexpr size_t kPrefetchBytes = 1024;
+constexpr size_t kPrefetchL2Bytes = 3072;
 constexpr int64_t kChunk = 64;  // tokens repacked at a time (a 0.7 MB buffer at 5632 columns)
 
 inline __m512i load_idx(const int16_t (&v)[32]) { return _mm512_loadu_si512(v); }
@@ -179,8 +184,11 @@ void tile(const typename W::Consts& c, const uint8_t* row, int64_t n_blocks, con
     const uint8_t* p = row + q * kQuadBytes;
     // Past the row's end this touches the next row (rows are contiguous) or
     // memory after the matrix: a prefetch never faults.
-    const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
-    for (size_t i = 0; i < 2 * kQuadBytes; i += 64) _mm_prefetch(ahead + i, _MM_HINT_T0);
+    const char* here = reinterpret_cast<const char*>(p);
+    for (size_t i = 0; i < 2 * kQuadBytes; i += 64) {
+      _mm_prefetch(here + kPrefetchL2Bytes + i, _MM_HINT_T1);
+      _mm_prefetch(here + kPrefetchBytes + i, _MM_HINT_T0);
+    }
     W::load(c, p, wa, wb, dw);
     quad_step<T>(wa, wb, dw, a + q, n_quads, even);
     W::load(c, p + kQuadBytes, wa, wb, dw);
