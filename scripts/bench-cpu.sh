@@ -55,6 +55,17 @@ for type in Q8_0 Q4_0; do
   fi
 done
 
+# Start from a cold page cache for the models, as a server does after a
+# reboot: nexus maps the weights with MADV_HUGEPAGE, and pages read through
+# that mapping come in as 2 MiB folios; pages cached earlier (just written by
+# synth, or read before) stay in small ones, which costs decode ~10%.
+# dd's nocache flag drops the file's clean cached pages (GNU coreutils).
+for type in Q8_0 Q4_0; do
+  f="$cache/synth-tinyllama-1.1b-$type.gguf"
+  sync "$f"
+  dd if="$f" iflag=nocache count=0 status=none || echo "bench-cpu: could not drop the page cache of $f" >&2
+done
+
 bench() {  # title, then bench-model arguments
   local title=$1
   shift
