@@ -74,8 +74,10 @@ struct TensorInfo {
 
 class GgufFile {
  public:
-  // Maps and parses `path`. Throws nexus::Error on any problem (missing
-  // file, bad magic, unsupported version, out-of-bounds data, ...).
+  // Maps `path` read-only (advised MADV_HUGEPAGE: uncached pages come in as
+  // 2 MiB folios where the kernel and file system allow) and parses it.
+  // Throws nexus::Error on any problem (missing file, bad magic, unsupported
+  // version, out-of-bounds data, ...).
   explicit GgufFile(const std::string& path);
   // Parses an in-memory image (not copied; must outlive the object). Used by
   // the fuzzer and tests. `name` appears in error messages.
