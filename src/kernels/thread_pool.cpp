@@ -74,9 +74,7 @@ void ThreadPool::run_pieces(int32_t index) {
 
 void ThreadPool::run_part(int32_t index) {
   try {
-    if (grain_ > 0) return run_pieces(index);
-    auto [b, e] = part_range(n_, n_threads_, index);
-    if (b < e) fn_.call(fn_.obj, b, e);
+    run_pieces(index);
   } catch (...) {
     std::lock_guard<std::mutex> lock(error_mu_);
     if (!error_) error_ = std::current_exception();
@@ -84,30 +82,44 @@ void ThreadPool::run_part(int32_t index) {
 }
 
 void ThreadPool::run(int64_t n, RangeFn fn, int64_t grain) {
-  if (n_threads_ == 1 || n <= 1) {
+  if (n_threads_ == 1 || n <= 1 || n >= (int64_t{1} << 31)) {  // wider ranges do not pack into Part
     if (n > 0) fn.call(fn.obj, 0, n);
     return;
   }
   fn_ = fn;
-  n_ = n;
-  grain_ = n < (int64_t{1} << 31) ? std::max<int64_t>(grain, 0) : 0;  // wider ranges do not pack
-  if (grain_ > 0) {
-    for (int32_t i = 0; i < n_threads_; ++i) {
-      auto [b, e] = part_range(n, n_threads_, i);
-      parts_[static_cast<size_t>(i)].range.store(pack(b, e), std::memory_order_relaxed);
-    }
+  // parallel_for: one piece per thread's range, so a range is run whole, by
+  // its thread or, if that thread has not started yet, by another.
+  const int64_t part = (n + n_threads_ - 1) / n_threads_;
+  grain_ = grain > 0 ? grain : part;
+  for (int32_t i = 0; i < n_threads_; ++i) {
+    auto [b, e] = part_range(n, n_threads_, i);
+    parts_[static_cast<size_t>(i)].range.store(pack(b, e), std::memory_order_relaxed);
   }
   error_ = nullptr;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  const uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  join_.store(join_tag(gen), std::memory_order_relaxed);  // open, nobody joined
   {
     // The bump happens under the mutex so a worker about to sleep sees it.
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+    generation_.store(gen, std::memory_order_release);
   }
   cv_.notify_all();
+  // The caller takes its range, then every piece still unclaimed: it never
+  // waits for a worker that has not started (descheduled on a busy machine).
   run_part(0);
-  while (pending_.load(std::memory_order_acquire) != 0) NEXUS_CPU_RELAX();
+  // All pieces are claimed; close the call and wait for the workers that
+  // joined it to finish theirs. A worker that comes later sees it closed.
+  join_.fetch_or(kClosed, std::memory_order_acq_rel);
+  while ((join_.load(std::memory_order_acquire) & kJoinedMask) != 0) NEXUS_CPU_RELAX();
   if (error_) std::rethrow_exception(error_);
+}
+
+bool ThreadPool::try_join(uint64_t gen) {
+  uint64_t j = join_.load(std::memory_order_acquire);
+  while ((j & ~(kClosed | kJoinedMask)) == join_tag(gen) && (j & kClosed) == 0) {
+    if (join_.compare_exchange_weak(j, j + 1, std::memory_order_acq_rel)) return true;
+  }
+  return false;
 }
 
 void ThreadPool::worker(int32_t index) {
@@ -127,8 +139,9 @@ void ThreadPool::worker(int32_t index) {
     }
     if (stop_.load()) return;
     seen = gen;
+    if (!try_join(gen)) continue;  // the caller already finished this call
     run_part(index);
-    pending_.fetch_sub(1, std::memory_order_release);
+    join_.fetch_sub(1, std::memory_order_release);
   }
 }
 

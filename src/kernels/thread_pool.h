@@ -10,9 +10,12 @@
 //
 // Latency: a decode step issues dozens of parallel_for calls a few
 // microseconds apart, so idle workers spin on an atomic for a while
-// (kSpinMicros) before sleeping on a condition variable; the caller spins
-// for the others to finish. No allocation per call: fn is passed by
-// reference, never copied into a std::function.
+// (kSpinMicros) before sleeping on a condition variable. The caller never
+// waits for a worker that has not started: it runs every range no worker
+// has claimed (a worker descheduled on a busy machine would otherwise stall
+// each call by a scheduler time slice), and then waits only for pieces in
+// progress. No allocation per call: fn is passed by reference, never copied
+// into a std::function.
 #pragma once
 
 #include <atomic>
@@ -35,9 +38,11 @@ class ThreadPool {
 
   int32_t size() const { return n_threads_; }
 
-  // Runs fn(begin, end) over [0, n) split in size() nearly equal parts.
-  // Ranges are empty for threads beyond n. An exception thrown by fn is
-  // rethrown here (the first one, after every range has finished).
+  // Runs fn(begin, end) over [0, n) split in size() nearly equal parts, each
+  // run whole by one thread (not necessarily the same one from call to
+  // call). Ranges are empty for threads beyond n; n >= 2^31 runs on the
+  // caller alone. An exception thrown by fn is rethrown here (the first one,
+  // after every range has finished).
   template <class Fn>
   void parallel_for(int64_t n, Fn&& fn) {
     using F = std::remove_reference_t<Fn>;
@@ -74,18 +79,25 @@ class ThreadPool {
   void run(int64_t n, RangeFn fn, int64_t grain = 0);
   void run_part(int32_t index);
   void run_pieces(int32_t index);
+  bool try_join(uint64_t gen);
   void worker(int32_t index);
+
+  // join_ = generation << 32 | kClosed? | workers inside the call. A worker
+  // joins a call only while it is open; the caller closes it once every
+  // piece is claimed and waits for the joined count to drop to zero.
+  static constexpr uint64_t kClosed = uint64_t{1} << 31;
+  static constexpr uint64_t kJoinedMask = kClosed - 1;
+  static uint64_t join_tag(uint64_t gen) { return gen << 32; }  // the low 32 bits of gen (the rest shift out)
 
   int32_t n_threads_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;
   RangeFn fn_{};
-  int64_t n_ = 0;
-  int64_t grain_ = 0;  // 0: one range per thread (parallel_for)
+  int64_t grain_ = 0;  // piece size; parallel_for: the largest thread range
   std::vector<Part> parts_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int32_t> pending_{0};
+  std::atomic<uint64_t> join_{0};
   std::atomic<bool> stop_{false};
   std::mutex error_mu_;
   std::exception_ptr error_;
