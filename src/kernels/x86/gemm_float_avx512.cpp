@@ -26,12 +26,14 @@ namespace nexus {
 namespace {
 
 struct WideF32 {
+  static constexpr int kElemBytes = 4;  // bytes per weight
   static __m512 load(const uint8_t* row, int64_t c) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c); }
   static __m512 load_tail(const uint8_t* row, int64_t c, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + c);
   }
 };
 struct WideF16 {
+  static constexpr int kElemBytes = 2;
   static __m512 load(const uint8_t* row, int64_t c) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
   }
@@ -40,6 +42,7 @@ struct WideF16 {
   }
 };
 struct WideBF16 {
+  static constexpr int kElemBytes = 2;
   static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
   static __m512 load(const uint8_t* row, int64_t c) {
     return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
@@ -71,12 +74,22 @@ inline __m512 sum16(__m512 a[16]) {
 }
 
 // R rows x T tokens, R * T = 16. rows[i] and xs[t] may repeat (padding).
+// While it reads its R rows it prefetches the same columns of the R rows
+// `ahead` bytes further on (the next tile's; past the matrix's end a
+// prefetch touches nothing): with R streams at once the hardware
+// prefetchers alone left decode waiting on DRAM. F16 TinyLlama-1.1B shape,
+// 2 threads, tg32 (Intel Xeon VM): 12.2 -> 14.4 t/s (77% -> 92% of the
+// DRAM bound); the same rows 1 or 2 KiB ahead instead: 12.9 / 11.0.
 template <class Load, int R, int T>
-inline __m512 tile(const uint8_t* const* rows, const float* const* xs, int64_t n_cols) {
+inline __m512 tile(const uint8_t* const* rows, const float* const* xs, int64_t n_cols, int64_t ahead) {
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
   const int64_t n16 = n_cols & ~int64_t{15};
   for (int64_t c = 0; c < n16; c += 16) {
+    if (((c * Load::kElemBytes) & 63) == 0) {  // once per 64-byte line of each row
+      for (int i = 0; i < R; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(rows[i] + ahead + c * Load::kElemBytes), _MM_HINT_T0);
+    }
     __m512 x[T];
     for (int t = 0; t < T; ++t) x[t] = _mm512_loadu_ps(xs[t] + c);
     for (int i = 0; i < R; ++i) {
@@ -129,7 +142,8 @@ inline void panel_tokens(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t
     for (int i = 0; i < R; ++i) rows[i] = w + std::min<int64_t>(r + i, r1 - 1) * row_bytes;
     float* ys[T];
     for (int t = 0; t < T; ++t) ys[t] = y + (t0 + t) * ldy + r;
-    store_tile<R>(tile<Load, R, T>(rows, xs, n_cols), ys, nt, std::min<int64_t>(R, r1 - r));
+    const int64_t ahead = R * static_cast<int64_t>(row_bytes);
+    store_tile<R>(tile<Load, R, T>(rows, xs, n_cols, ahead), ys, nt, std::min<int64_t>(R, r1 - r));
   }
 }
 
