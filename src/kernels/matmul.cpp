@@ -87,7 +87,7 @@ bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_
 const GemmKernels& gemm_kernels() { return *kernels().decode; }
 
 namespace {
-using PanelFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*, int64_t, float*, int64_t);
+using PanelFn = decltype(&gemm_f32_panels_avx512);  // both panel kernels share this signature
 
 // The panel kernel of the decode table; nullptr for the reference table.
 PanelFn panel_kernel() {

@@ -1,7 +1,8 @@
 // ThreadPool: a fixed set of worker threads for data-parallel kernels.
 //
 // parallel_for(n, fn) splits [0, n) into one contiguous range per thread and
-// runs fn(begin, end) on each, the calling thread taking the first range;
+// runs fn(begin, end) on each, the calling thread taking the first range
+// (and any range no worker has started);
 // it returns when all ranges are done. parallel_for_stealing(n, grain, fn)
 // starts from the same ranges but runs each in grain-sized pieces, and a
 // thread done with its own range takes pieces from the far end of the
@@ -54,7 +55,7 @@ class ThreadPool {
   // each thread works through its own range from the front, then takes
   // pieces from the back of a range still in progress. Which thread runs
   // which piece varies from call to call, so fn's result for an item must
-  // not depend on the piece it is in. n must be below 2^31.
+  // not depend on the piece it is in. n >= 2^31 runs on the caller alone.
   template <class Fn>
   void parallel_for_stealing(int64_t n, int64_t grain, Fn&& fn) {
     using F = std::remove_reference_t<Fn>;

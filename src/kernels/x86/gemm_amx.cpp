@@ -136,9 +136,9 @@ void amx_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_
       const float* DW = dw.data();
       // The next panel's rows (contiguous in the mapping) are prefetched a
       // few lines per block pair, spread over this panel's products.
-      const char* next = reinterpret_cast<const char*>(w + (row0 + kRows) * row_bytes);
       const int64_t next_rows = std::clamp<int64_t>(r1 - row0 - kRows, 0, kRows);
       const int64_t next_lines = next_rows * static_cast<int64_t>(row_bytes) / 64;
+      const char* next = next_rows > 0 ? reinterpret_cast<const char*>(w + (row0 + kRows) * row_bytes) : nullptr;
       int64_t line = 0;
       for (int64_t tile = 0; tile < n_tiles; ++tile) {
         const int8_t* B = &acts.b[static_cast<size_t>(tile * n_blocks * 512)];

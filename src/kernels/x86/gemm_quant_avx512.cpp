@@ -29,8 +29,9 @@
 // core here (~37 GB/s from L2; without the scale permute it would be 42),
 // Q8_0 by DRAM (~49 GB/s from L2). Tried and slower: interleaving 2 or 4
 // rows (DRAM read rate halved), 64-byte loads that straddle cache lines,
-// vpermt2w (slow on Zen 5). Software prefetch gained nothing there but
-// +18% (Q8_0) and +30% (Q4_0) decode on the Intel Xeon VM (kPrefetchBytes).
+// vpermt2w (slow on Zen 5). Software prefetch gained nothing there; on the
+// Intel Xeon VM it gave decode +11% (Q8_0) / +27% (Q4_0) with the L1
+// prefetch alone, and +6% / +2% more from the L2 one (kPrefetchBytes).
 //
 // Determinism: each (row, token) has its own accumulators and sees the same
 // operations in the same order (even quads into one, odd quads into the
