@@ -172,7 +172,9 @@ struct OnlineSoftmax {
     // chains (a scalar loop is 16 dependent max and add operations).
     const float chunk_max = hmax(_mm256_max_ps(_mm256_load_ps(score), _mm256_load_ps(score + 8)));
     if (chunk_max > m) {
-      const float correction = exp_nonpos(m - chunk_max);  // exp(-inf) = 0 on the first chunk
+      // exp(-inf) = 0 on the first chunk. exp_nonpos8, not the scalar
+      // exp_nonpos, so that the eight-head kernel (same lanes) has the same bits.
+      const float correction = _mm256_cvtss_f32(exp_nonpos8(_mm256_set1_ps(m - chunk_max)));
       for (int32_t i = 0; i < head_dim; ++i) acc[i] *= correction;
       l *= correction;
       m = chunk_max;
@@ -229,6 +231,92 @@ void widen_q8(const int8_t* base, const uint16_t* scales, int64_t elem, int64_t 
       i += run;
     }
   }
+}
+
+
+// Eight query heads at head_dim 4, "heads in lanes" (attention_heads8_hd4_*
+// in attention.h). A register of eight scores comes out of the shuffle tree
+// in the order lane 4L + m = head 2m + L; kExpand[i] spreads such a register
+// over value register i (heads 2i, 2i + 1, four lanes each).
+const __m256i kExpand[4] = {_mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4), _mm256_setr_epi32(1, 1, 1, 1, 5, 5, 5, 5),
+                            _mm256_setr_epi32(2, 2, 2, 2, 6, 6, 6, 6), _mm256_setr_epi32(3, 3, 3, 3, 7, 7, 7, 7)};
+
+// The 4 + 4 values of query heads 2i and 2i + 1 in the cache row at element
+// offset `row` (from the first KV head of the eight): KV heads 2i / group and
+// (2i + 1) / group. Widened exactly from fp16, or read as float32.
+template <class T>
+struct HeadPairs {
+  const T* base;
+  int32_t group;
+  static __m128 load4(const float* r) { return _mm_loadu_ps(r); }
+  static __m128 load4(const uint16_t* r) { return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(r))); }
+  static __m256 load8(const float* r) { return _mm256_loadu_ps(r); }
+  static __m256 load8(const uint16_t* r) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r)));
+  }
+  __m256 load(int64_t row, int32_t i) const {
+    const T* r = base + row;
+    if (group == 1) return load8(r + 8 * i);
+    return _mm256_set_m128(load4(r + 4 * ((2 * i + 1) / group)), load4(r + 4 * (2 * i / group)));
+  }
+};
+
+// The arithmetic of OnlineSoftmax with scores_hd4 and accumulate_hd4, lane
+// by lane, in the same order: the same bits as attention_head_paged(_f16)
+// run once per head (test_attention checks it).
+template <class T>
+void heads8_hd4(const float* q, const PagedKv& kv, int32_t n_keys, int32_t group, float scale, float* out) {
+  const HeadPairs<T> k{static_cast<const T*>(kv.k), group}, v{static_cast<const T*>(kv.v), group};
+  __m256 qv[4], acc[4];
+  for (int32_t i = 0; i < 4; ++i) qv[i] = _mm256_loadu_ps(q + 8 * i), acc[i] = _mm256_setzero_ps();
+  __m256 m = _mm256_set1_ps(kNegInf), l = _mm256_setzero_ps();
+  const __m256 vscale = _mm256_set1_ps(scale);
+  alignas(32) float e[kAttnChunk][8];  // scores of the chunk's positions, then their exponentials
+  for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
+    const int32_t count = std::min(kAttnChunk, n_keys - p0);
+    const int64_t off = kv.block_table[p0 / kv.block_size] * kv.block_stride + (p0 % kv.block_size) * kv.kv_stride;
+    __m256 chunk_max = _mm256_set1_ps(kNegInf);
+    for (int32_t j = 0; j < count; ++j) {
+      const int64_t row = off + j * kv.kv_stride;
+      __m256 p[4];
+      for (int32_t i = 0; i < 4; ++i) p[i] = _mm256_mul_ps(k.load(row, i), qv[i]);
+      // Per 128-bit lane: (x0 + x1) + (x2 + x3) of each head, as the hadd tree.
+      const __m256 ab = _mm256_add_ps(_mm256_shuffle_ps(p[0], p[1], 0x88), _mm256_shuffle_ps(p[0], p[1], 0xDD));
+      const __m256 cd = _mm256_add_ps(_mm256_shuffle_ps(p[2], p[3], 0x88), _mm256_shuffle_ps(p[2], p[3], 0xDD));
+      const __m256 sc =
+          _mm256_mul_ps(_mm256_add_ps(_mm256_shuffle_ps(ab, cd, 0x88), _mm256_shuffle_ps(ab, cd, 0xDD)), vscale);
+      _mm256_store_ps(e[j], sc);
+      chunk_max = _mm256_max_ps(chunk_max, sc);
+    }
+    // Heads whose maximum grew rescale what they hold (a factor of 1 elsewhere).
+    const __m256 grew = _mm256_cmp_ps(chunk_max, m, _CMP_GT_OQ);
+    const __m256 corr = _mm256_blendv_ps(_mm256_set1_ps(1.0f), exp_nonpos8(_mm256_sub_ps(m, chunk_max)), grew);
+    m = _mm256_blendv_ps(m, chunk_max, grew);
+    l = _mm256_mul_ps(l, corr);
+    for (int32_t i = 0; i < 4; ++i) acc[i] = _mm256_mul_ps(acc[i], _mm256_permutevar8x32_ps(corr, kExpand[i]));
+    for (int32_t j = 0; j < kAttnChunk; ++j)
+      _mm256_store_ps(e[j], j < count ? exp_nonpos8(_mm256_sub_ps(_mm256_load_ps(e[j]), m)) : _mm256_setzero_ps());
+    // l += the chunk's sum, in hsum's order over positions.
+    __m256 s[8];
+    for (int32_t j = 0; j < 8; ++j) s[j] = _mm256_add_ps(_mm256_load_ps(e[j]), _mm256_load_ps(e[j + 8]));
+    for (int32_t j = 0; j < 4; ++j) s[j] = _mm256_add_ps(s[j], s[j + 4]);
+    l = _mm256_add_ps(l, _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[1], s[3])));
+    // Even and odd positions in two chains, summed at the end, as
+    // accumulate_hd4; the four value registers' chains interleaved.
+    __m256 even[4], odd[4];
+    for (int32_t i = 0; i < 4; ++i) even[i] = odd[i] = _mm256_setzero_ps();
+    for (int32_t j = 0; j < count; ++j) {
+      const __m256 ej = _mm256_load_ps(e[j]);
+      const int64_t row = off + j * kv.kv_stride;
+      __m256* chain = j % 2 == 0 ? even : odd;
+      for (int32_t i = 0; i < 4; ++i)
+        chain[i] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(ej, kExpand[i]), v.load(row, i), chain[i]);
+    }
+    for (int32_t i = 0; i < 4; ++i) acc[i] = _mm256_add_ps(acc[i], _mm256_add_ps(even[i], odd[i]));
+  }
+  const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), l);
+  for (int32_t i = 0; i < 4; ++i)
+    _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], _mm256_permutevar8x32_ps(inv, kExpand[i])));
 }
 
 }  // namespace
@@ -291,6 +379,16 @@ void attention_head_paged_q8(const float* q, const PagedKv& kv, int32_t n_keys, 
     s.step(q, kc, vc, head_dim, count, head_dim, scale);
   }
   s.finish(head_dim, out);
+}
+
+void attention_heads8_hd4_paged(const float* q, const PagedKv& kv, int32_t n_keys, int32_t group, float scale,
+                                float* out) {
+  heads8_hd4<float>(q, kv, n_keys, group, scale, out);
+}
+
+void attention_heads8_hd4_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, int32_t group, float scale,
+                                    float* out) {
+  heads8_hd4<uint16_t>(q, kv, n_keys, group, scale, out);
 }
 
 }  // namespace nexus

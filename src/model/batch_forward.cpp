@@ -105,8 +105,9 @@ void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs) {
 
 // Causal attention with GQA (query head h reads KV head h / (n_head /
 // n_head_kv)): token t at position p attends to its sequence's positions
-// [0, p]. One task per (token, head); each writes only its own output, so
-// the thread split does not change any result.
+// [0, p]. One task per (token, head), or per eight heads at head size 4;
+// each task writes only its own output, so the thread split does not change
+// any result.
 void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
   const LlamaConfig& c = model_.config();
   Activations& a = *act_;
@@ -115,16 +116,21 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
   const size_t esize = cache_.element_size();
   const auto* base = static_cast<const uint8_t*>(cache_.data());
   const KvType type = cache_.type();
-  const int64_t n_tasks = static_cast<int64_t>(pos_.size()) * c.n_head;
+  // Head size 4 with float K/V: eight heads per task in one pass over the
+  // keys (attention_heads8_hd4_*, the same bits as one head at a time).
+  const int32_t heads_per_task =
+      hd == 4 && c.n_head % 8 == 0 && 8 % group == 0 && type != KvType::Q8_0 ? 8 : 1;
+  const int32_t tasks_per_token = c.n_head / heads_per_task;
+  const int64_t n_tasks = static_cast<int64_t>(pos_.size()) * tasks_per_token;
 
   auto heads = [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       // Tokens taken in the order 0, n-1, 1, n-2, ...: a causal token's cost
       // grows with its position, so contiguous task ranges (the pool's split)
       // then hold equal work rather than the early, cheap tokens on one thread.
-      const int64_t j = task / c.n_head, n_tok = static_cast<int64_t>(pos_.size());
+      const int64_t j = task / tasks_per_token, n_tok = static_cast<int64_t>(pos_.size());
       const size_t t = static_cast<size_t>(j % 2 == 0 ? j / 2 : n_tok - 1 - j / 2);
-      const int32_t h = static_cast<int32_t>(task % c.n_head);
+      const int32_t h = static_cast<int32_t>(task % tasks_per_token) * heads_per_task;
       const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
       PagedKv kv;
       kv.k_elem0 = cache_.k_offset(0, layer) + kv_off;
@@ -138,6 +144,11 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
       kv.kv_stride = cache_.n_embd_kv();
       const float* q = &a.q[t * c.n_embd + h * hd];
       float* out = &a.att[t * c.n_embd + h * hd];
+      if (heads_per_task == 8) {
+        if (type == KvType::F16) attention_heads8_hd4_paged_f16(q, kv, pos_[t] + 1, group, scale, out);
+        else attention_heads8_hd4_paged(q, kv, pos_[t] + 1, group, scale, out);
+        continue;
+      }
       switch (type) {
         case KvType::F32: attention_head_paged(q, kv, pos_[t] + 1, hd, scale, out); break;
         case KvType::F16: attention_head_paged_f16(q, kv, pos_[t] + 1, hd, scale, out); break;
