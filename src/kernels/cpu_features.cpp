@@ -31,6 +31,8 @@ bool request_amx() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
+  if (__get_cpuid(0, &a, &b, &c, &d))  // vendor string in EBX, EDX, ECX: "Auth" "enti" "cAMD"
+    f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29), avx = c & (1u << 28);
   if (!osxsave || !avx) return f;

@@ -1,7 +1,7 @@
 // CPU features that select the kernels, read once from CPUID (and XGETBV /
 // arch_prctl for the OS's consent to save the wider register state).
 //
-// Source: Intel SDM vol. 2A, CPUID leaf 7; Linux arch_prctl(ARCH_REQ_XCOMP_PERM)
+// Source: Intel SDM vol. 2A, CPUID leaves 0 and 7; Linux arch_prctl(ARCH_REQ_XCOMP_PERM)
 // for AMX tile data.
 #pragma once
 
@@ -15,6 +15,7 @@ struct CpuFeatures {
   bool avx512_vnni = false;
   bool avx_vnni = false;    // the VEX-encoded 256-bit VNNI
   bool amx_int8 = false;    // tiles usable: CPU has them and the OS granted them
+  bool amd = false;         // vendor AuthenticAMD (CPUID leaf 0): tuning, not correctness
 
   std::string describe() const;  // e.g. "avx2 avx512 avx512_vnni"
 };

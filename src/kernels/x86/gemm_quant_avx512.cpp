@@ -29,9 +29,10 @@
 // core here (~37 GB/s from L2; without the scale permute it would be 42),
 // Q8_0 by DRAM (~49 GB/s from L2). Tried and slower: interleaving 2 or 4
 // rows (DRAM read rate halved), 64-byte loads that straddle cache lines,
-// vpermt2w (slow on Zen 5). Software prefetch gained nothing there; on the
-// Intel Xeon VM it gave decode +11% (Q8_0) / +27% (Q4_0) with the L1
-// prefetch alone, and +6% / +2% more from the L2 one (kPrefetchBytes).
+// vpermt2w (slow on Zen 5). Software prefetch (prefetch_distances): on the
+// Intel Xeon VM decode +11% (Q8_0) / +27% (Q4_0) with the L1 prefetch alone,
+// and +6% / +2% more from the L2 one; on the Zen 5 VM, where the distances
+// tuned on Intel gained nothing, +9% / +15% with longer ones.
 //
 // Determinism: each (row, token) has its own accumulators and sees the same
 // operations in the same order (even quads into one, odd quads into the
@@ -45,6 +46,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu_features.h"
 #include "kernels/quant_blocks.h"
 
 namespace nexus {
@@ -61,20 +63,31 @@ static_assert(sizeof(QuadAct) == 256);
 
 constexpr int kTokens = 4;      // tokens per tile
 
-// How far ahead of the loads the weight stream is prefetched into L1
-// (kPrefetchBytes) and, further ahead, into L2 (kPrefetchL2Bytes). In
-// decode the kernel is about as fast as DRAM, and without this the core
-// computes and waits for DRAM in turn instead of at once. Measured on the
-// Intel Xeon (AMX) VM, synthetic TinyLlama-1.1B, 2 threads, tg64, L1 only at
-// 0 / 512 / 1024 / 1536 / 2048 / 2560 / 3072 / 4096 bytes (4 KiB pages):
-// Q4_0 36.0 / 40.2 / 43.1 / 45.7 / 45.6 / 44.2 / 44.1 / 41.7 t/s,
-// Q8_0 22.2 / 23.5 / 24.4 / 24.7 / 24.6 / 23.9 / 21.1 / 19.4 t/s.
-// Then, with 2 MiB pages (gguf_file.cpp), L1 2048 alone against L1 1024 +
-// L2 3072, three alternations: Q4_0 48.6, 48.3, 48.6 -> 49.4, 49.8, 49.4;
-// Q8_0 26.7, 26.8, 26.9 -> 28.3, 28.7, 28.2 t/s (L2 at 4096 or 6144, or L1
-// at 512 / 768 / 1536, were not better). Non-temporal (NTA) halved the rate.
-constexpr size_t kPrefetchBytes = 1024;
-constexpr size_t kPrefetchL2Bytes = 3072;
+// How far ahead of the loads the weight stream is prefetched into L1 (l1)
+// and, further ahead, into L2 (l2). In decode the kernel is about as fast as
+// DRAM, and without this the core computes and waits for DRAM in turn
+// instead of at once. The best distances differ by CPU:
+// - Intel Xeon (AMX) VM, synthetic TinyLlama-1.1B, 2 threads, tg64, L1 only
+//   at 0 / 512 / 1024 / 1536 / 2048 / 2560 / 3072 / 4096 bytes (4 KiB pages):
+//   Q4_0 36.0 / 40.2 / 43.1 / 45.7 / 45.6 / 44.2 / 44.1 / 41.7 t/s, Q8_0
+//   22.2 / 23.5 / 24.4 / 24.7 / 24.6 / 23.9 / 21.1 / 19.4 t/s. Then, with
+//   2 MiB pages (gguf_file.cpp), L1 2048 alone against L1 1024 + L2 3072,
+//   three alternations: Q4_0 48.6, 48.3, 48.6 -> 49.4, 49.8, 49.4; Q8_0
+//   26.7, 26.8, 26.9 -> 28.3, 28.7, 28.2 t/s (L2 at 4096 or 6144, or L1 at
+//   512 / 768 / 1536, were not better). Non-temporal (NTA) halved the rate.
+// - AMD EPYC Zen 5 VM, same model and test, `chrt -f 10`, two runs each
+//   (L1 / L2 bytes): Q4_0 1024 / 3072: 58.9, 58.5, 61.7, 60.7; 2048 / 6144:
+//   65.0, 64.2; 4096 / 8192: 63.3, 64.4; 1024 / 12288: 67.5, 62.6;
+//   2048 / 12288: 69.4, 68.3, 72.7, 69.0; 2048 / 16384: 69.0, 67.7;
+//   2048 / 24384: 69.0, 68.7. Q8_0 1024 / 3072: 36.7, 35.6; 2048 / 12288:
+//   40.8, 38.5; 2048 / 8192: 40.3, 37.0.
+struct PrefetchDistances {
+  size_t l1, l2;
+};
+const PrefetchDistances& prefetch_distances() {
+  static const PrefetchDistances d = cpu_features().amd ? PrefetchDistances{2048, 12288} : PrefetchDistances{1024, 3072};
+  return d;
+}
 constexpr int64_t kChunk = 64;  // tokens repacked at a time (a 0.7 MB buffer at 5632 columns)
 
 inline __m512i load_idx(const int16_t (&v)[32]) { return _mm512_loadu_si512(v); }
@@ -175,6 +188,7 @@ template <class W, int T>
 void tile(const typename W::Consts& c, const uint8_t* row, int64_t n_blocks, const QuadAct* a, int64_t n_quads,
           float* y, int64_t ldy) {
   constexpr size_t kQuadBytes = 4 * W::kBlockBytes;
+  const size_t pf_l1 = prefetch_distances().l1, pf_l2 = prefetch_distances().l2;
   __m512 even[T], odd[T];
   for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm512_setzero_ps();
   __m512i wa, wb;
@@ -187,8 +201,8 @@ void tile(const typename W::Consts& c, const uint8_t* row, int64_t n_blocks, con
     // memory after the matrix: a prefetch never faults.
     const char* here = reinterpret_cast<const char*>(p);
     for (size_t i = 0; i < 2 * kQuadBytes; i += 64) {
-      _mm_prefetch(here + kPrefetchL2Bytes + i, _MM_HINT_T1);
-      _mm_prefetch(here + kPrefetchBytes + i, _MM_HINT_T0);
+      _mm_prefetch(here + pf_l2 + i, _MM_HINT_T1);
+      _mm_prefetch(here + pf_l1 + i, _MM_HINT_T0);
     }
     W::load(c, p, wa, wb, dw);
     quad_step<T>(wa, wb, dw, a + q, n_quads, even);
