@@ -16,6 +16,7 @@
 #include "support/child_process.h"
 #include "support/fake_backend.h"
 #include "support/http_client.h"
+#include "support/metrics_text.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -280,6 +281,54 @@ TEST(ServerProcess, SigtermLetsRunningStreamsFinishAndRefusesNewRequests) {
   EXPECT_TRUE(done) << "the stream was cut off";
   EXPECT_EQ(finish_reason, "length");
   EXPECT_GE(tokens, kTokens);
+  EXPECT_EQ(p.stop(0), 0);
+}
+
+// A second SIGTERM stops at once, but the generations it cuts short still
+// get an ending: the stream an SSE error event (code server_shutting_down,
+// as the requests refused during the drain) and [DONE], the non-streaming
+// request a 503 with the same code; neither connection is just reset.
+TEST(ServerProcess, SecondSigtermEndsUnfinishedResponsesWithAnError) {
+  NEXUS_REQUIRE_SHARED(model, kModel);
+  ChildProcess p({nexus_binary(), "serve", "-m", model, "--port", "0", "--threads", "1", "--drain-timeout", "600"});
+  const uint16_t port = listening_port(p);
+  ASSERT_GT(port, 0);
+  HttpClient stream("127.0.0.1", port), whole("127.0.0.1", port), other("127.0.0.1", port);
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 1900}, {"ignore_eos", true}, {"temperature", 0}};
+  json streamed = body;
+  streamed["stream"] = true;
+  stream.send("POST", "/v1/completions", streamed.dump());
+  ASSERT_EQ(stream.read_header().status, 200);
+  ASSERT_TRUE(stream.next_event().has_value());
+  whole.send("POST", "/v1/completions", body.dump());
+  // Both generations run before the first signal (the server's own count).
+  double running = 0;
+  for (int i = 0; i < 2000 && running < 2; ++i)
+    running = metric_value(parse_metrics_text(other.get("/metrics").body), "nexus_running_sequences").value_or(0);
+  ASSERT_EQ(running, 2) << "the non-streaming request never started";
+
+  ASSERT_EQ(::kill(p.pid(), SIGTERM), 0);
+  for (int i = 0; i < 500; ++i)  // the drain has begun once new requests are refused
+    if (other.post("/v1/completions", R"({"prompt":"Hi","max_tokens":1})").status == 503) break;
+  ASSERT_EQ(::kill(p.pid(), SIGTERM), 0);
+
+  std::string last;
+  bool done = false;
+  while (auto ev = stream.next_event()) {
+    if (*ev == "data: [DONE]") done = true;
+    else last = *ev;
+  }
+  EXPECT_TRUE(done) << "the stream was cut off";
+  ASSERT_TRUE(last.starts_with("data: ")) << last;
+  const json err = json::parse(last.substr(6), nullptr, false);
+  EXPECT_EQ(err["error"]["code"], "server_shutting_down") << last;
+
+  const int status = whole.read_header().status;
+  const HttpResponse r = whole.finish();
+  EXPECT_EQ(status, 503) << r.body;
+  EXPECT_EQ(json::parse(r.body, nullptr, false)["error"]["code"], "server_shutting_down") << r.body;
+  stream.close();  // the server then exits without waiting for them to hang up
+  whole.close();
   EXPECT_EQ(p.stop(0), 0);
 }
 

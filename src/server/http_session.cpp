@@ -1,6 +1,7 @@
 #include "server/http_session.h"
 
 #include "server/realtime_session.h"
+#include "server/sse.h"
 
 #include <boost/asio/post.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
@@ -73,7 +74,30 @@ void HttpSession::start() {
 }
 
 void HttpSession::shutdown() {
-  net::post(executor(), [self = shared_from_this()] { self->close(); });
+  net::post(executor(), [self = shared_from_this()] { self->end_for_shutdown(); });
+}
+
+// The server stops with this generation unfinished (its drain ran out, or a
+// second stop signal came): tell the client why instead of cutting the
+// connection. A stream ends with an SSE error event and [DONE], a waiting
+// non-streaming request gets a 503; both with code server_shutting_down, as
+// the requests refused during the drain, and then the connection closes.
+void HttpSession::end_for_shutdown() {
+  if (!generating_ || closed_ || !formatter_) return close();
+  handle_->cancel();
+  relay_->detach();
+  relay_.reset();
+  handle_.reset();
+  generating_ = false;
+  keep_alive_ = false;
+  const ApiError why(503, "The server stopped before this generation finished; send the request to another replica.",
+                     "", "server_shutting_down", "server_error");
+  if (!formatter_->meta().stream) return send_reply(error_reply(why));
+  log_request(200, " (server shutting down)");
+  enqueue_body(sse_event(error_body(why)) + std::string(kSseDone));
+  if (chunked_) enqueue("0\r\n\r\n");
+  response_queued_ = true;
+  if (!writing_) after_response_written();
 }
 
 void HttpSession::do_read() {

@@ -88,7 +88,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(boost::asio::ip::tcp::socket socket, ServerContext& ctx);
   void start();     // registers with the context and starts reading
-  void shutdown();  // thread-safe: cancel the generation, close the socket
+  // Thread-safe: cancel the generation, end its response with an error (an
+  // SSE error event and [DONE], or a 503), close the socket.
+  void shutdown();
   void on_engine_event(const GenerationEvent& ev);  // on the strand
   boost::asio::any_io_executor executor() { return stream_.get_executor(); }
 
@@ -110,6 +112,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_watchdog(boost::beast::error_code ec, size_t n);
   void linger_close();
   void close();
+  void end_for_shutdown();
   void log_request(int status, const char* note = "");
 
   // Unregisters the session from ServerContext::sessions. Declared first so
