@@ -156,6 +156,12 @@ TEST(ServerRequest, TypeAndRangeErrorsNameTheField) {
     EXPECT_EQ(e.param, c.param) << c.body;
     EXPECT_EQ(e.type, "invalid_request_error") << c.body;
   }
+  // repeat_penalty: one message for both ends of its range.
+  for (const char* body : {R"({"prompt":"x","repeat_penalty":0})", R"({"prompt":"x","repeat_penalty":2e9})",
+                           R"({"prompt":"x","repeat_penalty":-1})"})
+    EXPECT_NE(std::string(parse_error(Endpoint::Completions, body).what()).find("expected a value in (0, 1e9]"),
+              std::string::npos)
+        << body;
 }
 
 // Every wrong priority (unknown name, other JSON types, out of range) says

@@ -212,8 +212,11 @@ void parse_sampling(const json& body, ApiRequest& r) {
   if (auto v = get_number(body, "min_p", 0, 1)) s.min_p = static_cast<float>(*v);
   if (auto v = get_number(body, "frequency_penalty", -2, 2)) s.frequency_penalty = static_cast<float>(*v);
   if (auto v = get_number(body, "presence_penalty", -2, 2)) s.presence_penalty = static_cast<float>(*v);
-  if (auto v = get_number(body, "repeat_penalty", 0, 1e9)) {
-    if (*v <= 0) throw bad_request("Invalid 'repeat_penalty': expected a value > 0.", "repeat_penalty", "invalid_value");
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (auto v = get_number(body, "repeat_penalty", -kInf, kInf)) {
+    if (!(*v > 0 && *v <= 1e9))  // one message for both ends (0 itself divides by zero)
+      throw bad_request(fmt::format("Invalid 'repeat_penalty': expected a value in (0, 1e9], but got {} instead.", *v),
+                        "repeat_penalty", "invalid_value");
     s.repeat_penalty = static_cast<float>(*v);
   }
   if (auto v = get_integer(body, "top_k")) {
