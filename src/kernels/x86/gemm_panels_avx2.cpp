@@ -32,12 +32,22 @@ inline void tile(const float* panels, int64_t p, int64_t n_rows, int64_t n_cols,
   const float* w = panels + p * n_cols * kPanelRows;
   const float* xt = x + t0 * n_cols;
   for (int64_t c = 0; c < n_cols; ++c) {
+    __m256 wlo[P], whi[P];
+    for (int i = 0; i < P; ++i) {
+      const float* wc = w + (i * n_cols + c) * kPanelRows;
+      wlo[i] = _mm256_loadu_ps(wc);
+      whi[i] = _mm256_loadu_ps(wc + 8);
+      // Several tokens: keep the column in registers (GCC would otherwise
+      // fold the load into each token's FMA, T loads instead of one, as in
+      // gemm_panels_avx512.cpp). One token uses it once: a memory operand is
+      // as good, and 4 panels' columns would not fit in the 16 registers.
+      if constexpr (T > 1) asm("" : "+x"(wlo[i]), "+x"(whi[i]));
+    }
     for (int t = 0; t < T; ++t) {
       const __m256 xc = _mm256_broadcast_ss(xt + t * n_cols + c);
       for (int i = 0; i < P; ++i) {
-        const float* wc = w + (i * n_cols + c) * kPanelRows;
-        lo[i][t] = _mm256_fmadd_ps(_mm256_loadu_ps(wc), xc, lo[i][t]);
-        hi[i][t] = _mm256_fmadd_ps(_mm256_loadu_ps(wc + 8), xc, hi[i][t]);
+        lo[i][t] = _mm256_fmadd_ps(wlo[i], xc, lo[i][t]);
+        hi[i][t] = _mm256_fmadd_ps(whi[i], xc, hi[i][t]);
       }
     }
   }
