@@ -37,20 +37,29 @@ template <class Rows>
 [[gnu::always_inline]] inline void scores_avx2(const float* q, const Rows& k, int32_t count, int32_t head_dim,
                                                float scale, float* score) {
   for (int32_t g = 0; g < kAttnChunk; g += 8) {
+    // Dims outer, keys inner: eight independent FMA chains in flight, not one
+    // key's chain of head_dim / 8 dependent FMAs after another. Each key's
+    // lanes see the same operations in the same order either way.
+    const int32_t n = std::min(8, count - g);
     __m256 v[8];
-    for (int32_t jj = 0; jj < 8; ++jj) {
-      v[jj] = _mm256_setzero_ps();
-      if (g + jj >= count) continue;
-      for (int32_t i = 0; i < head_dim; i += 8)
-        v[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), k.load8(g + jj, i), v[jj]);
+    for (int32_t jj = 0; jj < 8; ++jj) v[jj] = _mm256_setzero_ps();
+    if (n == 8) {
+      for (int32_t i = 0; i < head_dim; i += 8) {
+        const __m256 qi = _mm256_loadu_ps(q + i);
+#pragma GCC unroll 8  // v[] stays in registers only when unrolled (-O2 does not)
+        for (int32_t jj = 0; jj < 8; ++jj) v[jj] = _mm256_fmadd_ps(qi, k.load8(g + jj, i), v[jj]);
+      }
+    } else {
+      for (int32_t jj = 0; jj < n; ++jj)
+        for (int32_t i = 0; i < head_dim; i += 8)
+          v[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), k.load8(g + jj, i), v[jj]);
     }
     const __m256 h0123 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
     const __m256 h4567 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
     const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
                                       _mm256_permute2f128_ps(h0123, h4567, 0x31));
     _mm256_storeu_ps(score + g, _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
-    for (int32_t jj = 0; jj < 8; ++jj)
-      if (g + jj >= count) score[g + jj] = kNegInf;
+    for (int32_t jj = std::clamp(count - g, 0, 8); jj < 8; ++jj) score[g + jj] = kNegInf;
   }
 }
 
@@ -69,8 +78,7 @@ template <class Rows>
     const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(p[0], p[1]), _mm256_hadd_ps(p[2], p[3]));
     const __m256 sums = _mm256_permutevar8x32_ps(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_ps(score + g, _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
-    for (int32_t jj = 0; jj < 8; ++jj)
-      if (g + jj >= count) score[g + jj] = kNegInf;
+    for (int32_t jj = std::clamp(count - g, 0, 8); jj < 8; ++jj) score[g + jj] = kNegInf;
   }
 }
 
@@ -158,11 +166,34 @@ struct OnlineSoftmax {
     }
     scores_avx2(q, k, count, head_dim, scale, score);
     exp_scores(head_dim);
-    for (int32_t i = 0; i < head_dim; i += 8) {  // one accumulator in a register per 8 dims
-      __m256 a = _mm256_load_ps(acc + i);
-      for (int32_t j = 0; j < count; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(score[j]), v.load8(j, i), a);
-      _mm256_store_ps(acc + i, a);
+    // acc += sum_j score[j] * v_j, 64 dims (eight registers) at a time with
+    // the keys inside: eight independent chains rather than one chain of
+    // `count` dependent FMAs per 8 dims. Each lane's FMAs keep their order.
+    int32_t i = 0;
+    for (; i + 64 <= head_dim; i += 64) accumulate_dims<8>(v, count, i);
+    switch ((head_dim - i) / 8) {
+      case 1: accumulate_dims<1>(v, count, i); break;
+      case 2: accumulate_dims<2>(v, count, i); break;
+      case 3: accumulate_dims<3>(v, count, i); break;
+      case 4: accumulate_dims<4>(v, count, i); break;
+      case 5: accumulate_dims<5>(v, count, i); break;
+      case 6: accumulate_dims<6>(v, count, i); break;
+      case 7: accumulate_dims<7>(v, count, i); break;
+      default: break;
     }
+  }
+
+  // acc[i0, i0 + 8 * R) += sum_{j < count} score[j] * v_j[i0, i0 + 8 * R).
+  template <int R, class Rows>
+  [[gnu::always_inline]] void accumulate_dims(const Rows& v, int32_t count, int32_t i0) {
+    __m256 a[R];
+    for (int r = 0; r < R; ++r) a[r] = _mm256_load_ps(acc + i0 + 8 * r);
+    for (int32_t j = 0; j < count; ++j) {
+      const __m256 sj = _mm256_set1_ps(score[j]);
+#pragma GCC unroll 8  // a[] stays in registers only when unrolled (-O2 does not)
+      for (int r = 0; r < R; ++r) a[r] = _mm256_fmadd_ps(sj, v.load8(j, i0 + 8 * r), a[r]);
+    }
+    for (int r = 0; r < R; ++r) _mm256_store_ps(acc + i0 + 8 * r, a[r]);
   }
 
   // Given this chunk's scores: the new running maximum (rescaling what was
