@@ -234,6 +234,28 @@ TEST_F(RealtimeServer, DrainingRefusesNewResponsesAndConnections) {
   EXPECT_EQ(server->in_flight(), 0);
 }
 
+// The server stopping with a response running (the drain ran out, or a
+// second stop signal): the session hears why, then a close frame 1001
+// (going away), not a dropped TCP connection.
+TEST_F(RealtimeServer, StopWithAResponseRunningSaysWhyAndClosesWithGoingAway) {
+  start();
+  backend->token_delay = std::chrono::milliseconds(2);
+  auto c = ws();
+  c->send_json({{"type", "session.update"}, {"session", {{"max_tokens", 100000}}}});
+  ASSERT_EQ(c->recv_json()["type"], "session.updated");
+  c->send_json({{"type", "input.append"}, {"text", "hi"}});
+  c->send_json({{"type", "response.create"}});
+  ASSERT_EQ(c->recv_json()["type"], "response.created");
+  ASSERT_EQ(c->recv_json()["type"], "response.delta");
+  std::thread stopper([this] { server->stop(); });
+  json e;
+  EXPECT_NO_THROW(e = c->recv_until("error")) << "the connection ended without an error event";
+  const int close_code = c->wait_closed();
+  stopper.join();
+  EXPECT_EQ(e["error"]["code"], "server_shutting_down") << e;
+  EXPECT_EQ(close_code, 1001);
+}
+
 TEST_F(RealtimeServer, PlainGetIsUpgradeRequired) {
   start();
   auto http = connect();

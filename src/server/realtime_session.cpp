@@ -95,8 +95,20 @@ void RealtimeSession::shutdown() {
   net::post(executor(), [self = shared_from_this()] {
     // The server is going away: no final event will be waited for.
     if (self->relay_) self->relay_->detach();
-    if (self->running_) self->backend_.end_session(self->engine_session_);
-    self->fail();
+    if (self->running_) {
+      self->handle_->cancel();
+      self->backend_.end_session(self->engine_session_);
+      self->running_ = false;
+      self->relay_.reset();
+      self->handle_.reset();
+    }
+    if (!self->accepted_ || self->failed_ || self->closing_) return self->fail();
+    // Say why, then close with 1001, "going away" (RFC 6455, section 7.4.1).
+    self->send(realtime::error_event("server_shutting_down",
+                                     "The server is stopping; open a session on another replica."));
+    self->close_code_ = websocket::close_code::going_away;
+    self->close_after_output_ = true;
+    if (!self->writing_) self->begin_close();
   });
 }
 
@@ -310,7 +322,7 @@ void RealtimeSession::on_write(beast::error_code ec) {
 void RealtimeSession::begin_close() {
   if (closing_ || failed_) return;
   closing_ = true;
-  ws_.async_close(websocket::close_code::normal, [self = shared_from_this()](beast::error_code) {
+  ws_.async_close(close_code_, [self = shared_from_this()](beast::error_code) {
     self->closing_ = false;
     self->fail();
   });

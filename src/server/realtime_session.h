@@ -44,7 +44,9 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   ~RealtimeSession();
   // Registers with the context and answers the upgrade request.
   void start(boost::beast::http::request<boost::beast::http::string_body> req);
-  void shutdown();  // thread-safe: cancel the response, close the connection
+  // Thread-safe: cancel the running response, send an error event
+  // (server_shutting_down) and close with 1001 (going away).
+  void shutdown();
   void on_engine_event(const GenerationEvent& ev);  // on the strand
   boost::asio::any_io_executor executor() { return ws_.get_executor(); }
 
@@ -99,6 +101,7 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   bool accepted_ = false;
   bool close_after_output_ = false;  // session.close: close once the queue drains
   bool closing_ = false;             // close handshake started
+  boost::beast::websocket::close_code close_code_ = boost::beast::websocket::close_code::normal;
   bool failed_ = false;              // gone: nothing more is sent or read
 };
 
