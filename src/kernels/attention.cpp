@@ -264,13 +264,12 @@ void widen_q8(const int8_t* base, const uint16_t* scales, int64_t elem, int64_t 
   }
 }
 
-
 // Eight query heads at head_dim 4, "heads in lanes" (attention_heads8_hd4_*
 // in attention.h). A register of eight scores comes out of the shuffle tree
-// in the order lane 4L + m = head 2m + L; kExpand[i] spreads such a register
-// over value register i (heads 2i, 2i + 1, four lanes each).
-const __m256i kExpand[4] = {_mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4), _mm256_setr_epi32(1, 1, 1, 1, 5, 5, 5, 5),
-                            _mm256_setr_epi32(2, 2, 2, 2, 6, 6, 6, 6), _mm256_setr_epi32(3, 3, 3, 3, 7, 7, 7, 7)};
+// in the order lane 4L + m = head 2m + L; expand(i) is the permutation that
+// spreads such a register over value register i (heads 2i, 2i + 1, four
+// lanes each).
+inline __m256i expand(int32_t i) { return _mm256_setr_epi32(i, i, i, i, i + 4, i + 4, i + 4, i + 4); }
 
 // The 4 + 4 values of query heads 2i and 2i + 1 in the cache row at element
 // offset `row` (from the first KV head of the eight): KV heads 2i / group and
@@ -324,7 +323,7 @@ void heads8_hd4(const float* q, const PagedKv& kv, int32_t n_keys, int32_t group
     const __m256 corr = _mm256_blendv_ps(_mm256_set1_ps(1.0f), exp_nonpos8(_mm256_sub_ps(m, chunk_max)), grew);
     m = _mm256_blendv_ps(m, chunk_max, grew);
     l = _mm256_mul_ps(l, corr);
-    for (int32_t i = 0; i < 4; ++i) acc[i] = _mm256_mul_ps(acc[i], _mm256_permutevar8x32_ps(corr, kExpand[i]));
+    for (int32_t i = 0; i < 4; ++i) acc[i] = _mm256_mul_ps(acc[i], _mm256_permutevar8x32_ps(corr, expand(i)));
     for (int32_t j = 0; j < kAttnChunk; ++j)
       _mm256_store_ps(e[j], j < count ? exp_nonpos8(_mm256_sub_ps(_mm256_load_ps(e[j]), m)) : _mm256_setzero_ps());
     // l += the chunk's sum, in hsum's order over positions.
@@ -341,13 +340,13 @@ void heads8_hd4(const float* q, const PagedKv& kv, int32_t n_keys, int32_t group
       const int64_t row = off + j * kv.kv_stride;
       __m256* chain = j % 2 == 0 ? even : odd;
       for (int32_t i = 0; i < 4; ++i)
-        chain[i] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(ej, kExpand[i]), v.load(row, i), chain[i]);
+        chain[i] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(ej, expand(i)), v.load(row, i), chain[i]);
     }
     for (int32_t i = 0; i < 4; ++i) acc[i] = _mm256_add_ps(acc[i], _mm256_add_ps(even[i], odd[i]));
   }
   const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), l);
   for (int32_t i = 0; i < 4; ++i)
-    _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], _mm256_permutevar8x32_ps(inv, kExpand[i])));
+    _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], _mm256_permutevar8x32_ps(inv, expand(i))));
 }
 
 }  // namespace
