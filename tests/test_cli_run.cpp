@@ -96,6 +96,16 @@ TEST(CliRun, BadSamplingParameterFails) {
   EXPECT_NE(r.err.find("top_p"), std::string::npos) << r.err;
 }
 
+TEST(CliRun, NonPositiveNPredictNamesTheOption) {
+  // Refused by the option parser with the CLI's own name for it (before,
+  // the engine said "max_tokens must be positive", the HTTP field's name).
+  for (const char* n : {"0", "-1"}) {
+    const Result r = run_nexus(std::string("run -p hi -n ") + n);
+    EXPECT_NE(r.exit_code, 0) << n;
+    EXPECT_NE(r.err.find("--n-predict"), std::string::npos) << n << ": " << r.err;
+  }
+}
+
 TEST(CliMain, NegativeThreadCountIsRefused) {
   // Refused by the option parser, before any model is read.
   for (const char* cmd : {"run -p hi", "serve", "bench-model", "synth -o /dev/null"}) {

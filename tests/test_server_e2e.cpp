@@ -323,9 +323,10 @@ TEST(ServerProcess, SecondSigtermEndsUnfinishedResponsesWithAnError) {
   const json err = json::parse(last.substr(6), nullptr, false);
   EXPECT_EQ(err["error"]["code"], "server_shutting_down") << last;
 
-  const int status = whole.read_header().status;
+  const HttpResponse head = whole.read_header();
   const HttpResponse r = whole.finish();
-  EXPECT_EQ(status, 503) << r.body;
+  EXPECT_EQ(head.status, 503) << r.body;
+  EXPECT_EQ(head.header("retry-after"), "1");
   EXPECT_EQ(json::parse(r.body, nullptr, false)["error"]["code"], "server_shutting_down") << r.body;
   stream.close();  // the server then exits without waiting for them to hang up
   whole.close();

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <mutex>
 #include <unistd.h>
 
@@ -175,7 +176,9 @@ std::function<int()> setup(CLI::App& sub) {
   a->sampling.min_p = 0.05f;
   sub.add_option("-m,--model", a->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
   a->prompt_opt = sub.add_option("-p,--prompt", a->prompt, "prompt text (default: read from stdin)");
-  sub.add_option("-n,--n-predict", a->n_predict, "tokens to generate, at most")->capture_default_str();
+  sub.add_option("-n,--n-predict", a->n_predict, "tokens to generate, at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, std::numeric_limits<int32_t>::max()));
   sub.add_option("--temp", a->sampling.temperature, "temperature; 0 = greedy")->capture_default_str();
   sub.add_option("--top-k", a->sampling.top_k, "top-k; 0 = off")->capture_default_str();
   sub.add_option("--top-p", a->sampling.top_p, "top-p (nucleus); 1 = off")->capture_default_str();

@@ -92,7 +92,11 @@ void HttpSession::end_for_shutdown() {
   keep_alive_ = false;
   const ApiError why(503, "The server stopped before this generation finished; send the request to another replica.",
                      "", "server_shutting_down", "server_error");
-  if (!formatter_->meta().stream) return send_reply(error_reply(why));
+  if (!formatter_->meta().stream) {
+    HttpReply r = error_reply(why);
+    r.headers.emplace_back("Retry-After", "1");  // as the drain's refusals
+    return send_reply(r);
+  }
   log_request(200, " (server shutting down)");
   enqueue_body(sse_event(error_body(why)) + std::string(kSseDone));
   if (chunked_) enqueue("0\r\n\r\n");
