@@ -11,7 +11,7 @@
 
 namespace nexus {
 
-LlamaContext::LlamaContext(const LlamaModel& model, int32_t n_ctx, int32_t n_threads) : model_(model) {
+LlamaContext::LlamaContext(const LlamaModel& model, int32_t n_ctx, int32_t n_threads) {
   const LlamaConfig& c = model.config();
   n_ctx_ = n_ctx == 0 ? c.n_ctx_train : n_ctx;
   if (n_ctx_ <= 0 || n_ctx_ > c.n_ctx_train)

@@ -42,7 +42,6 @@ class LlamaContext {
  private:
   std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits);
 
-  const LlamaModel& model_;
   int32_t n_ctx_ = 0;
   int32_t n_past_ = 0;
   std::unique_ptr<KvCache> cache_;
