@@ -97,26 +97,25 @@ template <class Rows>
   _mm_storeu_ps(acc, _mm_add_ps(_mm_loadu_ps(acc), sum));
 }
 
-// A chunk's key or value rows, kv_stride elements apart, stored as float32
-// or fp16; fp16 is widened exactly in registers, so both give the same
-// arithmetic (and bits) and fp16 needs no widened copy. load8(j, i): values
-// [i, i + 8) of row j; load4(j): values [0, 4).
-struct RowsF32 {
-  const float* base;
+// 4 or 8 consecutive cache values as float32: read as they are, or widened
+// exactly from fp16 in registers (so both storages give the same arithmetic,
+// and fp16 needs no widened copy).
+inline __m128 load4(const float* p) { return _mm_loadu_ps(p); }
+inline __m128 load4(const uint16_t* p) { return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// A chunk's key or value rows, stride elements apart, stored as T (float or
+// fp16). load8(j, i): values [i, i + 8) of row j; load4(j): values [0, 4).
+template <class T>
+struct Rows {
+  const T* base;
   int64_t stride;
-  __m256 load8(int32_t j, int32_t i) const { return _mm256_loadu_ps(base + j * stride + i); }
-  __m128 load4(int32_t j) const { return _mm_loadu_ps(base + j * stride); }
+  __m256 load8(int32_t j, int32_t i) const { return nexus::load8(base + j * stride + i); }
+  __m128 load4(int32_t j) const { return nexus::load4(base + j * stride); }
 };
-struct RowsF16 {
-  const uint16_t* base;
-  int64_t stride;
-  __m256 load8(int32_t j, int32_t i) const {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + j * stride + i)));
-  }
-  __m128 load4(int32_t j) const {
-    return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(base + j * stride)));
-  }
-};
+using RowsF32 = Rows<float>;
+using RowsF16 = Rows<uint16_t>;
 
 inline float hmax(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -278,12 +277,6 @@ template <class T>
 struct HeadPairs {
   const T* base;
   int32_t group;
-  static __m128 load4(const float* r) { return _mm_loadu_ps(r); }
-  static __m128 load4(const uint16_t* r) { return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(r))); }
-  static __m256 load8(const float* r) { return _mm256_loadu_ps(r); }
-  static __m256 load8(const uint16_t* r) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r)));
-  }
   __m256 load(int64_t row, int32_t i) const {
     const T* r = base + row;
     if (group == 1) return load8(r + 8 * i);
