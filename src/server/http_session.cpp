@@ -73,6 +73,19 @@ void HttpSession::start() {
   net::post(executor(), [self = shared_from_this()] { self->do_read(); });
 }
 
+namespace {
+
+// 503 server_shutting_down with Retry-After: 1, for requests refused while
+// the server drains and for generations it stops (its body is also the SSE
+// error event of a cut-short stream).
+HttpReply shutting_down_reply(const std::string& message) {
+  HttpReply r = error_reply(ApiError(503, message, "", "server_shutting_down", "server_error"));
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+}  // namespace
+
 void HttpSession::shutdown() {
   net::post(executor(), [self = shared_from_this()] { self->end_for_shutdown(); });
 }
@@ -90,15 +103,11 @@ void HttpSession::end_for_shutdown() {
   handle_.reset();
   generating_ = false;
   keep_alive_ = false;
-  const ApiError why(503, "The server stopped before this generation finished; send the request to another replica.",
-                     "", "server_shutting_down", "server_error");
-  if (!formatter_->meta().stream) {
-    HttpReply r = error_reply(why);
-    r.headers.emplace_back("Retry-After", "1");  // as the drain's refusals
-    return send_reply(r);
-  }
+  const HttpReply r =
+      shutting_down_reply("The server stopped before this generation finished; send the request to another replica.");
+  if (!formatter_->meta().stream) return send_reply(r);
   log_request(200, " (server shutting down)");
-  enqueue_body(sse_event(error_body(why)) + std::string(kSseDone));
+  enqueue_body(sse_event(r.body) + std::string(kSseDone));
   if (chunked_) enqueue("0\r\n\r\n");
   response_queued_ = true;
   if (!writing_) after_response_written();
@@ -165,10 +174,7 @@ void HttpSession::handle_request() {
   chunked_ = req.version() >= 11;
   if (ctx_.draining.load(std::memory_order_relaxed) && target_ != "/metrics" && !target_.starts_with("/metrics?")) {
     keep_alive_ = false;
-    HttpReply r = error_reply(ApiError(503, "The server is shutting down; send the request to another replica.", "",
-                                       "server_shutting_down", "server_error"));
-    r.headers.emplace_back("Retry-After", "1");
-    return send_reply(r);
+    return send_reply(shutting_down_reply("The server is shutting down; send the request to another replica."));
   }
   if (is_realtime_target(target_)) {
     if (req.method() == http::verb::get && beast::websocket::is_upgrade(req)) return upgrade_to_realtime();

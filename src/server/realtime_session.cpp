@@ -95,9 +95,8 @@ void RealtimeSession::shutdown() {
   net::post(executor(), [self = shared_from_this()] {
     // The server is going away: no final event will be waited for.
     if (self->relay_) self->relay_->detach();
-    if (self->running_) {
+    if (self->running_) {  // fail(), now or after the close, then ends the engine session
       self->handle_->cancel();
-      self->backend_.end_session(self->engine_session_);
       self->running_ = false;
       self->relay_.reset();
       self->handle_.reset();
