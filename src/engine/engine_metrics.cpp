@@ -98,12 +98,13 @@ void EngineMetrics::observe_step(double seconds, int32_t batch_tokens, int32_t b
 void EngineMetrics::add_preemption() noexcept { preemptions_.inc(); }
 
 void EngineMetrics::set_gauges(const EngineGauges& g) noexcept {
-  running_.set(g.running_sequences);
-  waiting_.set(g.waiting_requests);
-  kv_total_.set(g.kv_blocks_total);
-  kv_used_.set(g.kv_blocks_used);
-  kv_free_.set(g.kv_blocks_free);
-  kv_cached_.set(g.kv_blocks_cached);
+  // One grouped update so a scrape never sees used + free + cached != total.
+  registry_.set_gauges({{&running_, g.running_sequences},
+                        {&waiting_, g.waiting_requests},
+                        {&kv_total_, g.kv_blocks_total},
+                        {&kv_used_, g.kv_blocks_used},
+                        {&kv_free_, g.kv_blocks_free},
+                        {&kv_cached_, g.kv_blocks_cached}});
   prefix_queried_.advance_to(g.prefix_cache_queried_tokens);
   prefix_hit_.advance_to(g.prefix_cache_hit_tokens);
 }

@@ -22,7 +22,9 @@
 // _count and the +Inf bucket are always consistent with each other (_count
 // is the +Inf bucket). Each scrape is a snapshot at most a few observations
 // stale, which Prometheus tolerates (rate() and histogram_quantile() work on
-// differences over many scrapes).
+// differences over many scrapes). Gauges that must agree with each other
+// (parts of one total) are set with Registry::set_gauges(), which a render
+// sees whole or not at all.
 //
 // Errors: invalid names, label names, bucket bounds or a duplicate series
 // throw nexus::Error at registration (a programming error, caught in tests).
@@ -30,6 +32,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -124,6 +127,14 @@ class Registry {
   Histogram& histogram(const std::string& name, const std::string& help, std::vector<double> bounds,
                        Labels labels = {});
 
+  // Sets several gauges of this registry as one update: a concurrent
+  // render() shows all of the old values or all of the new ones, never a mix
+  // (a sequence lock: the writer never waits for a render; a render retries
+  // while an update is in flight, which takes nanoseconds). Concurrent
+  // set_gauges() calls are serialized by spinning. Gauge::set() outside this
+  // call stays allowed, but is not grouped with anything.
+  void set_gauges(std::initializer_list<std::pair<Gauge*, double>> values) noexcept;
+
   // The text exposition format 0.0.4 of every family, in registration order.
   std::string render() const;
 
@@ -134,7 +145,11 @@ class Registry {
   Series& add(Kind kind, const std::string& name, const std::string& help, Labels labels,
               const std::vector<double>* bounds);
 
+  // Every gauge's value, read consistently with set_gauges() (under mu_).
+  std::vector<double> gauge_snapshot() const;
+
   mutable std::mutex mu_;                         // registration and render only
+  std::atomic<uint64_t> gauge_seq_{0};            // odd while set_gauges() writes
   std::vector<std::unique_ptr<Family>> families_;  // stable addresses
 };
 

@@ -1,5 +1,6 @@
 // Registry: registration (validation, families) and the text exposition
 // format 0.0.4 renderer (metrics.h).
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -135,8 +136,36 @@ Histogram& Registry::histogram(const std::string& name, const std::string& help,
   return *add(Kind::Histogram, name, help, std::move(labels), &bounds).histogram;
 }
 
+void Registry::set_gauges(std::initializer_list<std::pair<Gauge*, double>> values) noexcept {
+  // Writer side of the sequence lock: make the count odd (waiting for another
+  // writer to finish), store, make it even again.
+  uint64_t seq = gauge_seq_.load(std::memory_order_relaxed);
+  while ((seq & 1) != 0 || !gauge_seq_.compare_exchange_weak(seq, seq + 1, std::memory_order_relaxed)) {
+    seq = gauge_seq_.load(std::memory_order_relaxed);
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  for (const auto& [gauge, v] : values) gauge->set(v);
+  gauge_seq_.store(seq + 2, std::memory_order_release);
+}
+
+std::vector<double> Registry::gauge_snapshot() const {
+  std::vector<double> values;
+  for (;;) {
+    values.clear();
+    const uint64_t before = gauge_seq_.load(std::memory_order_acquire);
+    if ((before & 1) != 0) continue;  // an update is being written
+    for (const auto& f : families_)
+      if (f->kind == Kind::Gauge)
+        for (const auto& s : f->series) values.push_back(s->gauge->value());
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (gauge_seq_.load(std::memory_order_relaxed) == before) return values;
+  }
+}
+
 std::string Registry::render() const {
   std::lock_guard lock(mu_);
+  const std::vector<double> gauges = gauge_snapshot();
+  size_t next_gauge = 0;
   std::string out;
   out.reserve(4096);
   for (const auto& f : families_) {
@@ -148,7 +177,7 @@ std::string Registry::render() const {
         case Kind::IntCounter:
           append_sample(out, f->name, s->labels, std::to_string(s->int_counter->value()));
           break;
-        case Kind::Gauge: append_sample(out, f->name, s->labels, format_value(s->gauge->value())); break;
+        case Kind::Gauge: append_sample(out, f->name, s->labels, format_value(gauges[next_gauge++])); break;
         case Kind::Histogram: {
           // One snapshot of the buckets, made cumulative; _count is the
           // +Inf bucket so the two always agree.
