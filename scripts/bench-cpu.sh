@@ -81,7 +81,8 @@ echo
 echo "Machine: ${cpu:-unknown CPU}, $(nproc) logical cores. Models: \`nexus synth --preset tinyllama-1.1b\`" \
   "(random weights, TinyLlama-1.1B shape, llama-spm vocabulary) and the real stories260K." \
   "pp = prefill of N tokens in one eval, after one untimed run; tg = N decode steps of one token; mean ± stddev over $reps runs." \
-  "bound t/s = DRAM read bandwidth (same threads) / weight bytes read per token."
+  "bound t/s = DRAM read bandwidth (same threads, 2 MiB pages) / weight bytes read per token, for each tg run from readings taken just before and after it;" \
+  "% of bound = the mean of the runs' shares. The bandwidth line above each table is the reading before the tests."
 echo
 for type in Q8_0 Q4_0; do
   bench "tinyllama-1.1b (synthetic) $type, $threads threads" \

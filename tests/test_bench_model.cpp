@@ -80,7 +80,16 @@ TEST(BenchModel, ReportsEveryTestWithBoundForDecode) {
     EXPECT_GE(row.stddev, 0);
   }
   EXPECT_EQ(r.rows[0].bound_tps, 0);
-  EXPECT_GT(r.rows[2].bound_tps, 0);
+  EXPECT_TRUE(r.rows[0].bound_tps_reps.empty());
+  // The decode row has a bound per repetition; the row's figures are their
+  // mean and the mean of the per-repetition shares.
+  const BenchModelRow& tg = r.rows[2];
+  ASSERT_EQ(tg.bound_tps_reps.size(), 2u);
+  EXPECT_GT(tg.bound_tps_reps[0], 0);
+  EXPECT_GT(tg.bound_tps_reps[1], 0);
+  EXPECT_DOUBLE_EQ(tg.bound_tps, (tg.bound_tps_reps[0] + tg.bound_tps_reps[1]) / 2);
+  EXPECT_DOUBLE_EQ(tg.percent_of_bound,
+                   50.0 * (tg.tps[0] / tg.bound_tps_reps[0] + tg.tps[1] / tg.bound_tps_reps[1]));
   const GgufFile f(path);
   EXPECT_EQ(r.weight_bytes_per_token, LlamaModel(f).weight_bytes());
   EXPECT_EQ(r.type, "Q8_0");
@@ -96,7 +105,8 @@ TEST(BenchModel, ReportsEveryTestWithBoundForDecode) {
   const auto j = nlohmann::json::parse(bench_model_json(r));
   ASSERT_EQ(j["results"].size(), 3u);
   EXPECT_EQ(j["results"][2]["kind"], "decode");
-  EXPECT_GT(j["results"][2]["percent_of_bound"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j["results"][2]["percent_of_bound"].get<double>(), tg.percent_of_bound);
+  EXPECT_EQ(j["results"][2]["bound_tps_per_rep"].size(), 2u);
   EXPECT_FALSE(j["results"][0].contains("bound_tps"));
 }
 

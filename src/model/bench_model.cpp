@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include <unistd.h>
@@ -89,17 +90,22 @@ BenchModelReport bench_model(const std::string& path, const BenchModelOptions& o
     if (n + 1 > c.n_ctx_train)
       throw Error(fmt::format("bench-model: tg{} needs {} positions; the model's context is {}", n, n + 1, c.n_ctx_train));
 
+  // Kept for the whole run: each decode repetition is bounded by readings
+  // taken just before and just after it.
+  std::optional<ReadBandwidthProbe> probe;
   if (opt.bandwidth_bytes > 0) {
     // A full-size run also reads at least 4x the last-level cache, so no part of the buffer is served from it.
     uint64_t bytes = opt.bandwidth_bytes;
     if (bytes >= (uint64_t{1} << 30)) bytes = std::max(bytes, 4 * r.llc_bytes);
-    const ReadBandwidth bw = measure_read_bandwidth(bytes, r.n_threads, opt.bandwidth_runs);
+    probe.emplace(bytes, r.n_threads);
+    const ReadBandwidth bw = probe->measure(opt.bandwidth_runs);
     log(fmt::format("DRAM read bandwidth: {:.2f} GB/s over {} MiB, {} threads", bw.bytes_per_s / 1e9, bw.buffer_bytes >> 20,
                     r.n_threads));
     r.bandwidth_bytes_per_s = bw.bytes_per_s;
     r.bandwidth_buffer_bytes = bw.buffer_bytes;
     r.bandwidth_loads = bw.loads;
   }
+  const bool bounded = probe && r.weight_bytes_per_token > 0;
 
   {  // Page the weights in: the first touch of an mmap'd file is not compute.
     LlamaContext warm(model, 1, r.n_threads);
@@ -140,15 +146,30 @@ BenchModelReport bench_model(const std::string& path, const BenchModelOptions& o
     const std::vector<int32_t> tokens = bench_tokens(n + 1, c.n_vocab, static_cast<uint32_t>(n) + 99);
     for (int32_t rep = 0; rep < opt.reps; ++rep) {
       LlamaContext ctx(model, n + 1, r.n_threads);
+      const double bw_before = bounded ? probe->measure(opt.bandwidth_runs).bytes_per_s : 0;
       ctx.eval(std::span(tokens).first(1));
       const auto t0 = Clock::now();
       for (int32_t i = 1; i <= n; ++i) ctx.eval(std::span(tokens).subspan(static_cast<size_t>(i), 1));
       row.tps.push_back(n / seconds_since(t0));
-      log(fmt::format("{} rep {}: {:.2f} t/s", row.test, rep + 1, row.tps.back()));
+      if (bounded) {
+        const double bw = (bw_before + probe->measure(opt.bandwidth_runs).bytes_per_s) / 2;
+        row.bound_tps_reps.push_back(bw / static_cast<double>(r.weight_bytes_per_token));
+        log(fmt::format("{} rep {}: {:.2f} t/s, {:.1f}% of the bound from {:.2f} GB/s read around it", row.test,
+                        rep + 1, row.tps.back(), 100.0 * row.tps.back() / row.bound_tps_reps.back(), bw / 1e9));
+      } else {
+        log(fmt::format("{} rep {}: {:.2f} t/s", row.test, rep + 1, row.tps.back()));
+      }
     }
     finish_row(row);
-    if (r.bandwidth_bytes_per_s > 0 && r.weight_bytes_per_token > 0)
-      row.bound_tps = r.bandwidth_bytes_per_s / static_cast<double>(r.weight_bytes_per_token);
+    if (bounded) {
+      double bound = 0, share = 0;
+      for (size_t i = 0; i < row.tps.size(); ++i) {
+        bound += row.bound_tps_reps[i];
+        share += row.tps[i] / row.bound_tps_reps[i];
+      }
+      row.bound_tps = bound / static_cast<double>(row.tps.size());
+      row.percent_of_bound = 100.0 * share / static_cast<double>(row.tps.size());
+    }
     r.rows.push_back(std::move(row));
   }
   return r;
@@ -170,7 +191,7 @@ std::string bench_model_markdown(const BenchModelReport& r) {
   for (const BenchModelRow& row : r.rows) {
     const bool shown = row.bound_tps > 0 && !in_cache;  // the JSON keeps the number either way
     const std::string bound = shown ? fmt::format("{:.2f}", row.bound_tps) : "-";
-    const std::string pct = shown ? fmt::format("{:.1f}", 100.0 * row.mean / row.bound_tps) : "-";
+    const std::string pct = shown ? fmt::format("{:.1f}", row.percent_of_bound) : "-";
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} |\n", r.model,
                        human_size(r.size_bytes), human_count(r.n_params), r.type, r.n_threads, row.test, row.mean,
                        row.stddev, bound, pct);
@@ -186,7 +207,8 @@ std::string bench_model_json(const BenchModelReport& r) {
                         {"mean_tps", row.mean},     {"stddev_tps", row.stddev}};
     if (row.bound_tps > 0) {
       j["bound_tps"] = row.bound_tps;
-      j["percent_of_bound"] = 100.0 * row.mean / row.bound_tps;
+      j["bound_tps_per_rep"] = row.bound_tps_reps;
+      j["percent_of_bound"] = row.percent_of_bound;
     }
     rows.push_back(std::move(j));
   }

@@ -12,7 +12,10 @@
 // weight_bytes()). The report therefore includes the DRAM read bandwidth
 // measured with the same thread count (util/mem_bandwidth.h) and, for tg
 // rows, the bound bandwidth / weight_bytes tokens/s and the share of it
-// reached.
+// reached. Each tg repetition gets its own bound, from readings taken right
+// before and right after it: on a shared VM the bandwidth moves by tens of
+// percent within minutes, and one reading at the start bounded the later
+// runs badly (a run of 2026-12-02 "reached" 114% of it).
 #pragma once
 
 #include <cstdint>
@@ -40,7 +43,13 @@ struct BenchModelRow {
   int32_t n_tokens = 0;
   std::vector<double> tps;     // tokens/s of each rep
   double mean = 0, stddev = 0; // tokens/s
-  double bound_tps = 0;        // decode rows with a bandwidth: bandwidth / weight bytes; else 0
+  // Decode rows with a bandwidth run, else empty / 0: per rep, the bound
+  // from the mean of two readings taken just before and just after it
+  // (bandwidth / weight bytes per token, tokens/s); their mean; and the mean
+  // over reps of tps / bound, in percent.
+  std::vector<double> bound_tps_reps;
+  double bound_tps = 0;
+  double percent_of_bound = 0;
 };
 
 struct BenchModelReport {
@@ -52,7 +61,7 @@ struct BenchModelReport {
   uint64_t weight_bytes_per_token = 0;
   uint64_t llc_bytes = 0;    // last-level cache size when the OS reports it, else 0
   int32_t n_threads = 0;
-  double bandwidth_bytes_per_s = 0;  // 0 when not measured
+  double bandwidth_bytes_per_s = 0;  // the reading before the tests; 0 when not measured
   uint64_t bandwidth_buffer_bytes = 0;
   std::string bandwidth_loads;
   std::vector<BenchModelRow> rows;

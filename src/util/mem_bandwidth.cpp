@@ -75,10 +75,6 @@ const char* load_kind() {
 #endif
 }
 
-struct FreeDeleter {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-
 // Runs fn(thread_index) on n threads (the caller is thread 0) and returns the
 // wall seconds from the moment all threads are ready to the last one's end.
 template <class Fn>
@@ -105,39 +101,48 @@ std::atomic<uint64_t> g_bandwidth_sink{0};
 
 }  // namespace
 
-ReadBandwidth measure_read_bandwidth(uint64_t buffer_bytes, int32_t n_threads, int32_t runs) {
+ReadBandwidthProbe::ReadBandwidthProbe(uint64_t buffer_bytes, int32_t n_threads) : n_threads_(n_threads) {
   if (n_threads < 1 || n_threads > 1024) throw Error("bandwidth: thread count must be in [1, 1024]");
-  if (runs < 1) throw Error("bandwidth: runs must be >= 1");
   if (buffer_bytes > (uint64_t{1} << 40)) throw Error("bandwidth: buffer larger than 1 TiB");
   // Each thread's slice is a whole number of chunks.
-  const uint64_t slice = std::max<uint64_t>(kChunk, buffer_bytes / n_threads / kChunk * kChunk);
-  const uint64_t total = slice * static_cast<uint64_t>(n_threads);
+  slice_ = std::max<uint64_t>(kChunk, buffer_bytes / n_threads / kChunk * kChunk);
+  const uint64_t total = slice_ * static_cast<uint64_t>(n_threads);
   // 2 MiB aligned and advised MADV_HUGEPAGE, like the model's weights
   // (GgufFile maps them so): with 4 KiB pages the TLB misses and the
   // prefetchers stopping at page boundaries would make the ceiling lower than
   // what decode itself reaches.
   constexpr uint64_t kHuge = uint64_t{2} << 20;
   const uint64_t alloc_bytes = (total + kHuge - 1) / kHuge * kHuge;
-  std::unique_ptr<uint8_t, FreeDeleter> buf(static_cast<uint8_t*>(std::aligned_alloc(kHuge, alloc_bytes)));
-  if (!buf) throw Error("bandwidth: cannot allocate " + std::to_string(total >> 20) + " MiB");
-  uint8_t* base = buf.get();
+  buffer_.reset(static_cast<uint8_t*>(std::aligned_alloc(kHuge, alloc_bytes)));
+  if (!buffer_) throw Error("bandwidth: cannot allocate " + std::to_string(total >> 20) + " MiB");
+  uint8_t* base = buffer_.get();
   ::madvise(base, alloc_bytes, MADV_HUGEPAGE);  // advice only: ignored where THP is off
   // Each thread writes its own slice first, so on NUMA machines the pages
   // live next to the thread that reads them.
-  timed_parallel(n_threads, [&](int32_t t) { std::memset(base + slice * t, t + 1, slice); });
+  timed_parallel(n_threads, [&](int32_t t) { std::memset(base + slice_ * t, t + 1, slice_); });
+}
 
+ReadBandwidth ReadBandwidthProbe::measure(int32_t runs) const {
+  if (runs < 1) throw Error("bandwidth: runs must be >= 1");
+  const uint64_t total = slice_ * static_cast<uint64_t>(n_threads_);
+  const uint8_t* base = buffer_.get();
   ReadBandwidth r;
   r.buffer_bytes = total;
-  r.n_threads = n_threads;
+  r.n_threads = n_threads_;
   r.runs = runs;
   r.loads = load_kind();
   for (int32_t run = 0; run < runs; ++run) {
-    const double s = timed_parallel(n_threads, [&](int32_t t) {
-      g_bandwidth_sink.fetch_add(sum_words(base + slice * t, slice), std::memory_order_relaxed);
+    const double s = timed_parallel(n_threads_, [&](int32_t t) {
+      g_bandwidth_sink.fetch_add(sum_words(base + slice_ * t, slice_), std::memory_order_relaxed);
     });
     if (s > 0) r.bytes_per_s = std::max(r.bytes_per_s, static_cast<double>(total) / s);
   }
   return r;
+}
+
+ReadBandwidth measure_read_bandwidth(uint64_t buffer_bytes, int32_t n_threads, int32_t runs) {
+  if (runs < 1) throw Error("bandwidth: runs must be >= 1");
+  return ReadBandwidthProbe(buffer_bytes, n_threads).measure(runs);
 }
 
 }  // namespace nexus
