@@ -273,3 +273,66 @@ TEST(BatchForward, RejectsBadBatchesBeforeTouchingTheCache) {
   KvCache wrong(other, 2);
   EXPECT_THROW(BatchForward(m.model, wrong, 1), Error);
 }
+
+// A decode-only batch of a small model is split by token across the kernel
+// threads (BatchForward::splits_by_token): each thread takes its tokens
+// through every layer alone. The logits must be the bits of the same batch
+// on one thread, step after step, and a batch with a prefill chunk is not
+// split.
+TEST(BatchForward, DecodeOnlyBatchSplitByTokenMatchesOneThreadBitForBit) {
+  NEXUS_REQUIRE_SHARED(path, "TinyLLama-v0.F32.gguf");
+  Loaded m(path);
+  const int32_t n_vocab = m.model.config().n_vocab;
+  struct Side {
+    Side(const LlamaModel& model, int32_t threads)
+        : cache(model.config(), 64, 16, KvType::F32), bm(cache.n_blocks(), cache.block_size()),
+          fwd(model, cache, threads) {}
+    KvCache cache;
+    BlockManager bm;
+    BatchForward fwd;
+    std::vector<BlockManager::SeqId> seqs;
+  };
+  Side two(m.model, 2), one(m.model, 1);
+  std::vector<Job> jobs = make_jobs(n_vocab, 40, 5);
+  jobs.resize(7);
+  std::vector<int32_t> last(jobs.size());
+  // Prefill every prompt in one batch (not split: runs of several tokens).
+  for (Side* s : {&two, &one}) {
+    std::vector<SeqRun> runs;
+    for (const Job& j : jobs) {
+      s->seqs.push_back(s->bm.create());
+      ASSERT_TRUE(s->bm.append(s->seqs.back(), j.prompt));
+    }
+    for (size_t i = 0; i < jobs.size(); ++i)
+      runs.push_back({jobs[i].prompt, 0, s->bm.block_table(s->seqs[i]), true});
+    EXPECT_FALSE(s->fwd.splits_by_token(runs));
+    std::span<const float> logits = s->fwd.forward(runs);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      s->bm.commit(s->seqs[i]);
+      last[i] = argmax(logits.subspan(i * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)));
+    }
+  }
+  for (int step = 0; step < 12; ++step) {
+    std::vector<float> logits_two;
+    for (Side* s : {&two, &one}) {
+      std::vector<SeqRun> runs;
+      for (size_t i = 0; i < jobs.size(); ++i) ASSERT_TRUE(s->bm.append(s->seqs[i], std::span(&last[i], 1)));
+      for (size_t i = 0; i < jobs.size(); ++i)
+        runs.push_back({std::span(&last[i], 1), s->bm.n_tokens(s->seqs[i]) - 1, s->bm.block_table(s->seqs[i]), true});
+      EXPECT_EQ(s->fwd.splits_by_token(runs), s == &two) << "step " << step;
+      std::span<const float> logits = s->fwd.forward(runs);
+      for (size_t i = 0; i < jobs.size(); ++i) s->bm.commit(s->seqs[i]);
+      if (s == &two) {
+        logits_two.assign(logits.begin(), logits.end());
+        continue;
+      }
+      ASSERT_EQ(logits.size(), logits_two.size());
+      ASSERT_EQ(0, std::memcmp(logits.data(), logits_two.data(), logits.size() * sizeof(float)))
+          << "step " << step << ": the split batch's logits differ in some bit";
+    }
+    for (size_t i = 0; i < jobs.size(); ++i)
+      last[i] = argmax(std::span<const float>(logits_two).subspan(i * static_cast<size_t>(n_vocab),
+                                                                   static_cast<size_t>(n_vocab)));
+  }
+}
+

@@ -25,6 +25,7 @@ BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_th
                 std::to_string(cache.n_embd_kv()) + ", the model has " + std::to_string(c.n_layer) + " of width " +
                 std::to_string(c.n_embd_kv()));
   pool_ = std::make_unique<ThreadPool>(n_threads);
+  serial_ = std::make_unique<ThreadPool>(1);
 }
 
 BatchForward::~BatchForward() = default;
@@ -73,30 +74,65 @@ std::span<const float> BatchForward::forward(std::span<const SeqRun> runs) {
   const int32_t n = static_cast<int32_t>(tokens_.size());
   Activations& a = *act_;
   a.resize(c, static_cast<size_t>(n));
-  const int64_t E = c.n_embd, KV = c.n_embd_kv();
 
   embed_tokens(model_, tokens_, a);
   rope_cs_.resize(static_cast<size_t>(n) * c.n_rot);  // each token's angles, once for all layers
   for (int32_t t = 0; t < n; ++t) rope_angles(pos_[t], c.n_rot, c.rope_freq_base, &rope_cs_[t * c.n_rot]);
-  for (int32_t l = 0; l < c.n_layer; ++l) {
-    const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
-    attention_inputs(model_, L, a, n, *pool_);
-    for (int32_t t = 0; t < n; ++t) {
-      rope_apply(&a.q[t * E], c.n_head, c.head_dim, c.n_rot, &rope_cs_[t * c.n_rot]);
-      rope_apply(&a.k[t * KV], c.n_head_kv, c.head_dim, c.n_rot, &rope_cs_[t * c.n_rot]);
-    }
-    write_kv(l, runs);  // every token's K/V before any attention reads them
-    attention(l, runs);
-    attention_output_and_ffn(model_, L, a, n, *pool_);
+  if (splits_by_token(runs)) {
+    // Each thread takes a contiguous share of the batch's sequences through
+    // every layer on its own (1-thread pool): one fork/join per pass.
+    pool_->parallel_for(n, [&](int64_t t0, int64_t t1) { layers({t0, t1}, runs, *serial_); });
+  } else {
+    layers({0, n}, runs, *pool_);
   }
   output_logits(model_, a, rows_, logits_, *pool_);
   return logits_;
 }
 
-void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs) {
+// Decode-only batches (one token per sequence) of a model whose layers are
+// small: a token's layers then depend on nothing but its own sequence's K/V,
+// and its products are too small to split by rows (matmul runs them on one
+// thread below kMinParallelWork; TinyLLama-v0's are 16-64 K multiply-adds per
+// token), so the per-layer products, norms, RoPE and K/V writes ran on the
+// calling thread while the other one waited: 32% of the wall time of an
+// 8-stream step (thread-pool probe). Split by token, each thread reads every
+// layer's weights, which is cheap only while they stay in its L2, hence the
+// size limit. Same bits either way: every step treats each token alone
+// (matmul gives each row the same bits whatever the token count).
+bool BatchForward::splits_by_token(std::span<const SeqRun> runs) const {
+  constexpr size_t kMaxLayerBytes = size_t{512} << 10;
+  // At least two tokens per thread: with one, every product of a thread is a
+  // matrix-vector product, and 2 streams measured 3% slower split than not.
+  if (pool_->size() < 2 || static_cast<int64_t>(runs.size()) < 2 * pool_->size()) return false;
+  for (const SeqRun& run : runs)
+    if (run.tokens.size() != 1) return false;
+  const LlamaLayer& L = model_.layers().front();
+  size_t bytes = 0;
+  for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) bytes += w->n_bytes();
+  return bytes <= kMaxLayerBytes;
+}
+
+void BatchForward::layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool) {
+  const LlamaConfig& c = model_.config();
+  Activations& a = *act_;
+  const int64_t E = c.n_embd, KV = c.n_embd_kv();
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
+    attention_inputs(model_, L, a, r, pool);
+    for (int64_t t = r.begin; t < r.end; ++t) {
+      rope_apply(&a.q[t * E], c.n_head, c.head_dim, c.n_rot, &rope_cs_[t * c.n_rot]);
+      rope_apply(&a.k[t * KV], c.n_head_kv, c.head_dim, c.n_rot, &rope_cs_[t * c.n_rot]);
+    }
+    write_kv(l, runs, r);  // every token's K/V before any attention reads them
+    attention(l, runs, r, pool);
+    attention_output_and_ffn(model_, L, a, r, pool);
+  }
+}
+
+void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRange r) {
   const int32_t bs = cache_.block_size();
   const int64_t KV = cache_.n_embd_kv();
-  for (size_t t = 0; t < pos_.size(); ++t) {
+  for (int64_t t = r.begin; t < r.end; ++t) {
     const int32_t p = pos_[t];
     const int32_t block = runs[static_cast<size_t>(run_of_[t])].block_table[static_cast<size_t>(p / bs)];
     cache_.write(block, layer, p % bs, &act_->k[t * KV], &act_->v[t * KV]);
@@ -108,7 +144,7 @@ void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs) {
 // [0, p]. One task per (token, head), or per eight heads at head size 4;
 // each task writes only its own output, so the thread split does not change
 // any result.
-void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
+void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, ThreadPool& pool) {
   const LlamaConfig& c = model_.config();
   Activations& a = *act_;
   const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv;
@@ -121,15 +157,15 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
   const int32_t heads_per_task =
       hd == 4 && c.n_head % 8 == 0 && 8 % group == 0 && type != KvType::Q8_0 ? 8 : 1;
   const int32_t tasks_per_token = c.n_head / heads_per_task;
-  const int64_t n_tasks = static_cast<int64_t>(pos_.size()) * tasks_per_token;
+  const int64_t n_tasks = r.size() * tasks_per_token;
 
   auto heads = [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       // Tokens taken in the order 0, n-1, 1, n-2, ...: a causal token's cost
       // grows with its position, so contiguous task ranges (the pool's split)
       // then hold equal work rather than the early, cheap tokens on one thread.
-      const int64_t j = task / tasks_per_token, n_tok = static_cast<int64_t>(pos_.size());
-      const size_t t = static_cast<size_t>(j % 2 == 0 ? j / 2 : n_tok - 1 - j / 2);
+      const int64_t j = task / tasks_per_token, n_tok = r.size();
+      const size_t t = static_cast<size_t>(r.begin + (j % 2 == 0 ? j / 2 : n_tok - 1 - j / 2));
       const int32_t h = static_cast<int32_t>(task % tasks_per_token) * heads_per_task;
       const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
       PagedKv kv;
@@ -157,12 +193,12 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs) {
     }
   };
   int64_t work = 0;  // multiply-adds, to skip waking the workers for tiny steps
-  for (int32_t p : pos_) work += static_cast<int64_t>(p + 1) * c.n_head * hd;
+  for (int64_t t = r.begin; t < r.end; ++t) work += static_cast<int64_t>(pos_[static_cast<size_t>(t)] + 1) * c.n_head * hd;
   // Tasks differ in length (each token attends to its own position + 1):
   // pieces of 1/16 of a thread's share let a thread that finishes early take
   // the rest of another's.
   if (work < (1 << 13)) heads(0, n_tasks);
-  else pool_->parallel_for_stealing(n_tasks, std::max<int64_t>(1, n_tasks / (16 * pool_->size())), heads);
+  else pool.parallel_for_stealing(n_tasks, std::max<int64_t>(1, n_tasks / (16 * pool.size())), heads);
 }
 
 }  // namespace nexus

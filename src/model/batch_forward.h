@@ -33,6 +33,7 @@ class KvCache;
 class LlamaModel;
 class ThreadPool;
 struct Activations;
+struct TokenRange;
 
 // One sequence's tokens in a batch.
 struct SeqRun {
@@ -67,6 +68,14 @@ class BatchForward {
   // outside the cache.
   std::span<const float> forward(std::span<const SeqRun> runs);
 
+  // Whether forward(runs) takes the batch split by token: a decode-only batch
+  // (one token per run, at least two runs per thread) on two or more threads, for a
+  // model whose layer weights fit in 512 KiB (they are then read by every
+  // thread). Each thread runs its share of the tokens through every layer
+  // alone, one fork/join per pass instead of several per layer; the results
+  // are the same bits either way.
+  bool splits_by_token(std::span<const SeqRun> runs) const;
+
   const KvCache& cache() const { return cache_; }
   const LlamaModel& model() const { return model_; }
   // The kernel threads, for work between passes on the same thread that
@@ -75,12 +84,17 @@ class BatchForward {
 
  private:
   void validate(std::span<const SeqRun> runs) const;
-  void write_kv(int32_t layer, std::span<const SeqRun> runs);
-  void attention(int32_t layer, std::span<const SeqRun> runs);
+  // Every layer for the batch tokens r, products and attention on `pool`.
+  void layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool);
+  void write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRange r);
+  void attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, ThreadPool& pool);
 
   const LlamaModel& model_;
   KvCache& cache_;
   std::unique_ptr<ThreadPool> pool_;
+  // Size 1: runs every call on the calling thread and touches no state, so
+  // both kernel threads may use it at once (split_by_token).
+  std::unique_ptr<ThreadPool> serial_;
   std::unique_ptr<Activations> act_;
   std::vector<int32_t> tokens_, pos_, run_of_, rows_;  // per batch token (rows_: per logits row)
   std::vector<float> logits_;

@@ -51,7 +51,7 @@ std::span<const float> CpuTail::forward(std::span<const float> x, std::span<cons
   const int32_t bs = cache_->block_size();
   for (int32_t l = first_layer_; l < c.n_layer; ++l) {
     const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
-    attention_inputs(model_, L, act_, n, *pool_);
+    attention_inputs(model_, L, act_, {0, n}, *pool_);
     for (int32_t t = 0; t < n; ++t) {
       rope(&act_.q[t * E], c.n_head, c.head_dim, c.n_rot, pos_[t], c.rope_freq_base);
       rope(&act_.k[t * KV], c.n_head_kv, c.head_dim, c.n_rot, pos_[t], c.rope_freq_base);
@@ -62,7 +62,7 @@ std::span<const float> CpuTail::forward(std::span<const float> x, std::span<cons
       cache_->write(block, l - first_layer_, p % bs, &act_.k[t * KV], &act_.v[t * KV]);
     }
     attention(l - first_layer_, runs);
-    attention_output_and_ffn(model_, L, act_, n, *pool_);
+    attention_output_and_ffn(model_, L, act_, {0, n}, *pool_);
   }
   output_logits(model_, act_, rows_, logits_, *pool_);
   return logits_;

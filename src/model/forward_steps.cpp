@@ -27,27 +27,31 @@ void embed_tokens(const LlamaModel& model, std::span<const int32_t> tokens, Acti
     dequantize_row(model.tok_embd().type, model.tok_embd().row(tokens[t]), &a.x[t * E], E);
 }
 
-void attention_inputs(const LlamaModel& model, const LlamaLayer& L, Activations& a, int32_t n, ThreadPool& pool) {
+void attention_inputs(const LlamaModel& model, const LlamaLayer& L, Activations& a, TokenRange r, ThreadPool& pool) {
   const LlamaConfig& c = model.config();
-  const int64_t E = c.n_embd;
-  for (int32_t t = 0; t < n; ++t) rmsnorm(&a.xb[t * E], &a.x[t * E], L.attn_norm.f32(), E, c.rms_eps);
-  const MatmulOut qkv[] = {{&L.wq, a.q.data()}, {&L.wk, a.k.data()}, {&L.wv, a.v.data()}};
-  matmul_shared_input(qkv, a.xb.data(), n, pool);
+  const int64_t E = c.n_embd, KV = c.n_embd_kv();
+  for (int64_t t = r.begin; t < r.end; ++t) rmsnorm(&a.xb[t * E], &a.x[t * E], L.attn_norm.f32(), E, c.rms_eps);
+  const MatmulOut qkv[] = {{&L.wq, &a.q[r.begin * E]}, {&L.wk, &a.k[r.begin * KV]}, {&L.wv, &a.v[r.begin * KV]}};
+  matmul_shared_input(qkv, &a.xb[r.begin * E], r.size(), pool);
 }
 
-void attention_output_and_ffn(const LlamaModel& model, const LlamaLayer& L, Activations& a, int32_t n,
+void attention_output_and_ffn(const LlamaModel& model, const LlamaLayer& L, Activations& a, TokenRange r,
                               ThreadPool& pool) {
   const LlamaConfig& c = model.config();
-  const int64_t E = c.n_embd, F = c.n_ff;
-  matmul(L.wo, a.att.data(), a.xb2.data(), n, pool);
-  for (int64_t i = 0; i < n * E; ++i) a.x[i] += a.xb2[i];
+  const int64_t E = c.n_embd, F = c.n_ff, n = r.size();
+  float* x = &a.x[r.begin * E];
+  float* xb = &a.xb[r.begin * E];
+  float* xb2 = &a.xb2[r.begin * E];
+  float* hb = &a.hb[r.begin * F];
+  matmul(L.wo, &a.att[r.begin * E], xb2, n, pool);
+  for (int64_t i = 0; i < n * E; ++i) x[i] += xb2[i];
 
-  for (int32_t t = 0; t < n; ++t) rmsnorm(&a.xb[t * E], &a.x[t * E], L.ffn_norm.f32(), E, c.rms_eps);
-  const MatmulOut gate_up[] = {{&L.w_gate, a.hb.data()}, {&L.w_up, a.hb2.data()}};
-  matmul_shared_input(gate_up, a.xb.data(), n, pool);
-  swiglu(a.hb.data(), a.hb2.data(), n * F);
-  matmul(L.w_down, a.hb.data(), a.xb2.data(), n, pool);
-  for (int64_t i = 0; i < n * E; ++i) a.x[i] += a.xb2[i];
+  for (int64_t t = 0; t < n; ++t) rmsnorm(&xb[t * E], &x[t * E], L.ffn_norm.f32(), E, c.rms_eps);
+  const MatmulOut gate_up[] = {{&L.w_gate, hb}, {&L.w_up, &a.hb2[r.begin * F]}};
+  matmul_shared_input(gate_up, xb, n, pool);
+  swiglu(hb, &a.hb2[r.begin * F], n * F);
+  matmul(L.w_down, hb, xb2, n, pool);
+  for (int64_t i = 0; i < n * E; ++i) x[i] += xb2[i];
 }
 
 void output_logits(const LlamaModel& model, Activations& a, std::span<const int32_t> rows, std::vector<float>& logits,

@@ -41,11 +41,20 @@ void check_token_ids(const LlamaConfig& c, std::span<const int32_t> tokens, cons
 // x[t] = tok_embd[tokens[t]].
 void embed_tokens(const LlamaModel& model, std::span<const int32_t> tokens, Activations& a);
 
-// xb = RMSNorm(x) * attn_norm; q, k, v = xb Wq, xb Wk, xb Wv (before RoPE).
-void attention_inputs(const LlamaModel& model, const LlamaLayer& L, Activations& a, int32_t n, ThreadPool& pool);
+// Rows [begin, end) of the activation buffers.
+struct TokenRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
 
-// x += att Wo; then the SwiGLU feed-forward block: x += FFN(RMSNorm(x) * ffn_norm).
-void attention_output_and_ffn(const LlamaModel& model, const LlamaLayer& L, Activations& a, int32_t n,
+// Rows r: xb = RMSNorm(x) * attn_norm; q, k, v = xb Wq, xb Wk, xb Wv (before
+// RoPE). The products run on `pool` (a 1-thread pool runs them on the calling
+// thread; two threads may then work on disjoint ranges at once).
+void attention_inputs(const LlamaModel& model, const LlamaLayer& L, Activations& a, TokenRange r, ThreadPool& pool);
+
+// Rows r: x += att Wo; then the SwiGLU feed-forward block:
+// x += FFN(RMSNorm(x) * ffn_norm).
+void attention_output_and_ffn(const LlamaModel& model, const LlamaLayer& L, Activations& a, TokenRange r,
                               ThreadPool& pool);
 
 // logits[i] = RMSNorm(x[rows[i]]) * output_norm Wout, [rows.size(), n_vocab].
