@@ -20,7 +20,7 @@ struct BenchArgs {
   std::vector<int32_t> n_prompt = {128, 512};
   std::vector<int32_t> n_gen = {128};
   int32_t threads = 0, reps = 3, bw_runs = 5;
-  uint64_t bw_mib = 1024;
+  int64_t bw_mib = 1024;
   bool json = false, quiet = false;
   std::string device = "cpu";
   std::vector<int32_t> batch = {1, 8, 32};
@@ -48,7 +48,7 @@ int run_bench(const BenchArgs& a) {
   opt.n_gen = a.n_gen;
   opt.n_threads = a.threads;
   opt.reps = a.reps;
-  opt.bandwidth_bytes = a.bw_mib << 20;
+  opt.bandwidth_bytes = static_cast<uint64_t>(a.bw_mib) << 20;
   opt.bandwidth_runs = a.bw_runs;
   if (!a.quiet) opt.log = [](const std::string& s) { std::fprintf(stderr, "bench-model: %s\n", s.c_str()); };
   const std::string path = a.model.empty() ? default_model_path() : a.model;
@@ -63,14 +63,24 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("-m,--model", a->model, "GGUF model (default: ../shared/models/stories260K.gguf)");
   sub.add_option("-p,--n-prompt", a->n_prompt, "prefill tests, comma-separated token counts (0: none)")
       ->delimiter(',')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   sub.add_option("-n,--n-gen", a->n_gen, "decode tests, comma-separated token counts (0: none)")
       ->delimiter(',')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->capture_default_str()->check(CLI::Range(0, 4096));
-  sub.add_option("-r,--repetitions", a->reps, "timed repetitions of each test (a prefill test also runs once untimed first)")->capture_default_str()->check(CLI::PositiveNumber);
-  sub.add_option("--bw-mib", a->bw_mib, "buffer for the DRAM bandwidth run in MiB (0: skip it)")->capture_default_str();
-  sub.add_option("--bw-runs", a->bw_runs, "bandwidth runs (the best is kept)")->capture_default_str()->check(CLI::PositiveNumber);
+  sub.add_option("-r,--repetitions", a->reps, "timed repetitions of each test (a prefill test also runs once untimed first)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  sub.add_option("--bw-mib", a->bw_mib,
+                 "buffer for the DRAM bandwidth run in MiB, raised to 4x the last-level cache when that is larger "
+                 "(0: skip it)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  sub.add_option("--bw-runs", a->bw_runs, "bandwidth runs (the best is kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   sub.add_option("--device", a->device, "cpu, or cuda (docs/cuda.md)")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub.add_option("-b,--batch", a->batch, "with --device cuda: decode batch sizes, comma-separated")
       ->delimiter(',')

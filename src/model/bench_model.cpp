@@ -105,6 +105,9 @@ BenchModelReport bench_model(const std::string& path, const BenchModelOptions& o
     r.bandwidth_buffer_bytes = bw.buffer_bytes;
     r.bandwidth_loads = bw.loads;
   }
+  // Weights that fit in the last-level cache are not read from DRAM: the
+  // bound is still computed but not reported.
+  r.weights_fit_in_llc = r.llc_bytes > 0 && r.weight_bytes_per_token <= r.llc_bytes;
   const bool bounded = probe && r.weight_bytes_per_token > 0;
 
   {  // Page the weights in: the first touch of an mmap'd file is not compute.
@@ -154,8 +157,11 @@ BenchModelReport bench_model(const std::string& path, const BenchModelOptions& o
       if (bounded) {
         const double bw = (bw_before + probe->measure(opt.bandwidth_runs).bytes_per_s) / 2;
         row.bound_tps_reps.push_back(bw / static_cast<double>(r.weight_bytes_per_token));
-        log(fmt::format("{} rep {}: {:.2f} t/s, {:.1f}% of the bound from {:.2f} GB/s read around it", row.test,
-                        rep + 1, row.tps.back(), 100.0 * row.tps.back() / row.bound_tps_reps.back(), bw / 1e9));
+        if (!r.weights_fit_in_llc)
+          log(fmt::format("{} rep {}: {:.2f} t/s, {:.1f}% of the bound from {:.2f} GB/s read around it", row.test,
+                          rep + 1, row.tps.back(), 100.0 * row.tps.back() / row.bound_tps_reps.back(), bw / 1e9));
+        else
+          log(fmt::format("{} rep {}: {:.2f} t/s", row.test, rep + 1, row.tps.back()));
       } else {
         log(fmt::format("{} rep {}: {:.2f} t/s", row.test, rep + 1, row.tps.back()));
       }
@@ -181,15 +187,14 @@ std::string bench_model_markdown(const BenchModelReport& r) {
     out += fmt::format("DRAM read bandwidth: {:.2f} GB/s (threads: {}, {} loads, best run over {} MiB); ",
                        r.bandwidth_bytes_per_s / 1e9, r.n_threads, r.bandwidth_loads, r.bandwidth_buffer_bytes >> 20);
   out += fmt::format("weights read per token: {:.2f} MiB", r.weight_bytes_per_token / 1048576.0);
-  const bool in_cache = r.llc_bytes > 0 && r.weight_bytes_per_token <= r.llc_bytes;
-  if (in_cache)
+  if (r.weights_fit_in_llc)
     out += fmt::format(" (they fit in the {:.0f} MiB last-level cache: decode is not DRAM-bound, the bound does not apply)",
                        r.llc_bytes / 1048576.0);
   out += "\n\n";
   out += "| model | size | params | type | threads | test | t/s | bound t/s | % of bound |\n";
   out += "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |\n";
   for (const BenchModelRow& row : r.rows) {
-    const bool shown = row.bound_tps > 0 && !in_cache;  // the JSON keeps the number either way
+    const bool shown = row.bound_tps > 0 && !r.weights_fit_in_llc;
     const std::string bound = shown ? fmt::format("{:.2f}", row.bound_tps) : "-";
     const std::string pct = shown ? fmt::format("{:.1f}", row.percent_of_bound) : "-";
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} |\n", r.model,
@@ -205,7 +210,7 @@ std::string bench_model_json(const BenchModelReport& r) {
     nlohmann::json j = {{"test", row.test},         {"kind", row.decode ? "decode" : "prefill"},
                         {"n_tokens", row.n_tokens}, {"tokens_per_s", row.tps},
                         {"mean_tps", row.mean},     {"stddev_tps", row.stddev}};
-    if (row.bound_tps > 0) {
+    if (row.bound_tps > 0 && !r.weights_fit_in_llc) {
       j["bound_tps"] = row.bound_tps;
       j["bound_tps_per_rep"] = row.bound_tps_reps;
       j["percent_of_bound"] = row.percent_of_bound;
@@ -221,6 +226,7 @@ std::string bench_model_json(const BenchModelReport& r) {
       {"n_threads", r.n_threads},
       {"weight_bytes_per_token", r.weight_bytes_per_token},
       {"llc_bytes", r.llc_bytes},
+      {"weights_fit_in_llc", r.weights_fit_in_llc},
       {"dram_read_bytes_per_s", r.bandwidth_bytes_per_s},
       {"dram_buffer_bytes", r.bandwidth_buffer_bytes},
       {"dram_loads", r.bandwidth_loads},

@@ -60,6 +60,10 @@ struct BenchModelReport {
   uint64_t n_params = 0;     // all tensor elements
   uint64_t weight_bytes_per_token = 0;
   uint64_t llc_bytes = 0;    // last-level cache size when the OS reports it, else 0
+  // weight_bytes_per_token <= llc_bytes: decode does not stream the weights
+  // from DRAM, so the markdown, the JSON and the progress lines leave the
+  // bound out (the rows still carry it).
+  bool weights_fit_in_llc = false;
   int32_t n_threads = 0;
   double bandwidth_bytes_per_s = 0;  // the reading before the tests; 0 when not measured
   uint64_t bandwidth_buffer_bytes = 0;

@@ -17,7 +17,10 @@ namespace nexus {
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
   try {
     const std::optional<std::string> model = gguf.get_string("tokenizer.ggml.model");
-    if (!model) throw Error("tokenizer: tokenizer.ggml.model is missing");
+    if (!model)
+      throw Error(
+          "tokenizer: tokenizer.ggml.model is missing (the file has no tokenizer; a model made by `nexus synth` "
+          "gets one from --vocab-from FILE)");
     if (*model == "llama") return std::make_unique<tok::SpmTokenizer>(gguf);
     if (*model == "gpt2") return std::make_unique<tok::BpeTokenizer>(gguf);
     throw Error("tokenizer: unsupported tokenizer model '" + *model +
