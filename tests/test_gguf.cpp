@@ -4,6 +4,8 @@
 // a message naming the problem.
 #include <gtest/gtest.h>
 
+#include <ostream>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -94,10 +96,18 @@ TEST(GgufShared, Stories260K) {
   EXPECT_EQ(params, llama_params(f, true));
 }
 
-class GgufTinyLlama : public ::testing::TestWithParam<std::pair<const char*, GgmlType>> {};
+struct TinyLlamaFile {
+  const char* file;
+  GgmlType type;  // of the matrices
+};
+// Printed in the test list (and so in CTest's names) as the file name, not
+// the struct's bytes.
+void PrintTo(const TinyLlamaFile& f, std::ostream* os) { *os << f.file; }
+
+class GgufTinyLlama : public ::testing::TestWithParam<TinyLlamaFile> {};
 
 TEST_P(GgufTinyLlama, MetadataAndTensors) {
-  NEXUS_REQUIRE_SHARED(path, GetParam().first);
+  NEXUS_REQUIRE_SHARED(path, GetParam().file);
   GgufFile f(path);
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.get_int("llama.block_count"), 8);
@@ -106,7 +116,7 @@ TEST_P(GgufTinyLlama, MetadataAndTensors) {
   EXPECT_EQ(f.get_array("tokenizer.ggml.tokens")->size(), 32000u);
   EXPECT_EQ(f.get_array("tokenizer.ggml.scores")->size(), 32000u);
   ASSERT_EQ(f.tensors().size(), 75u);
-  const GgmlType wt = GetParam().second;
+  const GgmlType wt = GetParam().type;
   EXPECT_EQ(f.find_tensor("token_embd.weight")->type, wt);
   EXPECT_EQ(f.find_tensor("token_embd.weight")->ne, (std::vector<uint64_t>{64, 32000}));
   EXPECT_EQ(f.find_tensor("blk.7.ffn_up.weight")->type, wt);
@@ -126,9 +136,10 @@ TEST_P(GgufTinyLlama, MetadataAndTensors) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, GgufTinyLlama,
-                         ::testing::Values(std::make_pair("TinyLLama-v0.F32.gguf", GgmlType::F32),
-                                           std::make_pair("TinyLLama-v0.Q8_0.gguf", GgmlType::Q8_0),
-                                           std::make_pair("TinyLLama-v0.Q4_0.gguf", GgmlType::Q4_0)));
+                         ::testing::Values(TinyLlamaFile{"TinyLLama-v0.F32.gguf", GgmlType::F32},
+                                           TinyLlamaFile{"TinyLLama-v0.Q8_0.gguf", GgmlType::Q8_0},
+                                           TinyLlamaFile{"TinyLLama-v0.Q4_0.gguf", GgmlType::Q4_0}),
+                         [](const auto& info) { return std::string(ggml_type_name(info.param.type)); });
 
 TEST(GgufShared, Version1EdgeFileMatchesV3) {
   NEXUS_REQUIRE_SHARED(v1path, "edge/stories260K.gguf-v1.gguf");

@@ -2,6 +2,8 @@
 // error body, and the same connection then serves a valid request.
 #include <gtest/gtest.h>
 
+#include <ostream>
+
 #include "support/server_fixture.h"
 
 using namespace nexus;
@@ -18,6 +20,11 @@ struct BadCase {
   const char* param;  // nullptr: null
   const char* code;   // nullptr: don't check
 };
+
+// GoogleTest prints a parameter in the test list (and CTest copies that into
+// every test's name); without this it dumps the struct's bytes, pointers
+// included.
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
 
 // FakeBackend's context is 64 tokens.
 const BadCase kCases[] = {

@@ -1,6 +1,7 @@
 #include "gguf/ggml_type.h"
 
 #include <array>
+#include <ostream>
 
 namespace nexus {
 namespace {
@@ -51,5 +52,7 @@ std::string_view ggml_type_name(GgmlType type) {
   const GgmlTypeTraits* t = ggml_type_traits(static_cast<uint32_t>(type));
   return t ? t->name : std::string_view("unknown");
 }
+
+std::ostream& operator<<(std::ostream& os, GgmlType type) { return os << ggml_type_name(type); }
 
 }  // namespace nexus

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string_view>
 
 namespace nexus {
@@ -50,5 +51,7 @@ const GgmlTypeTraits* ggml_type_traits(uint32_t type_id);
 size_t ggml_row_size(GgmlType type, uint64_t n);
 
 std::string_view ggml_type_name(GgmlType type);
+// Writes ggml_type_name(type) (GoogleTest prints test parameters with it).
+std::ostream& operator<<(std::ostream& os, GgmlType type);
 
 }  // namespace nexus
