@@ -43,7 +43,7 @@ std::string human_bytes(uint64_t n) {
 }
 
 int run_info(const InfoOptions& o) {
-  const GgufFile f(o.model);
+  const GgufFile f(o.model.empty() ? default_model_path() : o.model);
   fmt::print("file:         {}\n", f.path());
   fmt::print("GGUF version: {}\n", f.version());
   fmt::print("alignment:    {}\n", f.alignment());
@@ -85,11 +85,11 @@ int run_info(const InfoOptions& o) {
   return 0;
 }
 
-const CommandRegistrar reg{{"info", "Print a GGUF file's header, metadata and tensor table",
+const CommandRegistrar reg{{"info", "print a GGUF file's header, metadata and tensor table",
                             [](CLI::App& sub) -> std::function<int()> {
                               auto o = std::make_shared<InfoOptions>();
-                              o->model = default_model_path();
-                              sub.add_option("model", o->model, "GGUF model file")->capture_default_str();
+                              sub.add_option("model", o->model,
+                                             "GGUF model file (default: ../shared/models/stories260K.gguf)");
                               sub.add_option("--array-items", o->array_items,
                                              "Array elements shown per metadata array")
                                   ->capture_default_str();

@@ -55,7 +55,7 @@ std::string escape_piece(const std::string& piece) {
 }
 
 struct Options {
-  std::string model = default_model_path();
+  std::string model;  // empty: default_model_path()
   bool no_bos = false;
   bool ids_only = false;
   bool special = false;
@@ -67,7 +67,7 @@ int run(const Options& o, bool have_text) {
   if (!have_text) {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
-  GgufFile gguf(o.model);
+  GgufFile gguf(o.model.empty() ? default_model_path() : o.model);
   const auto tok = Tokenizer::from_gguf(gguf);
   const std::vector<int32_t> ids = tok->encode(text, !o.no_bos, o.special);
   std::string out;
@@ -86,7 +86,7 @@ int run(const Options& o, bool have_text) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
+  sub.add_option("-m,--model", o->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
   sub.add_flag("--no-bos", o->no_bos, "do not add BOS");
   sub.add_flag("--ids-only", o->ids_only, "print only the ids, space-separated");
   sub.add_flag("--special", o->special, "parse special tokens written in the text");
