@@ -120,9 +120,13 @@ async function turn5() {
     const s = await session({ temperature: 0, max_tokens: 32, ignore_eos: true });
     const history = [];
     for (let t = 0; t < 5; ++t) {
-      history.push({ role: 'user', content: userTurns[t] });
+      // Each round's conversation starts with its own words: an identical
+      // conversation in every round would find the previous round's blocks
+      // in the prefix cache, which is not what a user's next turn finds.
+      const content = t === 0 ? `Round ${r}. ${userTurns[t]}` : userTurns[t];
+      history.push({ role: 'user', content });
       const start = now();
-      s.send({ type: 'input.append', message: { role: 'user', content: userTurns[t] } });
+      s.send({ type: 'input.append', message: { role: 'user', content } });
       s.send({ type: 'response.create' });
       const d = await s.next('response.delta');
       const ttft = d.at - start;
@@ -139,10 +143,12 @@ async function turn5() {
     // Stateless: its own conversation (other words, so it cannot reuse what
     // the session computed), the whole history resent each turn over a new
     // connection, streamed; TTFT = first chunk that carries text. Nexus's
-    // prefix cache still serves the earlier turns' full 16-token blocks.
+    // prefix cache still serves this conversation's earlier turns' full
+    // 16-token blocks (up to where re-tokenizing a reply gives other ids).
     const msgs = [];
     for (let t = 0; t < 5; ++t) {
-      msgs.push({ role: 'user', content: `Again, ${userTurns[t].toLowerCase()}` });
+      msgs.push({ role: 'user', content: t === 0 ? `Again, round ${r}. ${userTurns[t].toLowerCase()}`
+                                                  : `Again, ${userTurns[t].toLowerCase()}` });
       const t0 = now();
       const res = await postStream('/v1/chat/completions',
         { messages: msgs, max_tokens: 32, temperature: 0, ignore_eos: true, stream: true });
