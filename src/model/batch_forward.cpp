@@ -26,6 +26,11 @@ BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_th
                 std::to_string(c.n_embd_kv()));
   pool_ = std::make_unique<ThreadPool>(n_threads);
   serial_ = std::make_unique<ThreadPool>(1);
+  constexpr size_t kMaxLayerBytes = size_t{512} << 10;  // splits_by_token(): kept in L2
+  const LlamaLayer& L = model.layers().front();
+  size_t bytes = 0;
+  for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) bytes += w->n_bytes();
+  small_layers_ = bytes <= kMaxLayerBytes;
 }
 
 BatchForward::~BatchForward() = default;
@@ -81,9 +86,9 @@ std::span<const float> BatchForward::forward(std::span<const SeqRun> runs) {
   if (splits_by_token(runs)) {
     // Each thread takes a contiguous share of the batch's sequences through
     // every layer on its own (1-thread pool): one fork/join per pass.
-    pool_->parallel_for(n, [&](int64_t t0, int64_t t1) { layers({t0, t1}, runs, *serial_); });
+    pool_->parallel_for(n, [&](int64_t t0, int64_t t1) { run_layers({t0, t1}, runs, *serial_); });
   } else {
-    layers({0, n}, runs, *pool_);
+    run_layers({0, n}, runs, *pool_);
   }
   output_logits(model_, a, rows_, logits_, *pool_);
   return logits_;
@@ -100,19 +105,15 @@ std::span<const float> BatchForward::forward(std::span<const SeqRun> runs) {
 // size limit. Same bits either way: every step treats each token alone
 // (matmul gives each row the same bits whatever the token count).
 bool BatchForward::splits_by_token(std::span<const SeqRun> runs) const {
-  constexpr size_t kMaxLayerBytes = size_t{512} << 10;
   // At least two tokens per thread: with one, every product of a thread is a
   // matrix-vector product, and 2 streams measured 3% slower split than not.
-  if (pool_->size() < 2 || static_cast<int64_t>(runs.size()) < 2 * pool_->size()) return false;
+  if (!small_layers_ || pool_->size() < 2 || static_cast<int64_t>(runs.size()) < 2 * pool_->size()) return false;
   for (const SeqRun& run : runs)
     if (run.tokens.size() != 1) return false;
-  const LlamaLayer& L = model_.layers().front();
-  size_t bytes = 0;
-  for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) bytes += w->n_bytes();
-  return bytes <= kMaxLayerBytes;
+  return true;
 }
 
-void BatchForward::layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool) {
+void BatchForward::run_layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool) {
   const LlamaConfig& c = model_.config();
   Activations& a = *act_;
   const int64_t E = c.n_embd, KV = c.n_embd_kv();

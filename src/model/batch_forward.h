@@ -85,7 +85,7 @@ class BatchForward {
  private:
   void validate(std::span<const SeqRun> runs) const;
   // Every layer for the batch tokens r, products and attention on `pool`.
-  void layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool);
+  void run_layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool);
   void write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRange r);
   void attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, ThreadPool& pool);
 
@@ -95,6 +95,7 @@ class BatchForward {
   // Size 1: runs every call on the calling thread and touches no state, so
   // both kernel threads may use it at once (split_by_token).
   std::unique_ptr<ThreadPool> serial_;
+  bool small_layers_ = false;  // a layer's weights fit in 512 KiB (splits_by_token)
   std::unique_ptr<Activations> act_;
   std::vector<int32_t> tokens_, pos_, run_of_, rows_;  // per batch token (rows_: per logits row)
   std::vector<float> logits_;
