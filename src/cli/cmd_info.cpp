@@ -91,9 +91,9 @@ const CommandRegistrar reg{{"info", "print a GGUF file's header, metadata and te
                               sub.add_option("model", o->model,
                                              "GGUF model file (default: ../shared/models/stories260K.gguf)");
                               sub.add_option("--array-items", o->array_items,
-                                             "Array elements shown per metadata array")
+                                             "array elements shown per metadata array")
                                   ->capture_default_str();
-                              sub.add_flag("--no-tensors", o->no_tensors, "Omit the tensor table");
+                              sub.add_flag("--no-tensors", o->no_tensors, "omit the tensor table");
                               return [o] { return run_info(*o); };
                             }}};
 

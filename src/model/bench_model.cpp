@@ -99,8 +99,8 @@ BenchModelReport bench_model(const std::string& path, const BenchModelOptions& o
     if (bytes >= (uint64_t{1} << 30)) bytes = std::max(bytes, 4 * r.llc_bytes);
     probe.emplace(bytes, r.n_threads);
     const ReadBandwidth bw = probe->measure(opt.bandwidth_runs);
-    log(fmt::format("DRAM read bandwidth: {:.2f} GB/s over {} MiB, {} threads", bw.bytes_per_s / 1e9, bw.buffer_bytes >> 20,
-                    r.n_threads));
+    log(fmt::format("DRAM read bandwidth: {:.2f} GB/s over {} MiB, {} thread{}", bw.bytes_per_s / 1e9,
+                    bw.buffer_bytes >> 20, r.n_threads, r.n_threads == 1 ? "" : "s"));
     r.bandwidth_bytes_per_s = bw.bytes_per_s;
     r.bandwidth_buffer_bytes = bw.buffer_bytes;
     r.bandwidth_loads = bw.loads;
