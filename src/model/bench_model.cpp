@@ -46,6 +46,25 @@ void finish_row(BenchModelRow& row) {
   row.stddev = row.tps.size() > 1 ? std::sqrt(ss / static_cast<double>(row.tps.size() - 1)) : 0.0;
 }
 
+}  // namespace
+
+void set_bound(BenchModelRow& row, std::vector<double> bound_tps_reps) {
+  if (bound_tps_reps.size() != row.tps.size())
+    throw Error(fmt::format("bench-model: {} bounds for {} repetitions", bound_tps_reps.size(), row.tps.size()));
+  double bound = 0, share = 0;
+  for (size_t i = 0; i < row.tps.size(); ++i) {
+    if (!(bound_tps_reps[i] > 0)) throw Error("bench-model: a bound must be positive");
+    bound += bound_tps_reps[i];
+    share += row.tps[i] / bound_tps_reps[i];
+  }
+  const double n = static_cast<double>(row.tps.size());
+  row.bound_tps = row.tps.empty() ? 0 : bound / n;
+  row.percent_of_bound = row.tps.empty() ? 0 : 100.0 * share / n;
+  row.bound_tps_reps = std::move(bound_tps_reps);
+}
+
+namespace {
+
 std::string human_size(uint64_t bytes) {
   return bytes >= (uint64_t{1} << 30) ? fmt::format("{:.2f} GiB", bytes / 1073741824.0)
                                       : fmt::format("{:.2f} MiB", bytes / 1048576.0);
@@ -105,10 +124,11 @@ BenchModelReport bench_model(const std::string& path, const BenchModelOptions& o
     r.bandwidth_buffer_bytes = bw.buffer_bytes;
     r.bandwidth_loads = bw.loads;
   }
-  // Weights that fit in the last-level cache are not read from DRAM: the
-  // bound is still computed but not reported.
+  // Weights that fit in the last-level cache are not read from DRAM: no
+  // bound, and no readings around each repetition (which would take longer
+  // than the repetition itself).
   r.weights_fit_in_llc = r.llc_bytes > 0 && r.weight_bytes_per_token <= r.llc_bytes;
-  const bool bounded = probe && r.weight_bytes_per_token > 0;
+  const bool bounded = probe && r.weight_bytes_per_token > 0 && !r.weights_fit_in_llc;
 
   {  // Page the weights in: the first touch of an mmap'd file is not compute.
     LlamaContext warm(model, 1, r.n_threads);
@@ -147,6 +167,7 @@ BenchModelReport bench_model(const std::string& path, const BenchModelOptions& o
     row.decode = true;
     row.n_tokens = n;
     const std::vector<int32_t> tokens = bench_tokens(n + 1, c.n_vocab, static_cast<uint32_t>(n) + 99);
+    std::vector<double> bounds;
     for (int32_t rep = 0; rep < opt.reps; ++rep) {
       LlamaContext ctx(model, n + 1, r.n_threads);
       const double bw_before = bounded ? probe->measure(opt.bandwidth_runs).bytes_per_s : 0;
@@ -154,28 +175,17 @@ BenchModelReport bench_model(const std::string& path, const BenchModelOptions& o
       const auto t0 = Clock::now();
       for (int32_t i = 1; i <= n; ++i) ctx.eval(std::span(tokens).subspan(static_cast<size_t>(i), 1));
       row.tps.push_back(n / seconds_since(t0));
+      std::string share;
       if (bounded) {
         const double bw = (bw_before + probe->measure(opt.bandwidth_runs).bytes_per_s) / 2;
-        row.bound_tps_reps.push_back(bw / static_cast<double>(r.weight_bytes_per_token));
-        if (!r.weights_fit_in_llc)
-          log(fmt::format("{} rep {}: {:.2f} t/s, {:.1f}% of the bound from {:.2f} GB/s read around it", row.test,
-                          rep + 1, row.tps.back(), 100.0 * row.tps.back() / row.bound_tps_reps.back(), bw / 1e9));
-        else
-          log(fmt::format("{} rep {}: {:.2f} t/s", row.test, rep + 1, row.tps.back()));
-      } else {
-        log(fmt::format("{} rep {}: {:.2f} t/s", row.test, rep + 1, row.tps.back()));
+        bounds.push_back(bw / static_cast<double>(r.weight_bytes_per_token));
+        share = fmt::format(", {:.1f}% of the bound from {:.2f} GB/s read around it",
+                            100.0 * row.tps.back() / bounds.back(), bw / 1e9);
       }
+      log(fmt::format("{} rep {}: {:.2f} t/s{}", row.test, rep + 1, row.tps.back(), share));
     }
     finish_row(row);
-    if (bounded) {
-      double bound = 0, share = 0;
-      for (size_t i = 0; i < row.tps.size(); ++i) {
-        bound += row.bound_tps_reps[i];
-        share += row.tps[i] / row.bound_tps_reps[i];
-      }
-      row.bound_tps = bound / static_cast<double>(row.tps.size());
-      row.percent_of_bound = 100.0 * share / static_cast<double>(row.tps.size());
-    }
+    if (bounded) set_bound(row, std::move(bounds));
     r.rows.push_back(std::move(row));
   }
   return r;
@@ -194,7 +204,7 @@ std::string bench_model_markdown(const BenchModelReport& r) {
   out += "| model | size | params | type | threads | test | t/s | bound t/s | % of bound |\n";
   out += "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |\n";
   for (const BenchModelRow& row : r.rows) {
-    const bool shown = row.bound_tps > 0 && !r.weights_fit_in_llc;
+    const bool shown = row.bound_tps > 0;
     const std::string bound = shown ? fmt::format("{:.2f}", row.bound_tps) : "-";
     const std::string pct = shown ? fmt::format("{:.1f}", row.percent_of_bound) : "-";
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} |\n", r.model,
@@ -210,7 +220,7 @@ std::string bench_model_json(const BenchModelReport& r) {
     nlohmann::json j = {{"test", row.test},         {"kind", row.decode ? "decode" : "prefill"},
                         {"n_tokens", row.n_tokens}, {"tokens_per_s", row.tps},
                         {"mean_tps", row.mean},     {"stddev_tps", row.stddev}};
-    if (row.bound_tps > 0 && !r.weights_fit_in_llc) {
+    if (row.bound_tps > 0) {
       j["bound_tps"] = row.bound_tps;
       j["bound_tps_per_rep"] = row.bound_tps_reps;
       j["percent_of_bound"] = row.percent_of_bound;

@@ -43,14 +43,20 @@ struct BenchModelRow {
   int32_t n_tokens = 0;
   std::vector<double> tps;     // tokens/s of each rep
   double mean = 0, stddev = 0; // tokens/s
-  // Decode rows with a bandwidth run, else empty / 0: per rep, the bound
-  // from the mean of two readings taken just before and just after it
-  // (bandwidth / weight bytes per token, tokens/s); their mean; and the mean
-  // over reps of tps / bound, in percent.
+  // Decode rows with a bandwidth run and weights larger than the last-level
+  // cache, else empty / 0 (set_bound()): per rep, the bound from the mean of
+  // two readings taken just before and just after it (bandwidth / weight
+  // bytes per token, tokens/s); their mean; and the mean over reps of
+  // tps / bound, in percent.
   std::vector<double> bound_tps_reps;
   double bound_tps = 0;
   double percent_of_bound = 0;
 };
+
+// Sets row's bound_tps_reps to `bound_tps_reps` (one per entry of row.tps,
+// tokens/s, > 0) and derives bound_tps and percent_of_bound from them.
+// Throws nexus::Error when the counts differ or a bound is not positive.
+void set_bound(BenchModelRow& row, std::vector<double> bound_tps_reps);
 
 struct BenchModelReport {
   std::string model;         // general.name (the file's stem when it is only the architecture)
@@ -61,8 +67,7 @@ struct BenchModelReport {
   uint64_t weight_bytes_per_token = 0;
   uint64_t llc_bytes = 0;    // last-level cache size when the OS reports it, else 0
   // weight_bytes_per_token <= llc_bytes: decode does not stream the weights
-  // from DRAM, so the markdown, the JSON and the progress lines leave the
-  // bound out (the rows still carry it).
+  // from DRAM, so no bound is measured (no bandwidth readings per rep).
   bool weights_fit_in_llc = false;
   int32_t n_threads = 0;
   double bandwidth_bytes_per_s = 0;  // the reading before the tests; 0 when not measured

@@ -43,13 +43,14 @@ void attention_output_and_ffn(const LlamaModel& model, const LlamaLayer& L, Acti
   float* xb = &a.xb[r.begin * E];
   float* xb2 = &a.xb2[r.begin * E];
   float* hb = &a.hb[r.begin * F];
+  float* hb2 = &a.hb2[r.begin * F];
   matmul(L.wo, &a.att[r.begin * E], xb2, n, pool);
   for (int64_t i = 0; i < n * E; ++i) x[i] += xb2[i];
 
   for (int64_t t = 0; t < n; ++t) rmsnorm(&xb[t * E], &x[t * E], L.ffn_norm.f32(), E, c.rms_eps);
-  const MatmulOut gate_up[] = {{&L.w_gate, hb}, {&L.w_up, &a.hb2[r.begin * F]}};
+  const MatmulOut gate_up[] = {{&L.w_gate, hb}, {&L.w_up, hb2}};
   matmul_shared_input(gate_up, xb, n, pool);
-  swiglu(hb, &a.hb2[r.begin * F], n * F);
+  swiglu(hb, hb2, n * F);
   matmul(L.w_down, hb, xb2, n, pool);
   for (int64_t i = 0; i < n * E; ++i) x[i] += xb2[i];
 }
