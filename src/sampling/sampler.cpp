@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <functional>
@@ -23,6 +24,23 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // the top_k heap and sorts well-defined and the result reproducible.
 bool better(float la, int32_t ia, float lb, int32_t ib) {
   return la > lb || (la == lb && ia < ib);
+}
+
+// The seed of a request that names none. Constructing a std::random_device
+// costs a CPUID and a getrandom() call, about 20 us in a VM, and this runs
+// on the engine thread for every request; so the device is read once per
+// process and each request takes the next value of SplitMix64 (Steele,
+// Lea & Flood 2014) from there: distinct, well-mixed seeds.
+uint64_t fresh_seed() {
+  static const uint64_t base = [] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }();
+  static std::atomic<uint64_t> n{0};
+  uint64_t z = base + (n.fetch_add(1, std::memory_order_relaxed) + 1) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
 void check_finite(const char* name, float v) {
@@ -111,12 +129,7 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
     : params_(params), n_vocab_(n_vocab) {
   validate(params);
   if (n_vocab <= 0) throw Error(fmt::format("sampling: n_vocab must be positive (got {})", n_vocab));
-  if (params.seed) {
-    seed_ = *params.seed;
-  } else {
-    std::random_device rd;
-    seed_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }
+  seed_ = params.seed ? *params.seed : fresh_seed();
   rng_.seed(seed_);
   counts_.assign(static_cast<size_t>(n_vocab), 0);
   weight_by_id_.assign(static_cast<size_t>(n_vocab), 0.0f);

@@ -11,8 +11,9 @@
 //      the untempered logits that survived top_k, as llama.cpp does), min_p
 //      (keep p >= min_p * p_max), temperature, softmax, one weighted draw.
 //
-// Randomness: std::mt19937_64 seeded with SamplingParams::seed, or from
-// std::random_device when it is absent (seed() reports which seed was used).
+// Randomness: std::mt19937_64 seeded with SamplingParams::seed, or when it is
+// absent with a fresh seed (std::random_device read once per process, then
+// SplitMix64 per sampler; seed() reports which seed was used).
 // The draw turns 53 random bits into a double itself rather than using
 // std::uniform_real_distribution, whose output differs between standard
 // libraries, and the filters order their survivors themselves: the same
