@@ -134,60 +134,65 @@ TEST(Attention, PagedMatchesContiguousBitForBit) {
   }
 }
 
-// The eight-head kernels (heads in lanes) against the per-head paged kernels,
-// bit for bit: every group size they take (GQA), chunk boundaries, two block
-// sizes, wide scores (the running maximum moves), NaN in unused rows.
-TEST(Attention, EightHeadKernelsMatchPerHeadBitForBit) {
-  std::mt19937 rng(11);
+// One case of the test below: the eight query heads are heads 8..15 of 16,
+// so kv points past KV head 0 and a wrong offset reads another head's values.
+static void check_eight_heads(int32_t head_dim, int32_t group, int32_t block_size, int32_t n_keys, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 3.0f);
-  constexpr int32_t kHeadDim = 4, kHeads = 8;
-  for (int32_t group : {1, 2, 4, 8}) {
-    for (int32_t block_size : {16, 32}) {
-      for (int32_t n_keys : {1, 2, 15, 16, 17, 40, 97}) {
-        // The eight query heads are heads 8..15 of 16, so kv points past KV
-        // head 0 and a wrong offset reads another head's values.
-        const int32_t n_kv_heads = 16 / group, stride = kHeadDim * n_kv_heads;
-        const int32_t n_blocks = (n_keys + block_size - 1) / block_size + 2;
-        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-        std::iota(table.begin(), table.end(), 0);
-        std::shuffle(table.begin(), table.end(), rng);
-        const int64_t block_stride = 2 * static_cast<int64_t>(block_size) * stride;
-        std::vector<float> paged(static_cast<size_t>(n_blocks * block_stride), std::nanf(""));
-        std::vector<uint16_t> paged16(paged.size(), 0x7e00);
-        for (int32_t p = 0; p < n_keys; ++p)
-          for (int32_t i = 0; i < 2 * stride; ++i) {  // K row then V row
-            const int64_t at = table[p / block_size] * block_stride + (i / stride) * block_size * stride +
-                               (p % block_size) * stride + i % stride;
-            paged[at] = nd(rng);
-            paged16[at] = fp32_to_fp16(paged[at]);
-          }
-        std::vector<float> q(kHeads * kHeadDim);
-        for (float& x : q) x = nd(rng);
-        const int32_t h0 = 8, off = h0 / group * kHeadDim;
-        const float scale = 0.5f;
-        PagedKv kv{paged.data() + off, paged.data() + off + block_size * stride, table.data(), block_size,
-                   block_stride, stride};
-        PagedKv kv16{paged16.data() + off, paged16.data() + off + block_size * stride, table.data(), block_size,
-                     block_stride, stride};
-        std::vector<float> got(q.size()), got16(q.size());
-        attention_heads8_hd4_paged(q.data(), kv, n_keys, group, scale, got.data());
-        attention_heads8_hd4_paged_f16(q.data(), kv16, n_keys, group, scale, got16.data());
-        for (int32_t h = 0; h < kHeads; ++h) {
-          const int64_t head_off = ((h0 + h) / group) * kHeadDim;
-          PagedKv one = kv, one16 = kv16;
-          one.k = paged.data() + head_off, one.v = paged.data() + head_off + block_size * stride;
-          one16.k = paged16.data() + head_off, one16.v = paged16.data() + head_off + block_size * stride;
-          float want[kHeadDim], want16[kHeadDim];
-          attention_head_paged(&q[h * kHeadDim], one, n_keys, kHeadDim, scale, want);
-          attention_head_paged_f16(&q[h * kHeadDim], one16, n_keys, kHeadDim, scale, want16);
-          for (int32_t i = 0; i < kHeadDim; ++i) {
-            ASSERT_EQ(got[h * kHeadDim + i], want[i])
-                << "group " << group << " block " << block_size << " keys " << n_keys << " head " << h;
-            ASSERT_EQ(got16[h * kHeadDim + i], want16[i])
-                << "f16, group " << group << " block " << block_size << " keys " << n_keys << " head " << h;
-          }
-        }
-      }
+  constexpr int32_t kHeads = 8;
+  const int32_t n_kv_heads = 16 / group, stride = head_dim * n_kv_heads;
+  const int32_t n_blocks = (n_keys + block_size - 1) / block_size + 2;
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  const int64_t block_stride = 2 * static_cast<int64_t>(block_size) * stride;
+  std::vector<float> paged(static_cast<size_t>(n_blocks * block_stride), std::nanf(""));
+  std::vector<uint16_t> paged16(paged.size(), 0x7e00);
+  for (int32_t p = 0; p < n_keys; ++p)
+    for (int32_t i = 0; i < 2 * stride; ++i) {  // K row then V row
+      const int64_t at = table[p / block_size] * block_stride + (i / stride) * block_size * stride +
+                         (p % block_size) * stride + i % stride;
+      paged[at] = nd(rng);
+      paged16[at] = fp32_to_fp16(paged[at]);
+    }
+  std::vector<float> q(static_cast<size_t>(kHeads * head_dim));
+  for (float& x : q) x = nd(rng);
+  const int32_t h0 = 8, off = h0 / group * head_dim;
+  const float scale = 0.5f;
+  PagedKv kv{paged.data() + off, paged.data() + off + block_size * stride, table.data(), block_size, block_stride,
+             stride};
+  PagedKv kv16{paged16.data() + off, paged16.data() + off + block_size * stride, table.data(), block_size,
+               block_stride, stride};
+  std::vector<float> got(q.size()), got16(q.size());
+  attention_heads8_paged(q.data(), kv, n_keys, head_dim, group, scale, got.data());
+  attention_heads8_paged_f16(q.data(), kv16, n_keys, head_dim, group, scale, got16.data());
+  for (int32_t h = 0; h < kHeads; ++h) {
+    const int64_t head_off = ((h0 + h) / group) * head_dim;
+    PagedKv one = kv, one16 = kv16;
+    one.k = paged.data() + head_off, one.v = paged.data() + head_off + block_size * stride;
+    one16.k = paged16.data() + head_off, one16.v = paged16.data() + head_off + block_size * stride;
+    std::vector<float> want(static_cast<size_t>(head_dim)), want16(want.size());
+    attention_head_paged(&q[h * head_dim], one, n_keys, head_dim, scale, want.data());
+    attention_head_paged_f16(&q[h * head_dim], one16, n_keys, head_dim, scale, want16.data());
+    for (int32_t i = 0; i < head_dim; ++i) {
+      ASSERT_EQ(got[h * head_dim + i], want[i]) << "head " << h << " dim " << i;
+      ASSERT_EQ(got16[h * head_dim + i], want16[i]) << "f16, head " << h << " dim " << i;
     }
   }
+}
+
+// The eight-head kernels (heads in lanes) against the per-head paged kernels,
+// bit for bit: both head sizes, every group size they take (GQA), chunk
+// boundaries, two block sizes, wide scores (the running maximum moves), NaN
+// in unused rows.
+TEST(Attention, EightHeadKernelsMatchPerHeadBitForBit) {
+  std::mt19937 rng(11);
+  for (int32_t head_dim : {4, 8})
+    for (int32_t group : {1, 2, 4, 8})
+      for (int32_t block_size : {16, 32})
+        for (int32_t n_keys : {1, 2, 15, 16, 17, 40, 97}) {
+          SCOPED_TRACE(testing::Message() << "head_dim " << head_dim << " group " << group << " block "
+                                          << block_size << " keys " << n_keys);
+          check_eight_heads(head_dim, group, block_size, n_keys, rng);
+          if (testing::Test::HasFatalFailure()) return;
+        }
 }

@@ -342,6 +342,65 @@ void heads8_hd4(const float* q, const PagedKv& kv, int32_t n_keys, int32_t group
     _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], _mm256_permutevar8x32_ps(inv, expand(i))));
 }
 
+// Eight query heads at head_dim 8, "heads in lanes" for the online softmax
+// (attention_heads8_paged* in attention.h): a register per head holds its
+// eight products, the hadd tree of scores_avx2 sums them with heads where
+// scores_avx2 has keys, and the softmax state (m, l) and each position's
+// exponentials hold one head per lane. Every head sees the operations of
+// attention_head_paged(_f16) in their order: the same bits.
+template <class T>
+void heads8_hd8(const float* q, const PagedKv& kv, int32_t n_keys, int32_t group, float scale, float* out) {
+  const T* kb = static_cast<const T*>(kv.k);
+  const T* vb = static_cast<const T*>(kv.v);
+  __m256 qv[8], acc[8];
+  for (int32_t h = 0; h < 8; ++h) qv[h] = _mm256_loadu_ps(q + 8 * h), acc[h] = _mm256_setzero_ps();
+  __m256 m = _mm256_set1_ps(kNegInf), l = _mm256_setzero_ps();
+  const __m256 vscale = _mm256_set1_ps(scale);
+  alignas(32) float e[kAttnChunk][8];  // scores of the chunk's positions, then their exponentials
+  alignas(32) float corr_h[8];
+  for (int32_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
+    const int32_t count = std::min(kAttnChunk, n_keys - p0);
+    const int64_t off = kv.block_table[p0 / kv.block_size] * kv.block_stride + (p0 % kv.block_size) * kv.kv_stride;
+    __m256 chunk_max = _mm256_set1_ps(kNegInf);
+    for (int32_t j = 0; j < count; ++j) {
+      const T* row = kb + off + j * kv.kv_stride;
+      __m256 p[8];
+      for (int32_t h = 0; h < 8; ++h) p[h] = _mm256_fmadd_ps(qv[h], load8(row + 8 * (h / group)), _mm256_setzero_ps());
+      const __m256 h0123 = _mm256_hadd_ps(_mm256_hadd_ps(p[0], p[1]), _mm256_hadd_ps(p[2], p[3]));
+      const __m256 h4567 = _mm256_hadd_ps(_mm256_hadd_ps(p[4], p[5]), _mm256_hadd_ps(p[6], p[7]));
+      const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
+                                        _mm256_permute2f128_ps(h0123, h4567, 0x31));
+      const __m256 sc = _mm256_mul_ps(sums, vscale);
+      _mm256_store_ps(e[j], sc);
+      chunk_max = _mm256_max_ps(chunk_max, sc);
+    }
+    // Heads whose maximum grew rescale what they hold (a factor of 1 elsewhere).
+    const __m256 grew = _mm256_cmp_ps(chunk_max, m, _CMP_GT_OQ);
+    const __m256 corr = _mm256_blendv_ps(_mm256_set1_ps(1.0f), exp_nonpos8(_mm256_sub_ps(m, chunk_max)), grew);
+    m = _mm256_blendv_ps(m, chunk_max, grew);
+    l = _mm256_mul_ps(l, corr);
+    _mm256_store_ps(corr_h, corr);
+    for (int32_t h = 0; h < 8; ++h) acc[h] = _mm256_mul_ps(acc[h], _mm256_broadcast_ss(corr_h + h));
+    for (int32_t j = 0; j < kAttnChunk; ++j)
+      _mm256_store_ps(e[j], j < count ? exp_nonpos8(_mm256_sub_ps(_mm256_load_ps(e[j]), m)) : _mm256_setzero_ps());
+    // l += the chunk's sum, in hsum's order over positions.
+    __m256 s[8];
+    for (int32_t j = 0; j < 8; ++j) s[j] = _mm256_add_ps(_mm256_load_ps(e[j]), _mm256_load_ps(e[j + 8]));
+    for (int32_t j = 0; j < 4; ++j) s[j] = _mm256_add_ps(s[j], s[j + 4]);
+    l = _mm256_add_ps(l, _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[1], s[3])));
+    // One FMA chain per head over the positions, as accumulate_dims<1>; the
+    // eight heads' chains interleaved.
+    for (int32_t j = 0; j < count; ++j) {
+      const T* row = vb + off + j * kv.kv_stride;
+      for (int32_t h = 0; h < 8; ++h)
+        acc[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(&e[j][h]), load8(row + 8 * (h / group)), acc[h]);
+    }
+  }
+  alignas(32) float inv[8];
+  _mm256_store_ps(inv, _mm256_div_ps(_mm256_set1_ps(1.0f), l));
+  for (int32_t h = 0; h < 8; ++h) _mm256_storeu_ps(out + 8 * h, _mm256_mul_ps(acc[h], _mm256_broadcast_ss(inv + h)));
+}
+
 }  // namespace
 
 void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int32_t n_keys,
@@ -404,14 +463,16 @@ void attention_head_paged_q8(const float* q, const PagedKv& kv, int32_t n_keys, 
   s.finish(head_dim, out);
 }
 
-void attention_heads8_hd4_paged(const float* q, const PagedKv& kv, int32_t n_keys, int32_t group, float scale,
-                                float* out) {
-  heads8_hd4<float>(q, kv, n_keys, group, scale, out);
+void attention_heads8_paged(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, int32_t group,
+                            float scale, float* out) {
+  if (head_dim == 4) heads8_hd4<float>(q, kv, n_keys, group, scale, out);
+  else heads8_hd8<float>(q, kv, n_keys, group, scale, out);
 }
 
-void attention_heads8_hd4_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, int32_t group, float scale,
-                                    float* out) {
-  heads8_hd4<uint16_t>(q, kv, n_keys, group, scale, out);
+void attention_heads8_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, int32_t group,
+                                float scale, float* out) {
+  if (head_dim == 4) heads8_hd4<uint16_t>(q, kv, n_keys, group, scale, out);
+  else heads8_hd8<uint16_t>(q, kv, n_keys, group, scale, out);
 }
 
 }  // namespace nexus

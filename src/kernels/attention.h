@@ -64,18 +64,20 @@ void attention_head_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys,
 void attention_head_paged_q8(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
                              float* out);
 
-// Eight query heads of one token at head_dim 4 (tiny models such as
-// TinyLLama-v0), with the heads in the vector lanes: one pass over the keys
-// serves all eight, where the per-head kernels above spend a 4-wide dot
-// product and a horizontal sum per key and head. q, out: [8 heads][4] float32
-// (query heads h0 .. h0 + 7). kv points at KV head h0 / group; query head
-// h0 + i reads KV head (h0 + i) / group, so group (query heads per KV head,
-// GQA) must divide 8 and h0 be a multiple of 8. Each head's result has the
-// bits of attention_head_paged (float32 K/V) / attention_head_paged_f16
-// (fp16 K/V) for that head: the same operations in the same order.
-void attention_heads8_hd4_paged(const float* q, const PagedKv& kv, int32_t n_keys, int32_t group, float scale,
-                                float* out);
-void attention_heads8_hd4_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, int32_t group, float scale,
-                                    float* out);
+// Eight query heads of one token at head_dim 4 or 8 (tiny models such as
+// TinyLLama-v0 and stories260K), with the heads in the vector lanes of the
+// online softmax: one pass over the keys serves all eight, where the per-head
+// kernels above spend a horizontal sum, a maximum and an exponential per key
+// and head, and at head_dim 8 a single dependent chain of FMAs per chunk.
+// q, out: [8 heads][head_dim] float32 (query heads h0 .. h0 + 7). kv points
+// at KV head h0 / group; query head h0 + i reads KV head (h0 + i) / group, so
+// group (query heads per KV head, GQA) must divide 8 and h0 be a multiple of
+// 8. head_dim must be 4 or 8. Each head's result has the bits of
+// attention_head_paged (float32 K/V) / attention_head_paged_f16 (fp16 K/V)
+// for that head: the same operations in the same order (test_attention).
+void attention_heads8_paged(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, int32_t group,
+                            float scale, float* out);
+void attention_heads8_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, int32_t group,
+                                float scale, float* out);
 
 }  // namespace nexus

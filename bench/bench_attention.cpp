@@ -1,0 +1,79 @@
+// Attention of one token's eight query heads over a paged fp16 KV cache, at
+// the head sizes of tiny models (4: TinyLLama-v0, group 1; 8: stories260K,
+// group 2; GQA group = query heads per KV head): eight calls of the per-head kernel against one call of the eight-head
+// kernel (heads in lanes; the same bits). items_per_second counts (head,
+// key) pairs, so the two rows of a shape compare directly.
+//
+//   build/release/bench/bench_attention
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/quant_blocks.h"
+
+namespace {
+
+constexpr int32_t kHeads = 8, kBlock = 16;
+
+struct Cache {
+  std::vector<uint16_t> data;  // per block: K rows then V rows, [kBlock][stride]
+  std::vector<int32_t> table;
+  int32_t stride = 0;  // elements per cached position: all KV heads
+  nexus::PagedKv kv(int32_t head_off) const {
+    const int64_t block_stride = 2 * static_cast<int64_t>(kBlock) * stride;
+    return nexus::PagedKv{data.data() + head_off, data.data() + head_off + kBlock * stride, table.data(), kBlock,
+                          block_stride, stride};
+  }
+};
+
+Cache make_cache(int32_t head_dim, int32_t group, int32_t n_keys) {
+  Cache c;
+  c.stride = head_dim * kHeads / group;
+  const int32_t n_blocks = (n_keys + kBlock - 1) / kBlock;
+  c.table.resize(static_cast<size_t>(n_blocks));
+  std::iota(c.table.begin(), c.table.end(), 0);
+  std::mt19937 rng(7);
+  std::shuffle(c.table.begin(), c.table.end(), rng);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  c.data.resize(static_cast<size_t>(n_blocks) * 2 * kBlock * c.stride);
+  for (uint16_t& x : c.data) x = nexus::fp32_to_fp16(nd(rng));
+  return c;
+}
+
+void BM_attention(benchmark::State& state, bool eight_heads) {
+  const auto head_dim = static_cast<int32_t>(state.range(0)), group = static_cast<int32_t>(state.range(1));
+  const auto n_keys = static_cast<int32_t>(state.range(2));
+  const Cache cache = make_cache(head_dim, group, n_keys);
+  std::vector<float> q(static_cast<size_t>(kHeads * head_dim), 0.3f), out(q.size());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  for (auto _ : state) {
+    if (eight_heads) {
+      nexus::attention_heads8_paged_f16(q.data(), cache.kv(0), n_keys, head_dim, group, scale, out.data());
+    } else {
+      for (int32_t h = 0; h < kHeads; ++h)
+        nexus::attention_head_paged_f16(&q[h * head_dim], cache.kv(h / group * head_dim), n_keys, head_dim, scale,
+                                        &out[h * head_dim]);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kHeads * n_keys);
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"head_dim", "group", "keys"});
+  for (int64_t hd : {4, 8})
+    for (int64_t group : {1, 2})
+      for (int64_t keys : {64, 512}) b->Args({hd, group, keys});
+}
+
+BENCHMARK_CAPTURE(BM_attention, per_head, false)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_attention, eight_heads, true)->Apply(shapes);
+
+}  // namespace
+
+BENCHMARK_MAIN();
