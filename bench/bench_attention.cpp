@@ -1,8 +1,10 @@
-// Attention of one token's eight query heads over a paged fp16 KV cache, at
+// Attention of one token's sixteen query heads over a paged fp16 KV cache, at
 // the head sizes of tiny models (4: TinyLLama-v0, group 1; 8: stories260K,
-// group 2; GQA group = query heads per KV head): eight calls of the per-head kernel against one call of the eight-head
-// kernel (heads in lanes; the same bits). items_per_second counts (head,
-// key) pairs, so the two rows of a shape compare directly.
+// group 2; GQA group = query heads per KV head): sixteen calls of the
+// per-head kernel, two of the eight-head kernel, or one of the sixteen-head
+// kernel (AVX-512, head size 4 without GQA); all give the same bits.
+// items_per_second counts (head, key) pairs, so the rows of a shape compare
+// directly.
 //
 //   build/release/bench/bench_attention
 #include <benchmark/benchmark.h>
@@ -18,7 +20,7 @@
 
 namespace {
 
-constexpr int32_t kHeads = 8, kBlock = 16;
+constexpr int32_t kHeads = 16, kBlock = 16;
 
 struct Cache {
   std::vector<uint16_t> data;  // per block: K rows then V rows, [kBlock][stride]
@@ -45,19 +47,33 @@ Cache make_cache(int32_t head_dim, int32_t group, int32_t n_keys) {
   return c;
 }
 
-void BM_attention(benchmark::State& state, bool eight_heads) {
+enum class Kernel { PerHead, EightHeads, SixteenHeads };
+
+void BM_attention(benchmark::State& state, Kernel kernel) {
   const auto head_dim = static_cast<int32_t>(state.range(0)), group = static_cast<int32_t>(state.range(1));
   const auto n_keys = static_cast<int32_t>(state.range(2));
+  if (kernel == Kernel::SixteenHeads && (head_dim != 4 || group != 1 || !nexus::attention_heads16_hd4_supported())) {
+    state.SkipWithError("the sixteen-head kernel takes head size 4 without GQA, on AVX-512");
+    return;
+  }
   const Cache cache = make_cache(head_dim, group, n_keys);
   std::vector<float> q(static_cast<size_t>(kHeads * head_dim), 0.3f), out(q.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   for (auto _ : state) {
-    if (eight_heads) {
-      nexus::attention_heads8_paged_f16(q.data(), cache.kv(0), n_keys, head_dim, group, scale, out.data());
-    } else {
-      for (int32_t h = 0; h < kHeads; ++h)
-        nexus::attention_head_paged_f16(&q[h * head_dim], cache.kv(h / group * head_dim), n_keys, head_dim, scale,
-                                        &out[h * head_dim]);
+    switch (kernel) {
+      case Kernel::SixteenHeads:
+        nexus::attention_heads16_hd4_paged_f16(q.data(), cache.kv(0), n_keys, scale, out.data());
+        break;
+      case Kernel::EightHeads:
+        for (int32_t h = 0; h < kHeads; h += 8)
+          nexus::attention_heads8_paged_f16(&q[h * head_dim], cache.kv(h / group * head_dim), n_keys, head_dim, group,
+                                            scale, &out[h * head_dim]);
+        break;
+      case Kernel::PerHead:
+        for (int32_t h = 0; h < kHeads; ++h)
+          nexus::attention_head_paged_f16(&q[h * head_dim], cache.kv(h / group * head_dim), n_keys, head_dim, scale,
+                                          &out[h * head_dim]);
+        break;
     }
     benchmark::DoNotOptimize(out.data());
   }
@@ -71,8 +87,14 @@ void shapes(benchmark::internal::Benchmark* b) {
       for (int64_t keys : {64, 512}) b->Args({hd, group, keys});
 }
 
-BENCHMARK_CAPTURE(BM_attention, per_head, false)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_attention, eight_heads, true)->Apply(shapes);
+void sixteen_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"head_dim", "group", "keys"});
+  for (int64_t keys : {64, 512}) b->Args({4, 1, keys});
+}
+
+BENCHMARK_CAPTURE(BM_attention, per_head, Kernel::PerHead)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_attention, eight_heads, Kernel::EightHeads)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_attention, sixteen_heads, Kernel::SixteenHeads)->Apply(sixteen_shapes);
 
 }  // namespace
 

@@ -134,12 +134,13 @@ TEST(Attention, PagedMatchesContiguousBitForBit) {
   }
 }
 
-// One case of the test below: the eight query heads are heads 8..15 of 16,
-// so kv points past KV head 0 and a wrong offset reads another head's values.
-static void check_eight_heads(int32_t head_dim, int32_t group, int32_t block_size, int32_t n_keys, std::mt19937& rng) {
+// One case of the tests below: the kHeads (8 or 16) query heads are heads
+// kHeads .. 2 kHeads - 1 of 2 kHeads, so kv points past KV head 0 and a wrong
+// offset reads another head's values.
+template <int32_t kHeads>
+void check_heads_in_lanes(int32_t head_dim, int32_t group, int32_t block_size, int32_t n_keys, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 3.0f);
-  constexpr int32_t kHeads = 8;
-  const int32_t n_kv_heads = 16 / group, stride = head_dim * n_kv_heads;
+  const int32_t n_kv_heads = 2 * kHeads / group, stride = head_dim * n_kv_heads;
   const int32_t n_blocks = (n_keys + block_size - 1) / block_size + 2;
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   std::iota(table.begin(), table.end(), 0);
@@ -156,15 +157,20 @@ static void check_eight_heads(int32_t head_dim, int32_t group, int32_t block_siz
     }
   std::vector<float> q(static_cast<size_t>(kHeads * head_dim));
   for (float& x : q) x = nd(rng);
-  const int32_t h0 = 8, off = h0 / group * head_dim;
+  const int32_t h0 = kHeads, off = h0 / group * head_dim;
   const float scale = 0.5f;
   PagedKv kv{paged.data() + off, paged.data() + off + block_size * stride, table.data(), block_size, block_stride,
              stride};
   PagedKv kv16{paged16.data() + off, paged16.data() + off + block_size * stride, table.data(), block_size,
                block_stride, stride};
   std::vector<float> got(q.size()), got16(q.size());
-  attention_heads8_paged(q.data(), kv, n_keys, head_dim, group, scale, got.data());
-  attention_heads8_paged_f16(q.data(), kv16, n_keys, head_dim, group, scale, got16.data());
+  if constexpr (kHeads == 8) {
+    attention_heads8_paged(q.data(), kv, n_keys, head_dim, group, scale, got.data());
+    attention_heads8_paged_f16(q.data(), kv16, n_keys, head_dim, group, scale, got16.data());
+  } else {
+    attention_heads16_hd4_paged(q.data(), kv, n_keys, scale, got.data());
+    attention_heads16_hd4_paged_f16(q.data(), kv16, n_keys, scale, got16.data());
+  }
   for (int32_t h = 0; h < kHeads; ++h) {
     const int64_t head_off = ((h0 + h) / group) * head_dim;
     PagedKv one = kv, one16 = kv16;
@@ -192,7 +198,19 @@ TEST(Attention, EightHeadKernelsMatchPerHeadBitForBit) {
         for (int32_t n_keys : {1, 2, 15, 16, 17, 40, 97}) {
           SCOPED_TRACE(testing::Message() << "head_dim " << head_dim << " group " << group << " block "
                                           << block_size << " keys " << n_keys);
-          check_eight_heads(head_dim, group, block_size, n_keys, rng);
+          check_heads_in_lanes<8>(head_dim, group, block_size, n_keys, rng);
           if (testing::Test::HasFatalFailure()) return;
         }
+}
+
+// The sixteen-head kernel (AVX-512) against the per-head ones, bit for bit.
+TEST(Attention, SixteenHeadKernelMatchesPerHeadBitForBit) {
+  if (!attention_heads16_hd4_supported()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(12);
+  for (int32_t block_size : {16, 32})
+    for (int32_t n_keys : {1, 2, 15, 16, 17, 40, 97}) {
+      SCOPED_TRACE(testing::Message() << "block " << block_size << " keys " << n_keys);
+      check_heads_in_lanes<16>(4, 1, block_size, n_keys, rng);
+      if (testing::Test::HasFatalFailure()) return;
+    }
 }

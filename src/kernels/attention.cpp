@@ -6,8 +6,10 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu_features.h"
 #include "kernels/fast_exp.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/attention_avx512.h"
 
 namespace nexus {
 namespace {
@@ -473,6 +475,16 @@ void attention_heads8_paged_f16(const float* q, const PagedKv& kv, int32_t n_key
                                 float scale, float* out) {
   if (head_dim == 4) heads8_hd4<uint16_t>(q, kv, n_keys, group, scale, out);
   else heads8_hd8<uint16_t>(q, kv, n_keys, group, scale, out);
+}
+
+bool attention_heads16_hd4_supported() { return cpu_features().avx512; }
+
+void attention_heads16_hd4_paged(const float* q, const PagedKv& kv, int32_t n_keys, float scale, float* out) {
+  attention_heads16_hd4_paged_avx512(q, kv, n_keys, scale, out);
+}
+
+void attention_heads16_hd4_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, float scale, float* out) {
+  attention_heads16_hd4_paged_f16_avx512(q, kv, n_keys, scale, out);
 }
 
 }  // namespace nexus

@@ -80,4 +80,15 @@ void attention_heads8_paged(const float* q, const PagedKv& kv, int32_t n_keys, i
 void attention_heads8_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, int32_t group,
                                 float scale, float* out);
 
+// Sixteen query heads of one token at head_dim 4 without GQA (each query
+// head reads the KV head of its own index), in the lanes of 512-bit
+// registers: half the instructions per head of attention_heads8_paged.
+// q, out: [16 heads][4] float32 (query heads h0 .. h0 + 15); kv points at
+// KV head h0. Each head's result has the bits of attention_head_paged /
+// attention_head_paged_f16 for that head (test_attention). Only when
+// attention_heads16_hd4_supported(): AVX-512 (F, DQ) on this CPU.
+bool attention_heads16_hd4_supported();
+void attention_heads16_hd4_paged(const float* q, const PagedKv& kv, int32_t n_keys, float scale, float* out);
+void attention_heads16_hd4_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys, float scale, float* out);
+
 }  // namespace nexus

@@ -158,8 +158,14 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenR
   // head at a time). bench_attention: 1.9x the per-head kernel at head size
   // 8, 2.4x at 4 with group 1, but 0.7x at 4 with group 2 (each register
   // then gathers two half rows).
+  // With AVX-512, head size 4 without GQA takes sixteen heads per task
+  // (attention_heads16_hd4_paged*: 1.65x the eight-head kernel).
   const bool eight = hd == 8 || (hd == 4 && group == 1);
-  const int32_t heads_per_task = eight && c.n_head % 8 == 0 && 8 % group == 0 && type != KvType::Q8_0 ? 8 : 1;
+  const bool sixteen = hd == 4 && group == 1 && c.n_head % 16 == 0 && attention_heads16_hd4_supported();
+  const int32_t heads_per_task = type == KvType::Q8_0                          ? 1
+                                 : sixteen                                     ? 16
+                                 : eight && c.n_head % 8 == 0 && 8 % group == 0 ? 8
+                                                                               : 1;
   const int32_t tasks_per_token = c.n_head / heads_per_task;
   const int64_t n_tasks = r.size() * tasks_per_token;
 
@@ -184,6 +190,11 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenR
       kv.kv_stride = cache_.n_embd_kv();
       const float* q = &a.q[t * c.n_embd + h * hd];
       float* out = &a.att[t * c.n_embd + h * hd];
+      if (heads_per_task == 16) {
+        if (type == KvType::F16) attention_heads16_hd4_paged_f16(q, kv, pos_[t] + 1, scale, out);
+        else attention_heads16_hd4_paged(q, kv, pos_[t] + 1, scale, out);
+        continue;
+      }
       if (heads_per_task == 8) {
         if (type == KvType::F16) attention_heads8_paged_f16(q, kv, pos_[t] + 1, hd, group, scale, out);
         else attention_heads8_paged(q, kv, pos_[t] + 1, hd, group, scale, out);
