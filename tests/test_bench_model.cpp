@@ -218,7 +218,9 @@ TEST(Cli, BenchModelRefusesOutOfRangeArguments) {
            {"-r 0", "--repetitions"},
            {"-r -1", "--repetitions"},
            {"--bw-mib -5", "--bw-mib"},
-           {"--bw-runs 0", "--bw-runs"}}) {
+           {"--bw-runs 0", "--bw-runs"},
+           {"-b 0", "--batch"},
+           {"-b 8,-1", "--batch"}}) {
     const CmdResult r = run(bin + " bench-model -m /nonexistent.gguf -q " + args);
     EXPECT_NE(r.rc, 0) << args;
     EXPECT_NE(r.out.find(option), std::string::npos) << args << ": " << r.out;

@@ -95,7 +95,7 @@ TEST(CliInfo, TruncatedCopyFails) {
 TEST(CliInfo, MissingFileFails) {
   const RunResult r = run_info("/nonexistent/model.gguf");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(contains(r.err, "/nonexistent/model.gguf: cannot open")) << r.err;
+  EXPECT_TRUE(contains(r.err, "model file not found: /nonexistent/model.gguf")) << r.err;
 }
 
 }  // namespace

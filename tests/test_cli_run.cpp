@@ -73,6 +73,20 @@ TEST(CliRun, MissingModelFailsClearly) {
   EXPECT_TRUE(r.out.empty());
 }
 
+// serve, run, info, tokenize and bench-model share one check and one wording.
+TEST(CliMain, EveryCommandWordsAMissingModelTheSame) {
+  const std::string path = "/nonexistent/dir/model.gguf";
+  for (const std::string& cmd : {"run -m " + path + " -p hi", "serve -m " + path, "info " + path,
+                                 "tokenize -m " + path + " hello", "bench-model -q -m " + path}) {
+    const Result r = run_nexus(cmd);
+    EXPECT_NE(r.exit_code, 0) << cmd;
+    const bool option = cmd.rfind("info", 0) != 0;
+    EXPECT_NE(r.err.find("model file not found: " + path + " (pass one with " + (option ? "-m PATH" : "MODEL") + ")"),
+              std::string::npos)
+        << cmd << ": " << r.err;
+  }
+}
+
 TEST(CliRun, TruncatedModelFailsClearly) {
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
   const std::string dir = nexus::test::make_temp_dir();

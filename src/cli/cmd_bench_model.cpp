@@ -38,7 +38,7 @@ int run_bench(const BenchArgs& a) {
     co.batch = a.batch;
     co.gpu_layers = a.gpu_layers;
     co.reps = a.reps;
-    const std::string out = cuda_bench_markdown(a.model.empty() ? default_model_path() : a.model, co);
+    const std::string out = cuda_bench_markdown(model_path(a.model), co);
     std::fputs(out.c_str(), stdout);
     return 0;
 #endif
@@ -51,7 +51,7 @@ int run_bench(const BenchArgs& a) {
   opt.bandwidth_bytes = static_cast<uint64_t>(a.bw_mib) << 20;
   opt.bandwidth_runs = a.bw_runs;
   if (!a.quiet) opt.log = [](const std::string& s) { std::fprintf(stderr, "bench-model: %s\n", s.c_str()); };
-  const std::string path = a.model.empty() ? default_model_path() : a.model;
+  const std::string path = model_path(a.model);
   const BenchModelReport r = bench_model(path, opt);
   const std::string out = a.json ? bench_model_json(r) : bench_model_markdown(r);
   std::fputs(out.c_str(), stdout);
@@ -84,7 +84,8 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--device", a->device, "cpu, or cuda (docs/cuda.md)")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub.add_option("-b,--batch", a->batch, "with --device cuda: decode batch sizes, comma-separated")
       ->delimiter(',')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   sub.add_option("--gpu-layers", a->gpu_layers, "with --device cuda: layers on the GPU; -1 = all")->capture_default_str();
   sub.add_flag("--json", a->json, "print JSON instead of markdown");
   sub.add_flag("-q,--quiet", a->quiet, "no progress lines on stderr");

@@ -43,7 +43,7 @@ std::string human_bytes(uint64_t n) {
 }
 
 int run_info(const InfoOptions& o) {
-  const GgufFile f(o.model.empty() ? default_model_path() : o.model);
+  const GgufFile f(model_path(o.model, "MODEL"));
   fmt::print("file:         {}\n", f.path());
   fmt::print("GGUF version: {}\n", f.version());
   fmt::print("alignment:    {}\n", f.alignment());

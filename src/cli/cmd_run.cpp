@@ -71,9 +71,7 @@ std::string read_stdin_prompt() {
 int run(RunArgs& a) {
   using Clock = std::chrono::steady_clock;
   const auto t_load = Clock::now();
-  if (a.model.empty()) a.model = default_model_path();
-  if (!std::filesystem::exists(a.model))
-    throw Error("model file not found: " + a.model + " (pass one with -m PATH)");
+  a.model = model_path(a.model);
   if (a.device == "cuda") {
     // Before reading the model or stdin: no GPU means a quick, clear failure.
     require_cuda_device();

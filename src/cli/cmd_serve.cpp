@@ -81,10 +81,7 @@ server::ChatFamily pick_chat_family(const GgufFile& gguf, const std::string& cho
 }
 
 int serve(ServeArgs& a) {
-  if (a.model.empty()) a.model = default_model_path();
-  if (!std::filesystem::exists(a.model)) {
-    throw Error("model file not found: " + a.model + " (pass one with -m PATH)");
-  }
+  a.model = model_path(a.model);
   if (a.port < 0 || a.port > 65535) throw Error(fmt::format("invalid --port {}", a.port));
 
   // Block the stop signals before any thread starts, so every thread

@@ -67,7 +67,7 @@ int run(const Options& o, bool have_text) {
   if (!have_text) {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
-  GgufFile gguf(o.model.empty() ? default_model_path() : o.model);
+  GgufFile gguf(model_path(o.model));
   const auto tok = Tokenizer::from_gguf(gguf);
   const std::vector<int32_t> ids = tok->encode(text, !o.no_bos, o.special);
   std::string out;

@@ -29,4 +29,10 @@ struct CommandRegistrar {
 // current directory. Returns the path (which may not exist).
 std::string default_model_path();
 
+// The model a command opens: `given`, or default_model_path() when it is
+// empty. Throws util Error "model file not found: PATH (pass one with HOW)"
+// when nothing is there, so every command words a missing model the same
+// way; `how` names the command's option ("-m PATH", "MODEL").
+std::string model_path(const std::string& given, const char* how = "-m PATH");
+
 }  // namespace nexus::cli

@@ -25,6 +25,12 @@ std::string default_model_path() {
   return (fs::path(NEXUS_SOURCE_DIR) / rel).lexically_normal().string();
 }
 
+std::string model_path(const std::string& given, const char* how) {
+  std::string path = given.empty() ? default_model_path() : given;
+  if (!std::filesystem::exists(path)) throw Error("model file not found: " + path + " (pass one with " + how + ")");
+  return path;
+}
+
 }  // namespace nexus::cli
 
 int main(int argc, char** argv) {
