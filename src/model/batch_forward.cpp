@@ -14,6 +14,23 @@
 #include "util/error.h"
 
 namespace nexus {
+namespace {
+
+// Query heads per attention kernel call (kernels/attention.h); every choice
+// gives the same bits. Eight at head size 8, or 4 without GQA: in
+// bench_attention 1.9x the per-head kernel at head size 8, 2.4x at 4 with
+// group 1, but 0.7x at 4 with group 2 (each register then gathers two half
+// rows). Sixteen at head size 4 without GQA on AVX-512: 1.65x eight. The
+// Q8_0 cache has only the per-head kernel.
+int32_t attention_heads_per_task(const LlamaConfig& c, KvType type) {
+  const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv;
+  if (type == KvType::Q8_0) return 1;
+  if (hd == 4 && group == 1 && c.n_head % 16 == 0 && attention_heads16_hd4_supported()) return 16;
+  if ((hd == 8 || (hd == 4 && group == 1)) && c.n_head % 8 == 0 && 8 % group == 0) return 8;
+  return 1;
+}
+
+}  // namespace
 
 BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_threads)
     : model_(model), cache_(cache), act_(std::make_unique<Activations>()) {
@@ -31,6 +48,7 @@ BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_th
   size_t bytes = 0;
   for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) bytes += w->n_bytes();
   small_layers_ = bytes <= kMaxLayerBytes;
+  heads_per_task_ = attention_heads_per_task(c, cache.type());
 }
 
 BatchForward::~BatchForward() = default;
@@ -142,9 +160,9 @@ void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRa
 
 // Causal attention with GQA (query head h reads KV head h / (n_head /
 // n_head_kv)): token t at position p attends to its sequence's positions
-// [0, p]. One task per (token, head), or per eight heads at head size 4;
-// each task writes only its own output, so the thread split does not change
-// any result.
+// [0, p]. One task per token and heads_per_task_ query heads (1, 8 or 16,
+// attention_heads_per_task); each task writes only its own output, so the
+// thread split does not change any result.
 void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, ThreadPool& pool) {
   const LlamaConfig& c = model_.config();
   Activations& a = *act_;
@@ -153,19 +171,7 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenR
   const size_t esize = cache_.element_size();
   const auto* base = static_cast<const uint8_t*>(cache_.data());
   const KvType type = cache_.type();
-  // Head size 8, or 4 without GQA, with float K/V: eight heads per task in
-  // one pass over the keys (attention_heads8_paged*, the same bits as one
-  // head at a time). bench_attention: 1.9x the per-head kernel at head size
-  // 8, 2.4x at 4 with group 1, but 0.7x at 4 with group 2 (each register
-  // then gathers two half rows).
-  // With AVX-512, head size 4 without GQA takes sixteen heads per task
-  // (attention_heads16_hd4_paged*: 1.65x the eight-head kernel).
-  const bool eight = hd == 8 || (hd == 4 && group == 1);
-  const bool sixteen = hd == 4 && group == 1 && c.n_head % 16 == 0 && attention_heads16_hd4_supported();
-  const int32_t heads_per_task = type == KvType::Q8_0                          ? 1
-                                 : sixteen                                     ? 16
-                                 : eight && c.n_head % 8 == 0 && 8 % group == 0 ? 8
-                                                                               : 1;
+  const int32_t heads_per_task = heads_per_task_;
   const int32_t tasks_per_token = c.n_head / heads_per_task;
   const int64_t n_tasks = r.size() * tasks_per_token;
 

@@ -96,6 +96,7 @@ class BatchForward {
   // both kernel threads may use it at once (split_by_token).
   std::unique_ptr<ThreadPool> serial_;
   bool small_layers_ = false;  // a layer's weights fit in 512 KiB (splits_by_token)
+  int32_t heads_per_task_ = 1;  // query heads per attention kernel call: 1, 8 or 16
   std::unique_ptr<Activations> act_;
   std::vector<int32_t> tokens_, pos_, run_of_, rows_;  // per batch token (rows_: per logits row)
   std::vector<float> logits_;
