@@ -1,5 +1,6 @@
 // Sampler cost per token over a 32000-token vocabulary (Llama 2 size), for
-// the chains a server sees: greedy, llama.cpp's defaults, top_p alone.
+// the chains a server sees: greedy, llama.cpp's defaults, top_p alone; and
+// the cost of building one, which the engine thread pays per request.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -61,8 +62,20 @@ void BM_TemperatureOnly(benchmark::State& state) {
   run(state, p);
 }
 
+// A request's sampler, built on the engine thread when the request arrives.
+void BM_Construct(benchmark::State& state) {
+  nexus::SamplingParams p;
+  p.temperature = 0;
+  p.seed = 1;
+  for (auto _ : state) {
+    nexus::Sampler s(p, kVocab);
+    benchmark::DoNotOptimize(&s);
+  }
+}
+
 }  // namespace
 
+BENCHMARK(BM_Construct);
 BENCHMARK(BM_Greedy);
 BENCHMARK(BM_LlamaCppDefaults);
 BENCHMARK(BM_TopPOnly);

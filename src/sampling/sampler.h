@@ -84,10 +84,10 @@ class Sampler {
   int32_t n_vocab_;
   uint64_t seed_;
   std::mt19937_64 rng_;
-  std::vector<int32_t> counts_;      // [n_vocab], zero between calls
+  std::vector<int32_t> counts_;      // [n_vocab] once penalties run (empty before), zero between calls
   std::vector<Candidate> cands_;     // survivors of the filters
   std::vector<float> weights_;       // exp scratch
-  std::vector<float> weight_by_id_;  // [n_vocab], top_p scratch: e^(logit - max) of the cut bin's candidates
+  std::vector<float> weight_by_id_;  // [n_vocab] once top_p cuts a bin (empty before), scratch: e^(logit - max) of the cut bin's candidates
   std::vector<uint16_t> bins_;       // top_p scratch: each candidate's bin
   std::vector<uint64_t> keys_;       // top_p scratch: the cut bin's candidates as sortable keys
 };
