@@ -81,11 +81,20 @@ constexpr int kTokens = 4;      // tokens per tile
 //   2048 / 12288: 69.4, 68.3, 72.7, 69.0; 2048 / 16384: 69.0, 67.7;
 //   2048 / 24384: 69.0, 68.7. Q8_0 1024 / 3072: 36.7, 35.6; 2048 / 12288:
 //   40.8, 38.5; 2048 / 8192: 40.3, 37.0.
+// - Intel Xeon VM without AMX (AVX-512 FP16, 260 MiB L3; DRAM read 20-28
+//   GB/s with 2 threads), same test, share of each run's DRAM bound in
+//   four alternating rounds: Q4_0 1024 / 3072: 85.1, 84.6, 82.9, 85.4%;
+//   2048 / 6144: 91.0, 90.9, 89.9, 95.9%; 2048 / 8192: 88.7, 88.7;
+//   3072 / 8192: 88.2, 87.4; 2048 / 4096: 83.0, 87.2; 1024 / 8192: 90.6,
+//   88.4; 2048 / 12288: 99.8, 86.5. Q8_0 1024 / 3072: 92.2, 78.8, 96.4%;
+//   2048 / 6144: 105.9, 96.8, 100.6% (the bound moved within runs). On the
+//   AMX VM L1 prefetches at 1024 to 2048 bytes were equal, and L2 at 6144
+//   no worse than 3072, so Intel now takes 2048 / 6144.
 struct PrefetchDistances {
   size_t l1, l2;
 };
 const PrefetchDistances& prefetch_distances() {
-  static const PrefetchDistances d = cpu_features().amd ? PrefetchDistances{2048, 12288} : PrefetchDistances{1024, 3072};
+  static const PrefetchDistances d = cpu_features().amd ? PrefetchDistances{2048, 12288} : PrefetchDistances{2048, 6144};
   return d;
 }
 constexpr int64_t kChunk = 64;  // tokens repacked at a time (a 0.7 MB buffer at 5632 columns)
