@@ -40,6 +40,15 @@ TEST(CliInfo, Stories260K) {
       << r.out;
 }
 
+// -m names the file as run, serve and tokenize take it.
+TEST(CliInfo, ModelOptionEqualsThePositionalFile) {
+  NEXUS_REQUIRE_SHARED(path, "stories260K.gguf");
+  const RunResult a = run_info("'" + path + "'");
+  const RunResult b = run_info("-m '" + path + "'");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
 TEST(CliInfo, ArrayItemsAndNoTensorsOptions) {
   NEXUS_REQUIRE_SHARED(path, "stories260K.gguf");
   const RunResult r = run_info("--array-items 2 --no-tensors '" + path + "'");

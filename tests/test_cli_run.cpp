@@ -76,15 +76,34 @@ TEST(CliRun, MissingModelFailsClearly) {
 // serve, run, info, tokenize and bench-model share one check and one wording.
 TEST(CliMain, EveryCommandWordsAMissingModelTheSame) {
   const std::string path = "/nonexistent/dir/model.gguf";
-  for (const std::string& cmd : {"run -m " + path + " -p hi", "serve -m " + path, "info " + path,
+  for (const std::string& cmd : {"run -m " + path + " -p hi", "serve -m " + path, "info " + path, "info -m " + path,
                                  "tokenize -m " + path + " hello", "bench-model -q -m " + path}) {
     const Result r = run_nexus(cmd);
-    EXPECT_NE(r.exit_code, 0) << cmd;
-    const bool option = cmd.rfind("info", 0) != 0;
-    EXPECT_NE(r.err.find("model file not found: " + path + " (pass one with " + (option ? "-m PATH" : "MODEL") + ")"),
-              std::string::npos)
+    EXPECT_EQ(r.exit_code, 1) << cmd;
+    EXPECT_NE(r.err.find("model file not found: " + path + " (pass one with -m PATH)"), std::string::npos)
         << cmd << ": " << r.err;
   }
+}
+
+// Usage errors exit 2 (as an unknown subcommand does) and name what is wrong
+// with a numeric value; --help and --version still exit 0.
+TEST(CliMain, UsageErrorsExitTwoAndWordBadNumbers) {
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : {Case{"run -n abc", "--n-predict: 'abc' is not an integer"},
+                        Case{"run -n 1.5", "--n-predict: '1.5' is not an integer"},
+                        Case{"run -n 0", "--n-predict: 0 is outside 1 to 2147483647"},
+                        Case{"serve --drain-timeout soon", "'soon' is not a number"},
+                        Case{"info -m a.gguf b.gguf", "excludes"}, Case{"run --no-such-flag", "no-such-flag"},
+                        Case{"frobnicate", "unknown subcommand 'frobnicate'"}}) {
+    const Result r = run_nexus(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
+  }
+  EXPECT_EQ(run_nexus("--help").exit_code, 0);
+  EXPECT_EQ(run_nexus("--version").exit_code, 0);
+  EXPECT_EQ(run_nexus("run --help").exit_code, 0);
 }
 
 TEST(CliRun, TruncatedModelFailsClearly) {

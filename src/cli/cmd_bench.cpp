@@ -135,7 +135,7 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--api-key", a->api_key, "bearer token (default: $OPENAI_API_KEY)");
   sub.add_option("--extra-body", a->extra_body, "JSON object merged into every request body");
   auto* conc = sub.add_option("-c,--concurrency", a->concurrency, "closed loop: requests in flight")
-                   ->capture_default_str()->check(CLI::Range(1, 100000));
+                   ->capture_default_str()->check(range(1, 100000));
   auto* rate = sub.add_option("--rate", a->rate, "open loop: Poisson arrivals, sessions per second")
                    ->check(CLI::PositiveNumber);
   rate->excludes(conc);
@@ -143,7 +143,7 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--duration", a->duration_s, "run for this many seconds (no new session after it)")
       ->check(CLI::PositiveNumber);
   sub.add_option("--max-inflight", a->max_inflight, "open loop: most sessions in flight")
-      ->capture_default_str()->check(CLI::Range(1, 100000));
+      ->capture_default_str()->check(range(1, 100000));
   sub.add_option("--prompt-tokens", a->prompt_tokens, "prompt length in words: N, uniform:MIN:MAX, normal:MEAN:SD")
       ->capture_default_str();
   sub.add_option("--max-tokens", a->max_tokens, "max_tokens per request: N, uniform:MIN:MAX, normal:MEAN:SD")
@@ -152,7 +152,7 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--prompts", a->prompts, "JSONL file: {\"prompt\": ...} or {\"messages\": [...]}, optional max_tokens")
       ->check(CLI::ExistingFile);
   sub.add_option("--turns", a->turns, "chat turns per session (HTTP resends the history each turn; ws sends only the new input)")
-      ->capture_default_str()->check(CLI::Range(1, 1000));
+      ->capture_default_str()->check(range(1, 1000));
   sub.add_option("--seed", a->seed, "seed of prompts, lengths and arrivals")->capture_default_str();
   sub.add_option("--warmup", a->warmup, "sessions run first and not counted")->capture_default_str();
   sub.add_option("--timeout", a->timeout_s, "per-request limit in seconds, connect included")->capture_default_str();

@@ -64,28 +64,28 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("-p,--n-prompt", a->n_prompt, "prefill tests, comma-separated token counts (0: none)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(range(0, 1 << 20));
   sub.add_option("-n,--n-gen", a->n_gen, "decode tests, comma-separated token counts (0: none)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
-  sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->capture_default_str()->check(CLI::Range(0, 4096));
+      ->check(range(0, 1 << 20));
+  sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->capture_default_str()->check(range(0, 4096));
   sub.add_option("-r,--repetitions", a->reps, "timed repetitions of each test (a prefill test also runs once untimed first)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+      ->check(range(1, 1000000));
   sub.add_option("--bw-mib", a->bw_mib,
                  "buffer for the DRAM bandwidth run in MiB, raised to 4x the last-level cache when that is larger "
                  "(0: skip it)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+      ->check(range(int64_t{0}, int64_t{1} << 20));
   sub.add_option("--bw-runs", a->bw_runs, "bandwidth runs (the best is kept)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+      ->check(range(1, 1000000));
   sub.add_option("--device", a->device, "cpu, or cuda (docs/cuda.md)")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub.add_option("-b,--batch", a->batch, "with --device cuda: decode batch sizes, comma-separated")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
+      ->check(range(1, 4096));
   sub.add_option("--gpu-layers", a->gpu_layers, "with --device cuda: layers on the GPU; -1 = all")->capture_default_str();
   sub.add_flag("--json", a->json, "print JSON instead of markdown");
   sub.add_flag("-q,--quiet", a->quiet, "no progress lines on stderr");

@@ -43,7 +43,7 @@ std::string human_bytes(uint64_t n) {
 }
 
 int run_info(const InfoOptions& o) {
-  const GgufFile f(model_path(o.model, "MODEL"));
+  const GgufFile f(model_path(o.model, "-m PATH"));
   fmt::print("file:         {}\n", f.path());
   fmt::print("GGUF version: {}\n", f.version());
   fmt::print("alignment:    {}\n", f.alignment());
@@ -88,8 +88,10 @@ int run_info(const InfoOptions& o) {
 const CommandRegistrar reg{{"info", "print a GGUF file's header, metadata and tensor table",
                             [](CLI::App& sub) -> std::function<int()> {
                               auto o = std::make_shared<InfoOptions>();
-                              sub.add_option("model", o->model,
-                                             "GGUF model file (default: ../shared/models/stories260K.gguf)");
+                              CLI::Option* file = sub.add_option(
+                                  "model", o->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
+                              // -m as run, serve and tokenize take it.
+                              sub.add_option("-m,--model", o->model, "the same, as an option")->excludes(file);
                               sub.add_option("--array-items", o->array_items,
                                              "array elements shown per metadata array")
                                   ->capture_default_str();

@@ -176,7 +176,7 @@ std::function<int()> setup(CLI::App& sub) {
   a->prompt_opt = sub.add_option("-p,--prompt", a->prompt, "prompt text (default: read from stdin)");
   sub.add_option("-n,--n-predict", a->n_predict, "tokens to generate, at most")
       ->capture_default_str()
-      ->check(CLI::Range(1, std::numeric_limits<int32_t>::max()));
+      ->check(range(1, std::numeric_limits<int32_t>::max()));
   sub.add_option("--temp", a->sampling.temperature, "temperature; 0 = greedy")->capture_default_str();
   sub.add_option("--top-k", a->sampling.top_k, "top-k; 0 = off")->capture_default_str();
   sub.add_option("--top-p", a->sampling.top_p, "top-p (nucleus); 1 = off")->capture_default_str();
@@ -194,7 +194,7 @@ std::function<int()> setup(CLI::App& sub) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")
       ->capture_default_str()
-      ->check(CLI::Range(0, 4096));
+      ->check(range(0, 4096));
   sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens; 0 = the model's")->capture_default_str();
   sub.add_option("--device", a->device, "cpu, or cuda (the GPU backend, docs/cuda.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}))

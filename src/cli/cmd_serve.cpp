@@ -150,14 +150,14 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--port", a->port, "TCP port; 0 = any free port (printed at startup)")->capture_default_str();
   sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")
       ->capture_default_str()
-      ->check(CLI::Range(0, 4096));
-  sub.add_option("--io-threads", a->io_threads, "HTTP I/O threads")->capture_default_str()->check(CLI::Range(1, 64));
+      ->check(range(0, 4096));
+  sub.add_option("--io-threads", a->io_threads, "HTTP I/O threads")->capture_default_str()->check(range(1, 64));
   sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens; 0 = the model's")->capture_default_str();
   sub.add_option("--max-queue", a->max_queue, "requests waiting for admission before HTTP 429")->capture_default_str();
-  sub.add_option("--max-seqs", a->max_seqs, "sequences running at once")->capture_default_str()->check(CLI::Range(1, 4096));
+  sub.add_option("--max-seqs", a->max_seqs, "sequences running at once")->capture_default_str()->check(range(1, 4096));
   sub.add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step (decode + prefill chunks)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(range(1, 1 << 20));
   sub.add_option("--kv-memory", a->kv_memory,
                  "KV cache budget in bytes (suffixes K, M, G) or a fraction of available RAM (e.g. 0.25); "
                  "0 = room for max-seqs full contexts, at most 1/4 of RAM")
@@ -166,7 +166,7 @@ std::function<int()> setup(CLI::App& sub) {
                  "seconds a stop signal waits for running generations to finish (new requests get 503); "
                  "a second signal stops at once")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(range(0.0, 3600.0));
   sub.add_option("--kv-type", a->kv_type, "KV cache element type: f16, f32, q8_0")->capture_default_str();
   sub.add_option("--chat-template", a->chat_template,
                  "auto (from the GGUF), plain, chatml, llama3, gemma, phi3, zephyr, llama2, mistral")

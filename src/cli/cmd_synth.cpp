@@ -90,7 +90,7 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("-o,--output", a->out, "output GGUF path")->required();
   sub.add_option("--seed", a->seed, "random seed")->capture_default_str();
   sub.add_option("--name", a->name, "general.name (default: 'synth PRESET TYPE')");
-  sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->capture_default_str()->check(CLI::Range(0, 4096));
+  sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->capture_default_str()->check(range(0, 4096));
   return [a] { return run_synth(*a); };
 }
 

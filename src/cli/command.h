@@ -3,9 +3,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace nexus::cli {
@@ -34,5 +36,22 @@ std::string default_model_path();
 // when nothing is there, so every command words a missing model the same
 // way; `how` names the command's option ("-m PATH", "MODEL").
 std::string model_path(const std::string& given, const char* how = "-m PATH");
+
+// A numeric option's check: the text must parse as T (an integer for
+// integral T) and lie in [lo, hi]. CLI::Range alone words "-n abc" as "Value
+// abc not in range 1 to N"; this says "'abc' is not an integer" instead.
+template <class T>
+CLI::Validator range(T lo, T hi) {
+  const std::string span = fmt::format("{} to {}", lo, hi);
+  return CLI::Validator(
+      [lo, hi, span](std::string& text) -> std::string {
+        T v{};
+        if (!CLI::detail::lexical_cast(text, v))
+          return "'" + text + "' is not " + (std::is_integral_v<T> ? "an integer" : "a number");
+        if (v < lo || v > hi) return text + " is outside " + span;
+        return {};
+      },
+      "[" + span + "]");
+}
 
 }  // namespace nexus::cli

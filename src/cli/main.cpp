@@ -63,7 +63,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every usage error exits 2, as an unknown
+    // subcommand does (CLI11's own codes, 105-109, say nothing to a shell).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   try {
     return run ? run() : 0;

@@ -54,7 +54,7 @@ std::string report_text(const BenchReport& r) {
   std::string out = fmt::format("nexus bench: {} /v1/{}, transport {}, model {}\n", c.url,
                                 c.endpoint == "chat" ? "chat/completions" : "completions", c.transport,
                                 c.model.empty() ? "(none sent)" : c.model);
-  out += fmt::format("prompt tokens {}, max tokens {}{}, turns {}, seed {}, warmup {}\n", c.prompt_tokens,
+  out += fmt::format("prompt words {}, max tokens {}{}, turns {}, seed {}, warmup {}\n", c.prompt_tokens,
                      c.max_tokens, c.ignore_eos ? " (ignore_eos)" : "", c.turns, c.seed, c.warmup);
   for (const PhaseReport& p : r.phases) {
     out += '\n';
