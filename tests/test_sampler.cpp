@@ -1,8 +1,9 @@
 // Sampler: greedy, each filter, penalties, seeding and the drawn distribution.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -312,6 +313,37 @@ TEST(Sampler, TemperatureDrawsFollowSoftmax) {
   EXPECT_LT(chi_square(h, softmax(l, 2.0), n), 30.0);
   // And it really depends on the temperature: T=2 draws fit T=0.5 badly.
   EXPECT_GT(chi_square(h, softmax(l, 0.5), n), 1000.0);
+}
+
+// With no filter that can drop a candidate the sampler draws straight from
+// the logits; a filter that keeps everything goes through the candidate
+// list. Both must give the same tokens for the same seed, NaN logits included.
+TEST(Sampler, UnfilteredDrawMatchesTheCandidatePath) {
+  constexpr int32_t kVocab = 4096;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  std::vector<float> l(kVocab);
+  for (float& x : l) x = d(rng);
+  l[5] = std::numeric_limits<float>::quiet_NaN();
+  auto run = [&](float min_p, int32_t top_k) {
+    SamplingParams p = random_params(31);
+    p.temperature = 0.7f;
+    p.min_p = min_p;
+    p.top_k = top_k;
+    Sampler s(p, kVocab);
+    std::vector<int32_t> out;
+    for (int i = 0; i < 500; ++i) {
+      std::vector<float> c = l;
+      out.push_back(s.sample(c, {}));
+    }
+    return out;
+  };
+  // min_p 1e-30 keeps every logit within 69 nats of the max: all of them here.
+  const std::vector<int32_t> filtered = run(1e-30f, 0);
+  EXPECT_EQ(run(0.0f, 0), filtered);
+  EXPECT_EQ(run(0.0f, kVocab), filtered);
+  EXPECT_EQ(std::count(filtered.begin(), filtered.end(), 5), 0);  // NaN is never drawn
+  EXPECT_GT(std::set<int32_t>(filtered.begin(), filtered.end()).size(), 20u);  // a real spread of draws
 }
 
 TEST(Sampler, RejectsBadParameters) {

@@ -296,11 +296,23 @@ int32_t Sampler::draw(float temperature) {
   const size_t n = cands_.size();
   weights_.resize(n);
   for (size_t i = 0; i < n; ++i) weights_[i] = cands_[i].logit;
+  return draw_weights(temperature, [&](size_t i) { return cands_[i].id; });
+}
+
+int32_t Sampler::draw_all(std::span<const float> logits, float temperature) {
+  weights_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) weights_[i] = std::isnan(logits[i]) ? kNegInf : logits[i];  // as gather
+  return draw_weights(temperature, [](size_t i) { return static_cast<int32_t>(i); });
+}
+
+template <class IdOf>
+int32_t Sampler::draw_weights(float temperature, IdOf id_of) {
+  const size_t n = weights_.size();
   const float max_l = max_of(weights_);
   auto first_max = [&] {  // the first candidate with the max logit
     size_t best = 0;
     while (best + 1 < n && weights_[best] != max_l) ++best;
-    return cands_[best].id;
+    return id_of(best);
   };
   if (!std::isfinite(max_l) || n == 1) return first_max();
 
@@ -324,11 +336,11 @@ int32_t Sampler::draw(float temperature) {
   for (; i < n; ++i) {
     if (weights_[i] <= 0) continue;
     acc += weights_[i];
-    if (u < acc) return cands_[i].id;
+    if (u < acc) return id_of(i);
   }
   // u landed past the rounded total: the last candidate with weight.
   for (size_t j = n; j-- > 0;)
-    if (weights_[j] > 0) return cands_[j].id;
+    if (weights_[j] > 0) return id_of(j);
   return first_max();
 }
 
@@ -351,6 +363,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
 int32_t Sampler::choose(std::span<const float> logits) {
   if (params_.temperature <= 0.0f) return argmax(logits);
+  // No filter can drop a candidate: candidate i is id i, so the draw reads
+  // the logits without the {logit, id} copy (the same weights, the same id).
+  const int32_t k = params_.top_k;
+  if ((k <= 0 || k >= n_vocab_) && params_.top_p >= 1.0f && params_.min_p <= 0.0f)
+    return draw_all(logits, params_.temperature);
   gather(logits);
   top_p(params_.top_p);
   min_p(params_.min_p);

@@ -77,7 +77,10 @@ class Sampler {
   void gather(std::span<const float> logits);  // fills cands_, applying top_k
   void top_p(float p);
   void min_p(float p);
-  int32_t draw(float temperature);
+  int32_t draw(float temperature);                                       // over cands_
+  int32_t draw_all(std::span<const float> logits, float temperature);    // over every id, no filter
+  template <class IdOf>
+  int32_t draw_weights(float temperature, IdOf id_of);  // weights_ holds the logits; id_of(i) = candidate i's id
   double uniform01();  // [0, 1), 53 bits
 
   SamplingParams params_;
