@@ -43,7 +43,7 @@ std::string human_bytes(uint64_t n) {
 }
 
 int run_info(const InfoOptions& o) {
-  const GgufFile f(model_path(o.model, "-m PATH"));
+  const GgufFile f(model_path(o.model));
   fmt::print("file:         {}\n", f.path());
   fmt::print("GGUF version: {}\n", f.version());
   fmt::print("alignment:    {}\n", f.alignment());

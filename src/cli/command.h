@@ -31,11 +31,11 @@ struct CommandRegistrar {
 // current directory. Returns the path (which may not exist).
 std::string default_model_path();
 
-// The model a command opens: `given`, or default_model_path() when it is
-// empty. Throws util Error "model file not found: PATH (pass one with HOW)"
-// when nothing is there, so every command words a missing model the same
-// way; `how` names the command's option ("-m PATH", "MODEL").
-std::string model_path(const std::string& given, const char* how = "-m PATH");
+// The model a command opens (its -m option): `given`, or
+// default_model_path() when it is empty. Throws util Error "model file not
+// found: PATH (pass one with -m PATH)" when nothing is there, so every
+// command words a missing model the same way.
+std::string model_path(const std::string& given);
 
 // A numeric option's check: the text must parse as T (an integer for
 // integral T) and lie in [lo, hi]. CLI::Range alone words "-n abc" as "Value

@@ -25,9 +25,9 @@ std::string default_model_path() {
   return (fs::path(NEXUS_SOURCE_DIR) / rel).lexically_normal().string();
 }
 
-std::string model_path(const std::string& given, const char* how) {
+std::string model_path(const std::string& given) {
   std::string path = given.empty() ? default_model_path() : given;
-  if (!std::filesystem::exists(path)) throw Error("model file not found: " + path + " (pass one with " + how + ")");
+  if (!std::filesystem::exists(path)) throw Error("model file not found: " + path + " (pass one with -m PATH)");
   return path;
 }
 
