@@ -25,7 +25,11 @@
 // two passes over a histogram of the candidates' logits (O(n), sorting only
 // the bin where the mass reaches p: the draw needs the set, not its order); min_p is one pass; softmax uses the vectorized exp of
 // kernels/fast_exp.h (relative error < 1e-6); the draw finds its candidate
-// by skipping blocks of 64 weights by their sums. One Sampler per sequence:
+// by skipping blocks of 64 weights by their sums. With no filter that can
+// drop a candidate (top_k 0, top_p 1, min_p 0: temperature alone) the draw
+// reads the logits directly, with no n-sized candidate list. Building a
+// Sampler allocates nothing vocabulary-sized (that waits for the first
+// penalty or top_p cut). One Sampler per sequence:
 // samplers of different sequences may run on different threads at once.
 #pragma once
 
