@@ -346,6 +346,21 @@ TEST(Sampler, UnfilteredDrawMatchesTheCandidatePath) {
   EXPECT_GT(std::set<int32_t>(filtered.begin(), filtered.end()).size(), 20u);  // a real spread of draws
 }
 
+// A positive temperature too small for 1 / T to be finite is greedy in the
+// limit: the argmax, on both draw paths (it used to return the last id).
+TEST(Sampler, SubnormalTemperatureIsGreedy) {
+  const std::vector<float> l = {0.1f, 3.0f, 0.2f, 0.3f, 0.4f};
+  for (float t : {1e-40f, 1e-45f})
+    for (float min_p : {0.0f, 0.01f}) {
+      SamplingParams p = random_params(3);
+      p.temperature = t;
+      p.min_p = min_p;
+      Sampler s(p, 5);
+      std::vector<float> c = l;
+      EXPECT_EQ(s.sample(c, {}), 1) << "temperature " << t << ", min_p " << min_p;
+    }
+}
+
 TEST(Sampler, RejectsBadParameters) {
   auto bad = [](auto edit) {
     SamplingParams p;

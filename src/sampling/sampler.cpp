@@ -314,10 +314,15 @@ int32_t Sampler::draw_weights(float temperature, IdOf id_of) {
     while (best + 1 < n && weights_[best] != max_l) ++best;
     return id_of(best);
   };
-  if (!std::isfinite(max_l) || n == 1) return first_max();
+  // A temperature so small (subnormal) that 1 / T overflows would turn the
+  // max's (x - max) / T into 0 * inf = NaN and every weight into 0; it is
+  // greedy in the limit. Decided before the weights become exponentials:
+  // first_max() reads the logits in weights_.
+  const float inv_t = 1.0f / temperature;
+  if (!std::isfinite(max_l) || n == 1 || !std::isfinite(inv_t)) return first_max();
 
-  const double sum = exp_shifted(weights_.data(), weights_.data(), n, max_l, 1.0f / temperature);
-  if (!(sum > 0) || !std::isfinite(sum)) return first_max();
+  // The max's weight is e^0 = 1 and none exceeds it: 1 <= sum <= n.
+  const double sum = exp_shifted(weights_.data(), weights_.data(), n, max_l, inv_t);
   const double u = uniform01() * sum;
   // The candidate where the running sum first exceeds u. Whole blocks are
   // skipped by their sums (independent adds, not one serial chain over the
