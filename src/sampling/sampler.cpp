@@ -43,6 +43,10 @@ uint64_t fresh_seed() {
   return z ^ (z >> 31);
 }
 
+// A logit as the filters and the draw see it: NaN (which would break every
+// ordering) becomes -inf, a token that is never drawn.
+float nan_to_neg_inf(float x) { return std::isnan(x) ? kNegInf : x; }
+
 void check_finite(const char* name, float v) {
   if (!std::isfinite(v)) throw Error(fmt::format("sampling: {} must be a finite number", name));
 }
@@ -163,17 +167,16 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
 }
 
 void Sampler::gather(std::span<const float> logits) {
-  auto value = [](float x) { return std::isnan(x) ? kNegInf : x; };  // NaN would break the ordering
   const int32_t n = n_vocab_, k = params_.top_k;
   cands_.clear();
   if (k > 0 && k < n) {
     // top_k: a heap of the k best so far, worst on top; most logits lose one
     // comparison against the top and are never stored.
     auto worse_on_top = [](const Candidate& a, const Candidate& b) { return better(a.logit, a.id, b.logit, b.id); };
-    for (int32_t i = 0; i < k; ++i) cands_.push_back({value(logits[i]), i});
+    for (int32_t i = 0; i < k; ++i) cands_.push_back({nan_to_neg_inf(logits[i]), i});
     std::make_heap(cands_.begin(), cands_.end(), worse_on_top);
     for (int32_t i = k; i < n; ++i) {
-      const float v = value(logits[i]);
+      const float v = nan_to_neg_inf(logits[i]);
       if (!better(v, i, cands_.front().logit, cands_.front().id)) continue;
       std::pop_heap(cands_.begin(), cands_.end(), worse_on_top);
       cands_.back() = {v, i};
@@ -190,13 +193,13 @@ void Sampler::gather(std::span<const float> logits) {
   }
   cands_.resize(static_cast<size_t>(n));
   if (threshold == kNegInf) {  // everything survives (NaN becomes -inf): a plain copy
-    for (int32_t i = 0; i < n; ++i) cands_[i] = {value(logits[i]), i};
+    for (int32_t i = 0; i < n; ++i) cands_[i] = {nan_to_neg_inf(logits[i]), i};
     return;
   }
   // Branch-free compaction: always write, advance only past survivors.
   size_t m = 0;
   for (int32_t i = 0; i < n; ++i) {
-    const float v = value(logits[i]);
+    const float v = nan_to_neg_inf(logits[i]);
     cands_[m] = {v, i};
     m += v >= threshold;
   }
@@ -301,7 +304,7 @@ int32_t Sampler::draw(float temperature) {
 
 int32_t Sampler::draw_all(std::span<const float> logits, float temperature) {
   weights_.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) weights_[i] = std::isnan(logits[i]) ? kNegInf : logits[i];  // as gather
+  for (size_t i = 0; i < logits.size(); ++i) weights_[i] = nan_to_neg_inf(logits[i]);
   return draw_weights(temperature, [](size_t i) { return static_cast<int32_t>(i); });
 }
 
@@ -368,11 +371,12 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
 int32_t Sampler::choose(std::span<const float> logits) {
   if (params_.temperature <= 0.0f) return argmax(logits);
-  // No filter can drop a candidate: candidate i is id i, so the draw reads
-  // the logits without the {logit, id} copy (the same weights, the same id).
+  // No filter can drop a candidate (each of gather, top_p and min_p would
+  // return at once): candidate i is id i, so the draw reads the logits
+  // without the {logit, id} copy (the same weights, the same id).
   const int32_t k = params_.top_k;
-  if ((k <= 0 || k >= n_vocab_) && params_.top_p >= 1.0f && params_.min_p <= 0.0f)
-    return draw_all(logits, params_.temperature);
+  const bool keeps_all = (k <= 0 || k >= n_vocab_) && params_.top_p >= 1.0f && params_.min_p <= 0.0f;
+  if (keeps_all) return draw_all(logits, params_.temperature);
   gather(logits);
   top_p(params_.top_p);
   min_p(params_.min_p);
