@@ -94,6 +94,9 @@ TEST(CliMain, UsageErrorsExitTwoAndWordBadNumbers) {
   for (const Case& c : {Case{"run -n abc", "--n-predict: 'abc' is not an integer"},
                         Case{"run -n 1.5", "--n-predict: '1.5' is not an integer"},
                         Case{"run -n 0", "--n-predict: 0 is outside 1 to 2147483647"},
+                        Case{"run -n 99999999999", "--n-predict: 99999999999 is outside 1 to 2147483647"},
+                        Case{"run -n 12x", "--n-predict: '12x' is not an integer"},
+                        Case{"serve --drain-timeout 1e9", "--drain-timeout: 1e9 is outside 0 to 3600"},
                         Case{"serve --drain-timeout soon", "'soon' is not a number"},
                         Case{"info -m a.gguf b.gguf", "excludes"}, Case{"run --no-such-flag", "no-such-flag"},
                         Case{"frobnicate", "unknown subcommand 'frobnicate'"}}) {

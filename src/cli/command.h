@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -37,18 +38,21 @@ std::string default_model_path();
 // command words a missing model the same way.
 std::string model_path(const std::string& given);
 
-// A numeric option's check: the text must parse as T (an integer for
-// integral T) and lie in [lo, hi]. CLI::Range alone words "-n abc" as "Value
-// abc not in range 1 to N"; this says "'abc' is not an integer" instead.
+// A numeric option's check: the whole text must parse as T (std::from_chars:
+// an integer for integral T, decimal or exponent form otherwise) and lie in
+// [lo, hi]. CLI::Range alone words "-n abc" as "Value abc not in range 1 to
+// N"; this says "'abc' is not an integer" instead.
 template <class T>
 CLI::Validator range(T lo, T hi) {
   const std::string span = fmt::format("{} to {}", lo, hi);
   return CLI::Validator(
       [lo, hi, span](std::string& text) -> std::string {
         T v{};
-        if (!CLI::detail::lexical_cast(text, v))
+        const char* end = text.data() + text.size();
+        const auto [at, ec] = std::from_chars(text.data(), end, v);
+        if (at != end || text.empty() || (ec != std::errc() && ec != std::errc::result_out_of_range))
           return "'" + text + "' is not " + (std::is_integral_v<T> ? "an integer" : "a number");
-        if (v < lo || v > hi) return text + " is outside " + span;
+        if (ec == std::errc::result_out_of_range || v < lo || v > hi) return text + " is outside " + span;
         return {};
       },
       "[" + span + "]");
