@@ -40,12 +40,14 @@ TEST(CliInfo, Stories260K) {
       << r.out;
 }
 
-// -m names the file as run, serve and tokenize take it.
+// -m names the file as run, serve and tokenize take it. Not the default
+// model (stories260K), so an ignored -m would show in the output.
 TEST(CliInfo, ModelOptionEqualsThePositionalFile) {
-  NEXUS_REQUIRE_SHARED(path, "stories260K.gguf");
-  const RunResult a = run_info("'" + path + "'");
-  const RunResult b = run_info("-m '" + path + "'");
+  NEXUS_REQUIRE_SHARED(path, "TinyLLama-v0.Q8_0.gguf");
+  const RunResult a = run_info("--no-tensors '" + path + "'");
+  const RunResult b = run_info("--no-tensors -m '" + path + "'");
   ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_TRUE(contains(b.out, "TinyLLama-v0.Q8_0.gguf")) << b.out;
   EXPECT_EQ(a.out, b.out);
 }
 
