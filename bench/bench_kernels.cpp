@@ -2,7 +2,8 @@
 // projections: 2048x2048 (attention q/o), 5632x2048 (TinyLlama FFN gate/up) and
 // 2048x5632 (FFN down),
 // for decode (1 token) and prefill (128 tokens), on 1 and 2 threads; and
-// quantized decode on a 32000x2048 weight that only DRAM holds.
+// quantized decode on a 32000x2048 weight that only DRAM holds; and short
+// quantized prefills (4 to 32 tokens).
 //
 // bytes_per_second counts the weight bytes read per product (the decode
 // bound); FLOP/s counts 2 * rows * cols * tokens per product. Times are wall
@@ -116,6 +117,17 @@ void dram_shapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK_CAPTURE(BM_matmul, Q8_0_dram, GgmlType::Q8_0)->Apply(dram_shapes);
 BENCHMARK_CAPTURE(BM_matmul, Q4_0_dram, GgmlType::Q4_0)->Apply(dram_shapes);
+
+// Short prefill: a chat turn's new input (a few to a few dozen tokens), where
+// the prefill kernels' per-call packing and partial token tiles weigh most.
+// One thread, the FFN gate/up shape, in cache.
+void short_prefill(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "tokens", "threads"});
+  for (int64_t tokens : {4, 8, 12, 13, 16, 20, 24, 32}) b->Args({5632, 2048, tokens, 1});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_CAPTURE(BM_matmul, Q8_0_short, GgmlType::Q8_0)->Apply(short_prefill);
+BENCHMARK_CAPTURE(BM_matmul, Q4_0_short, GgmlType::Q4_0)->Apply(short_prefill);
 
 }  // namespace
 
