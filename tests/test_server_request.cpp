@@ -92,13 +92,13 @@ TEST(ServerRequest, UnsupportedFieldsAreRefusedOnlyWhenTheyAskForSomething) {
   // What SDKs send by default (false, null, empty, text, 1) passes.
   EXPECT_NO_THROW(parse_api_request(Endpoint::ChatCompletions,
                                     R"({"messages":[{"role":"user","content":"x"}],"logprobs":false,"top_logprobs":0,
-                                        "tools":[],"response_format":{"type":"text"},"functions":null})"));
+                                        "tools":[],"response_format":{"type":"text"},"functions":null,"logit_bias":{}})"));
   EXPECT_NO_THROW(parse_api_request(Endpoint::Completions, R"({"prompt":"x","logprobs":null,"echo":false,
                                                               "best_of":1,"suffix":""})"));
   for (const char* body : {R"({"prompt":"x","logprobs":1})", R"({"prompt":"x","echo":true})",
                            R"({"prompt":"x","suffix":"end"})", R"({"prompt":"x","best_of":2})",
                            R"({"prompt":"x","response_format":{"type":"json_schema"}})",
-                           R"({"prompt":"x","response_format":"json"})"})
+                           R"({"prompt":"x","response_format":"json"})", R"({"prompt":"x","logit_bias":{"339":-100}})"})
     EXPECT_EQ(parse_error(Endpoint::Completions, body).code, "unsupported_parameter") << body;
 }
 

@@ -71,7 +71,7 @@ Workload::Workload(WorkloadOptions opts) : opts_(std::move(opts)) {
   if (opts_.turns < 1) throw Error("--turns must be >= 1");
   for (const PromptEntry& e : opts_.prompts) {
     if (!e.messages.is_null() && opts_.api != Api::Chat) {
-      throw Error("prompts file has \"messages\" entries: use the chat endpoint (--chat)");
+      throw Error("prompts file has \"messages\" entries: use the chat endpoint (--endpoint chat)");
     }
     if (!e.messages.is_null() && opts_.turns > 1) {
       throw Error("prompts file \"messages\" entries cannot be combined with --turns > 1");

@@ -270,7 +270,7 @@ void refuse_unsupported(const json& doc) {
     if (v.is_array() || v.is_object()) return !v.empty();
     return true;
   };
-  for (const char* name : {"logprobs", "top_logprobs", "tools", "functions", "echo", "suffix"})
+  for (const char* name : {"logprobs", "top_logprobs", "tools", "functions", "echo", "suffix", "logit_bias"})
     if (const json* v = field(doc, name); v && asks(*v)) throw refuse(name);
   if (const json* v = field(doc, "best_of"); v && !(v->is_number() && v->get<double>() == 1)) throw refuse("best_of");
   if (const json* v = field(doc, "response_format"); v && !(v->is_object() && v->value("type", "") == "text"))
