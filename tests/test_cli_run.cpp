@@ -98,6 +98,9 @@ TEST(CliMain, UsageErrorsExitTwoAndWordBadNumbers) {
                         Case{"run -n 12x", "--n-predict: '12x' is not an integer"},
                         Case{"serve --drain-timeout 1e9", "--drain-timeout: 1e9 is outside 0 to 3600"},
                         Case{"serve --drain-timeout soon", "'soon' is not a number"},
+                        Case{"bench --rate 0", "--rate: 0 is not above 0"},
+                        Case{"bench --duration 1x", "--duration: '1x' is not a number"},
+                        Case{"bench --price-per-hour -1", "--price-per-hour: -1 is outside 0 to 1000000000"},
                         Case{"info -m a.gguf b.gguf", "excludes"}, Case{"run --no-such-flag", "no-such-flag"},
                         Case{"frobnicate", "unknown subcommand 'frobnicate'"}}) {
     const Result r = run_nexus(c.args);

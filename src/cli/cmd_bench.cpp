@@ -137,11 +137,11 @@ std::function<int()> setup(CLI::App& sub) {
   auto* conc = sub.add_option("-c,--concurrency", a->concurrency, "closed loop: requests in flight")
                    ->capture_default_str()->check(range(1, 100000));
   auto* rate = sub.add_option("--rate", a->rate, "open loop: Poisson arrivals, sessions per second")
-                   ->check(CLI::PositiveNumber);
+                   ->check(above(0));
   rate->excludes(conc);
   sub.add_option("-n,--requests", a->requests, "sessions to run (a session is --turns requests; default 100)");
   sub.add_option("--duration", a->duration_s, "run for this many seconds (no new session after it)")
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   sub.add_option("--max-inflight", a->max_inflight, "open loop: most sessions in flight")
       ->capture_default_str()->check(range(1, 100000));
   sub.add_option("--prompt-tokens", a->prompt_tokens, "prompt length in words: N, uniform:MIN:MAX, normal:MEAN:SD")
@@ -165,7 +165,7 @@ std::function<int()> setup(CLI::App& sub) {
                          ->delimiter(',');
   sweep_rate->excludes(conc);
   sub.add_option("--price-per-hour", a->price_per_hour, "server cost in USD/hour: prints cost per million output tokens")
-      ->check(CLI::NonNegativeNumber);
+      ->check(range(0.0, 1e9));
   CLI::App* app = &sub;
   return [a, app] { return run(*a, *app); };
 }

@@ -58,4 +58,20 @@ CLI::Validator range(T lo, T hi) {
       "[" + span + "]");
 }
 
+// A number that must exceed lo (a rate, a duration): "0 is not above 0"
+// where CLI::PositiveNumber printed "Value 0 not in range 0.000000 to
+// 1.797...e308".
+inline CLI::Validator above(double lo) {
+  return CLI::Validator(
+      [lo](std::string& text) -> std::string {
+        double v = 0;
+        const char* end = text.data() + text.size();
+        const auto [at, ec] = std::from_chars(text.data(), end, v);
+        if (at != end || text.empty() || ec != std::errc()) return "'" + text + "' is not a number";
+        if (!(v > lo)) return fmt::format("{} is not above {}", text, lo);
+        return {};
+      },
+      fmt::format("(> {})", lo));
+}
+
 }  // namespace nexus::cli
