@@ -38,8 +38,21 @@ std::string default_model_path();
 // command words a missing model the same way.
 std::string model_path(const std::string& given);
 
-// A numeric option's check: the whole text must parse as T (std::from_chars:
-// an integer for integral T, decimal or exponent form otherwise) and lie in
+// Parses the whole of `text` as T (std::from_chars: an integer for integral
+// T, decimal or exponent form otherwise) into v. Returns why it is not a T
+// ("'abc' is not an integer"), or "" with out_of_range set when the text is a
+// number T cannot hold.
+template <class T>
+std::string parse_whole(const std::string& text, T& v, bool& out_of_range) {
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, v);
+  out_of_range = ec == std::errc::result_out_of_range;
+  if (at != end || text.empty() || (ec != std::errc() && !out_of_range))
+    return "'" + text + "' is not " + (std::is_integral_v<T> ? "an integer" : "a number");
+  return {};
+}
+
+// A numeric option's check: the whole text must parse as T and lie in
 // [lo, hi]. CLI::Range alone words "-n abc" as "Value abc not in range 1 to
 // N"; this says "'abc' is not an integer" instead.
 template <class T>
@@ -48,11 +61,9 @@ CLI::Validator range(T lo, T hi) {
   return CLI::Validator(
       [lo, hi, span](std::string& text) -> std::string {
         T v{};
-        const char* end = text.data() + text.size();
-        const auto [at, ec] = std::from_chars(text.data(), end, v);
-        if (at != end || text.empty() || (ec != std::errc() && ec != std::errc::result_out_of_range))
-          return "'" + text + "' is not " + (std::is_integral_v<T> ? "an integer" : "a number");
-        if (ec == std::errc::result_out_of_range || v < lo || v > hi) return text + " is outside " + span;
+        bool out_of_range = false;
+        if (std::string why = parse_whole(text, v, out_of_range); !why.empty()) return why;
+        if (out_of_range || v < lo || v > hi) return text + " is outside " + span;
         return {};
       },
       "[" + span + "]");
@@ -60,15 +71,14 @@ CLI::Validator range(T lo, T hi) {
 
 // A number that must exceed lo (a rate, a duration): "0 is not above 0"
 // where CLI::PositiveNumber printed "Value 0 not in range 0.000000 to
-// 1.797...e308".
+// 1.797...e308". A number too small or too large for a double is refused.
 inline CLI::Validator above(double lo) {
   return CLI::Validator(
       [lo](std::string& text) -> std::string {
         double v = 0;
-        const char* end = text.data() + text.size();
-        const auto [at, ec] = std::from_chars(text.data(), end, v);
-        if (at != end || text.empty() || ec != std::errc()) return "'" + text + "' is not a number";
-        if (!(v > lo)) return fmt::format("{} is not above {}", text, lo);
+        bool out_of_range = false;
+        if (std::string why = parse_whole(text, v, out_of_range); !why.empty()) return why;
+        if (out_of_range || !(v > lo)) return fmt::format("{} is not a number above {}", text, lo);
         return {};
       },
       fmt::format("(> {})", lo));
