@@ -1,8 +1,10 @@
-// Portable reference kernels: plain loops, one (row, token) at a time.
+// Portable reference kernels for the float types, Q8_0 and Q4_0 (gemm_ref.h).
+#include "kernels/gemm_ref.h"
+
 #include <vector>
 
+#include "kernels/act_quant.h"
 #include "kernels/dequant.h"
-#include "kernels/gemm_kernels.h"
 #include "kernels/quant_blocks.h"
 
 namespace nexus {
@@ -25,8 +27,10 @@ int32_t block_dot(const BlockQ4_0& w, const BlockQ8Act& x) {
 }
 
 template <class Block>
-void quant_ref(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
+void quant_ref(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* xv,
                int64_t n_tokens, float* y, int64_t ldy) {
+  const auto* x = static_cast<const BlockQ8Act*>(xv);
+  const int64_t n_blocks = n_cols / 32;
   for (int64_t r = r0; r < r1; ++r) {
     const auto* wb = reinterpret_cast<const Block*>(w + r * row_bytes);
     for (int64_t t = 0; t < n_tokens; ++t) {
@@ -39,12 +43,13 @@ void quant_ref(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64
   }
 }
 
-template <GgmlType kType>
-void float_ref(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const float* x,
+template <DequantRowFn kDequant>
+void float_ref(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* xv,
                int64_t n_tokens, float* y, int64_t ldy) {
+  const auto* x = static_cast<const float*>(xv);
   std::vector<float> row(static_cast<size_t>(n_cols));
   for (int64_t r = r0; r < r1; ++r) {
-    dequantize_row(kType, w + r * row_bytes, row.data(), n_cols);
+    kDequant(w + r * row_bytes, row.data(), n_cols);
     for (int64_t t = 0; t < n_tokens; ++t) {
       float acc = 0.0f;
       for (int64_t c = 0; c < n_cols; ++c) acc += row[c] * x[t * n_cols + c];
@@ -55,10 +60,10 @@ void float_ref(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64
 
 }  // namespace
 
-const GemmKernels& gemm_kernels_ref() {
-  static const GemmKernels k{"ref", quant_ref<BlockQ8_0>, quant_ref<BlockQ4_0>, float_ref<GgmlType::F32>, float_ref<GgmlType::F16>,
-                             float_ref<GgmlType::BF16>};
-  return k;
-}
+NEXUS_GEMM_KERNEL(gemm_ref_f32) { float_ref<dequantize_row_f32>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy); }
+NEXUS_GEMM_KERNEL(gemm_ref_f16) { float_ref<dequantize_row_f16>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy); }
+NEXUS_GEMM_KERNEL(gemm_ref_bf16) { float_ref<dequantize_row_bf16>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy); }
+NEXUS_GEMM_KERNEL(gemm_ref_q8_0) { quant_ref<BlockQ8_0>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy); }
+NEXUS_GEMM_KERNEL(gemm_ref_q4_0) { quant_ref<BlockQ4_0>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy); }
 
 }  // namespace nexus

@@ -11,27 +11,23 @@
 
 namespace nexus {
 
-#define NEXUS_GEMM_REF(name)                                                                                 \
-  void gemm_ref_##name(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x, \
-                       int64_t n_tokens, float* y, int64_t ldy)
 // Float weights, activations ActFormat::F32 (gemm_ref.cpp).
-NEXUS_GEMM_REF(f32);
-NEXUS_GEMM_REF(f16);
-NEXUS_GEMM_REF(bf16);
+NEXUS_GEMM_KERNEL(gemm_ref_f32);
+NEXUS_GEMM_KERNEL(gemm_ref_f16);
+NEXUS_GEMM_KERNEL(gemm_ref_bf16);
 // Blocks of 32, activations ActFormat::Q8_32 (gemm_ref.cpp, gemm_ref_legacy.cpp).
-NEXUS_GEMM_REF(q8_0);
-NEXUS_GEMM_REF(q4_0);
-NEXUS_GEMM_REF(q4_1);
-NEXUS_GEMM_REF(q5_0);
-NEXUS_GEMM_REF(q5_1);
-NEXUS_GEMM_REF(iq4_nl);
+NEXUS_GEMM_KERNEL(gemm_ref_q8_0);
+NEXUS_GEMM_KERNEL(gemm_ref_q4_0);
+NEXUS_GEMM_KERNEL(gemm_ref_q4_1);
+NEXUS_GEMM_KERNEL(gemm_ref_q5_0);
+NEXUS_GEMM_KERNEL(gemm_ref_q5_1);
+NEXUS_GEMM_KERNEL(gemm_ref_iq4_nl);
 // Super-blocks of 256, activations ActFormat::Q8_K (gemm_ref_kquants.cpp, gemm_ref_legacy.cpp for IQ4_XS).
-NEXUS_GEMM_REF(q2_k);
-NEXUS_GEMM_REF(q3_k);
-NEXUS_GEMM_REF(q4_k);
-NEXUS_GEMM_REF(q5_k);
-NEXUS_GEMM_REF(q6_k);
-NEXUS_GEMM_REF(iq4_xs);
-#undef NEXUS_GEMM_REF
+NEXUS_GEMM_KERNEL(gemm_ref_q2_k);
+NEXUS_GEMM_KERNEL(gemm_ref_q3_k);
+NEXUS_GEMM_KERNEL(gemm_ref_q4_k);
+NEXUS_GEMM_KERNEL(gemm_ref_q5_k);
+NEXUS_GEMM_KERNEL(gemm_ref_q6_k);
+NEXUS_GEMM_KERNEL(gemm_ref_iq4_xs);
 
 }  // namespace nexus

@@ -13,45 +13,53 @@
 #include "kernels/act_quant.h"
 #include "kernels/cpu_features.h"
 #include "kernels/f32_panels.h"
-#include "kernels/gemm_kernels.h"
+#include "kernels/weight_kernels.h"
 #include "kernels/thread_pool.h"
 #include "util/error.h"
 
 namespace nexus {
 namespace {
 
-struct KernelChoice {
-  const GemmKernels* decode;   // fewer than prefill_from tokens
-  const GemmKernels* prefill;  // prefill_from tokens or more
-  // Where the prefill table starts to pay: AMX tiles hold 16 tokens; the
+// The instruction sets matmul() runs, chosen once by CPUID (and
+// NEXUS_KERNELS). Each weight type's kernel is then its table row's entry
+// for that set, or the nearest one below it (weight_kernels.h).
+struct IsaChoice {
+  Isa decode = Isa::Ref;   // fewer than prefill_from tokens
+  Isa prefill = Isa::Ref;  // prefill_from tokens or more
+  // Where the prefill kernels start to pay: AMX tiles hold 16 tokens; the
   // AVX-512 prefill kernel's 12-token tile beats the decode kernels from 8
   // tokens (bench_kernels; 5632x2048 Q4_0 at 8 tokens: 0.21 vs 0.76 ms),
   // which is what a batch of 8 decoding sequences multiplies.
   int64_t prefill_from = 16;
 };
 
-KernelChoice select_kernels() {
+IsaChoice select_isa() {
   const CpuFeatures& cpu = cpu_features();
   const char* env = std::getenv("NEXUS_KERNELS");
   const std::string want = env ? env : "";
-  const GemmKernels* ref = &gemm_kernels_ref();
-  const GemmKernels* avx2 = cpu.avx2 ? gemm_kernels_avx2() : nullptr;
-  const GemmKernels* avx512 = cpu.avx512_vnni ? gemm_kernels_avx512_vnni() : nullptr;
-  const GemmKernels* amx = cpu.amx_int8 && avx512 ? gemm_kernels_amx() : nullptr;
-  const GemmKernels* avx512_prefill = avx512 ? gemm_kernels_avx512_prefill() : nullptr;
-  if (want == "ref") return {ref, ref};
-  if (want == "avx2" && avx2) return {avx2, avx2};
-  if (want == "avx512_vnni" && avx512) return {avx512, avx512};
-  const GemmKernels* vec = avx512 ? avx512 : avx2 ? avx2 : ref;
-  if (want == "avx512_prefill" && avx512_prefill) return {avx512, avx512_prefill, 8};
-  if (amx) return {vec, amx, 16};
-  if (avx512_prefill) return {vec, avx512_prefill, 8};
+  const bool avx2 = cpu.avx2, avx512 = cpu.avx512_vnni, amx = cpu.amx_int8 && avx512;
+  if (want == "ref") return {Isa::Ref, Isa::Ref};
+  if (want == "avx2" && avx2) return {Isa::Avx2, Isa::Avx2};
+  if (want == "avx512_vnni" && avx512) return {Isa::Avx512, Isa::Avx512};
+  const Isa vec = avx512 ? Isa::Avx512 : avx2 ? Isa::Avx2 : Isa::Ref;
+  if (want == "avx512_prefill" && avx512) return {Isa::Avx512, Isa::Avx512Prefill, 8};
+  if (amx) return {vec, Isa::Amx, 16};
+  if (avx512) return {vec, Isa::Avx512Prefill, 8};
   return {vec, vec};
 }
 
-const KernelChoice& kernels() {
-  static const KernelChoice k = select_kernels();
+const IsaChoice& isas() {
+  static const IsaChoice k = select_isa();
   return k;
+}
+
+Isa isa_for(int64_t n_tokens) { return n_tokens >= isas().prefill_from ? isas().prefill : isas().decode; }
+
+// The kernel row of a weight, or an error naming its type.
+const TypeKernels& row_of(const WeightView& w) {
+  const TypeKernels* k = type_kernels(w.type);
+  if (!k) throw Error("matmul: unsupported weight type " + std::string(ggml_type_name(w.type)));
+  return *k;
 }
 
 // Below this many multiply-adds a product runs on the calling thread: waking
@@ -80,20 +88,44 @@ void split_decode(ThreadPool& pool, int64_t n_units, Fn&& fn) {
 // From this many activation values, quantizing them is split across threads.
 constexpr int64_t kMinParallelQuant = 1 << 15;
 
-bool is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
+// Activations quantized once into `f` for n_tokens rows of n_cols, split
+// across the threads for large inputs. Each token's blocks depend on that
+// token only, so the split changes nothing. The buffer is reused across
+// calls (per thread): no allocation per step once the largest batch was seen.
+const void* quantize_acts(ActFormat f, const float* x, int64_t n_tokens, int64_t n_cols, ThreadPool& pool) {
+  static const auto q8_32 = cpu_features().avx512_vnni ? quantize_act_q8_avx512 : quantize_act_q8;
+  const size_t row_bytes = act_row_bytes(f, n_cols);
+  thread_local std::vector<uint64_t> buf;  // 8-byte units: every block type is 4-byte aligned
+  const size_t need = (row_bytes * static_cast<size_t>(n_tokens) + 7) / 8;
+  if (buf.size() < need) buf.resize(need);
+  auto* out = reinterpret_cast<uint8_t*>(buf.data());
+  auto quantize = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      uint8_t* dst = out + static_cast<size_t>(t) * row_bytes;
+      if (f == ActFormat::Q8_32) q8_32(x + t * n_cols, reinterpret_cast<BlockQ8Act*>(dst), n_cols);
+      else quantize_act_q8k(x + t * n_cols, reinterpret_cast<BlockQ8K*>(dst), n_cols);
+    }
+  };
+  if (n_tokens > 1 && n_tokens * n_cols >= kMinParallelQuant && pool.size() > 1) pool.parallel_for(n_tokens, quantize);
+  else quantize(0, n_tokens);
+  return out;
+}
 
 }  // namespace
 
-const GemmKernels& gemm_kernels() { return *kernels().decode; }
+Isa matmul_isa(GgmlType type, int64_t n_tokens) {
+  const TypeKernels* k = type_kernels(type);
+  return k ? picked_isa(*k, isa_for(n_tokens)) : Isa::Ref;
+}
 
 namespace {
 using PanelFn = decltype(&gemm_f32_panels_avx512);  // both panel kernels share this signature
 
 // The panel kernel of the decode table; nullptr for the reference table.
 PanelFn panel_kernel() {
-  static const PanelFn fn = kernels().decode == gemm_kernels_avx512_vnni() ? gemm_f32_panels_avx512
-                            : kernels().decode == gemm_kernels_avx2()      ? gemm_f32_panels_avx2
-                                                                           : nullptr;
+  static const PanelFn fn = isas().decode == Isa::Avx512 ? gemm_f32_panels_avx512
+                            : isas().decode == Isa::Avx2 ? gemm_f32_panels_avx2
+                                                         : nullptr;
   return fn;
 }
 }  // namespace
@@ -101,7 +133,8 @@ PanelFn panel_kernel() {
 bool f32_panels_supported() { return panel_kernel() != nullptr; }
 
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
-  if (is_quantized(w.type)) {
+  const TypeKernels& k = row_of(w);
+  if (k.act != ActFormat::F32) {
     const MatmulOut one{&w, y};
     matmul_shared_input(std::span(&one, 1), x, n_tokens, pool);
     return;
@@ -117,70 +150,52 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
     else split_decode(pool, n_panels, panels);
     return;
   }
-  const GemmKernels& k = n_tokens >= kernels().prefill_from ? *kernels().prefill : *kernels().decode;
-  GemmFFn fn = nullptr;
-  switch (w.type) {
-    case GgmlType::F32: fn = k.f32; break;
-    case GgmlType::F16: fn = k.f16; break;
-    case GgmlType::BF16: fn = k.bf16; break;
-    default: throw Error("matmul: unsupported weight type " + std::string(ggml_type_name(w.type)));
-  }
+  const GemmFn fn = pick_gemm(k, isa_for(n_tokens));
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   auto rows = [&](int64_t r0, int64_t r1) { fn(wdata, w.row_bytes, r0, r1, n_cols, x, n_tokens, y, n_rows); };
   if (serial) rows(0, n_rows);
-  else if (n_tokens >= kernels().prefill_from) pool.parallel_for(n_rows, rows);
+  else if (n_tokens >= isas().prefill_from) pool.parallel_for(n_rows, rows);
   else split_decode(pool, n_rows, rows);
 }
 
 void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool) {
   if (outs.empty()) return;
   if (outs.size() > kMaxSharedOutputs) throw Error("matmul_shared_input: too many products");
+  // Fused when every weight takes the same quantized activations of the
+  // same length: x is quantized once for all of them.
   const int64_t n_cols = outs[0].w->n_cols;
-  bool fused = true;
-  for (const MatmulOut& o : outs) fused = fused && is_quantized(o.w->type) && o.w->n_cols == n_cols;
+  const ActFormat act = row_of(*outs[0].w).act;
+  bool fused = act != ActFormat::F32;
+  for (const MatmulOut& o : outs) fused = fused && row_of(*o.w).act == act && o.w->n_cols == n_cols;
   if (!fused) {
     for (const MatmulOut& o : outs) matmul(*o.w, x, o.y, n_tokens, pool);
     return;
   }
-  const GemmKernels& k = n_tokens >= kernels().prefill_from ? *kernels().prefill : *kernels().decode;
-  const int64_t n_blocks = n_cols / 32;
-  static const auto quantize_row = cpu_features().avx512_vnni ? quantize_act_q8_avx512 : quantize_act_q8;
-
-  // Quantized once for every product. Reused across calls: no allocation per
-  // step once the largest batch was seen. Each token's blocks depend on that
-  // token only, so splitting the tokens across threads changes nothing.
-  thread_local std::vector<BlockQ8Act> xq;
-  if (xq.size() < static_cast<size_t>(n_tokens * n_blocks)) xq.resize(static_cast<size_t>(n_tokens * n_blocks));
-  BlockQ8Act* xqw = xq.data();
-  auto quantize = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) quantize_row(x + t * n_cols, xqw + t * n_blocks, n_cols);
-  };
-  if (n_tokens > 1 && n_tokens * n_cols >= kMinParallelQuant && pool.size() > 1) pool.parallel_for(n_tokens, quantize);
-  else quantize(0, n_tokens);
+  const void* xq = quantize_acts(act, x, n_tokens, n_cols, pool);
 
   // The products' rows, in panels of kSplitRows, form one range that the
   // threads split: one fork/join for all, and a small product (K, V) does not
   // leave a thread idle on its own. unit0[i]: product i's first panel.
   std::array<int64_t, kMaxSharedOutputs + 1> unit0{};
+  std::array<GemmFn, kMaxSharedOutputs> fns{};
   int64_t work = 0;
   for (size_t i = 0; i < outs.size(); ++i) {
     unit0[i + 1] = unit0[i] + (outs[i].w->n_rows + kSplitRows - 1) / kSplitRows;
+    fns[i] = pick_gemm(row_of(*outs[i].w), isa_for(n_tokens));
     work += outs[i].w->n_rows * n_cols * n_tokens;
   }
-  const BlockQ8Act* xqp = xq.data();
   auto units = [&](int64_t u0, int64_t u1) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const WeightView& w = *outs[i].w;
       const int64_t r0 = std::max<int64_t>(u0 - unit0[i], 0) * kSplitRows;
       const int64_t r1 = std::min<int64_t>((u1 - unit0[i]) * kSplitRows, w.n_rows);
       if (r0 >= r1) continue;
-      const GemmQ8Fn fn = w.type == GgmlType::Q8_0 ? k.q8_0 : k.q4_0;
-      fn(static_cast<const uint8_t*>(w.data), w.row_bytes, r0, r1, n_blocks, xqp, n_tokens, outs[i].y, w.n_rows);
+      fns[i](static_cast<const uint8_t*>(w.data), w.row_bytes, r0, r1, n_cols, xq, n_tokens, outs[i].y, w.n_rows);
     }
   };
   const int64_t n_units = unit0[outs.size()];
   if (work < kMinParallelWork || pool.size() == 1) units(0, n_units);
-  else if (n_tokens >= kernels().prefill_from) pool.parallel_for(n_units, units);
+  else if (n_tokens >= isas().prefill_from) pool.parallel_for(n_units, units);
   else split_decode(pool, n_units, units);
 }
 

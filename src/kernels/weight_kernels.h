@@ -28,6 +28,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "gguf/ggml_type.h"
@@ -43,6 +44,10 @@ size_t act_row_bytes(ActFormat f, int64_t n_cols);
 
 using GemmFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
                         int64_t n_tokens, float* y, int64_t ldy);
+// Declares a kernel with the GemmFn signature (the per-ISA headers use it).
+#define NEXUS_GEMM_KERNEL(name)                                                                        \
+  void name(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x, \
+            int64_t n_tokens, float* y, int64_t ldy)
 // n values (a multiple of the block size) of one stored row -> float32.
 using DequantRowFn = void (*)(const void* src, float* dst, int64_t n);
 
@@ -67,6 +72,8 @@ struct TypeKernels {
 
 // The row of `type`; nullptr for a type Nexus cannot compute with.
 const TypeKernels* type_kernels(GgmlType type);
+// The names of every type with a row, in table order ("F32, F16, ...").
+std::string supported_weight_types();
 
 // The kernel of `isa` for this row, or the nearest instruction set below it
 // that the row has (down to Ref).

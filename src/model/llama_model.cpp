@@ -4,6 +4,7 @@
 
 #include "gguf/gguf_file.h"
 #include "kernels/f32_panels.h"
+#include "kernels/weight_kernels.h"
 #include "util/error.h"
 
 namespace nexus {
@@ -18,10 +19,9 @@ WeightView bind(const GgufFile& gguf, const std::string& name, int64_t n_rows, i
     throw Error(gguf.path() + ": tensor " + name + " has shape " + std::to_string(rows) + "x" +
                 std::to_string(t->ne.empty() ? 0 : t->ne[0]) + ", expected " + std::to_string(n_rows) + "x" +
                 std::to_string(n_cols));
-  const GgmlTypeTraits* traits = ggml_type_traits(static_cast<uint32_t>(t->type));
-  if (!traits || !traits->supported)
+  if (!type_kernels(t->type))
     throw Error(gguf.path() + ": tensor " + name + " has type " + std::string(ggml_type_name(t->type)) +
-                ", which this build cannot compute with (supported: F32, F16, BF16, Q8_0, Q4_0)");
+                ", which this build cannot compute with (supported: " + supported_weight_types() + ")");
   if (n_rows == 1 && n_cols > 1 && t->type != GgmlType::F32)
     throw Error(gguf.path() + ": norm tensor " + name + " must be F32");
   WeightView w;

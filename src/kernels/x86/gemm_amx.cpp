@@ -19,7 +19,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/gemm_kernels.h"
+#include "kernels/x86/gemm_amx.h"
 #include "kernels/quant_blocks.h"
 
 namespace nexus {
@@ -186,22 +186,14 @@ void amx_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_
   }
 }
 
-void q8_0_amx(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
-              int64_t n_tokens, float* y, int64_t ldy) {
-  amx_rows<BlockQ8_0>(w, row_bytes, r0, r1, n_blocks, x, n_tokens, y, ldy);
-}
-
-void q4_0_amx(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
-              int64_t n_tokens, float* y, int64_t ldy) {
-  amx_rows<BlockQ4_0>(w, row_bytes, r0, r1, n_blocks, x, n_tokens, y, ldy);
-}
-
 }  // namespace
 
-const GemmKernels* gemm_kernels_amx() {
-  const GemmKernels* base = gemm_kernels_avx512_vnni();
-  static const GemmKernels k{"amx", q8_0_amx, q4_0_amx, base->f32, base->f16, base->bf16};
-  return &k;
+NEXUS_GEMM_KERNEL(gemm_q8_0_amx) {
+  amx_rows<BlockQ8_0>(w, row_bytes, r0, r1, n_cols / 32, static_cast<const BlockQ8Act*>(x), n_tokens, y, ldy);
+}
+
+NEXUS_GEMM_KERNEL(gemm_q4_0_amx) {
+  amx_rows<BlockQ4_0>(w, row_bytes, r0, r1, n_cols / 32, static_cast<const BlockQ8Act*>(x), n_tokens, y, ldy);
 }
 
 }  // namespace nexus

@@ -1,4 +1,7 @@
-// AVX2 + FMA + F16C kernels (x86-64-v3, the build's baseline).
+// AVX2 + FMA + F16C kernels (x86-64-v3, the build's baseline): gemm_body.h
+// with the 256-bit u8 x s8 dot product.
+#include "kernels/x86/gemm_avx2.h"
+
 #include "kernels/x86/gemm_body.h"
 
 namespace nexus {
@@ -12,11 +15,19 @@ struct Avx2 {
   }
 };
 
+const BlockQ8Act* act(const void* x) { return static_cast<const BlockQ8Act*>(x); }
+const float* act_f32(const void* x) { return static_cast<const float*>(x); }
+
 }  // namespace
 
-const GemmKernels* gemm_kernels_avx2() {
-  static const GemmKernels k = make_kernels<Avx2>("avx2");
-  return &k;
+NEXUS_GEMM_KERNEL(gemm_q8_0_avx2) {
+  quant_rows<Q8_0Weights<Avx2>>(w, row_bytes, r0, r1, n_cols / 32, act(x), n_tokens, y, ldy);
 }
+NEXUS_GEMM_KERNEL(gemm_q4_0_avx2) {
+  quant_rows<Q4_0Weights<Avx2>>(w, row_bytes, r0, r1, n_cols / 32, act(x), n_tokens, y, ldy);
+}
+NEXUS_GEMM_KERNEL(gemm_f32_avx2) { float_rows<LoadF32>(w, row_bytes, r0, r1, n_cols, act_f32(x), n_tokens, y, ldy); }
+NEXUS_GEMM_KERNEL(gemm_f16_avx2) { float_rows<LoadF16>(w, row_bytes, r0, r1, n_cols, act_f32(x), n_tokens, y, ldy); }
+NEXUS_GEMM_KERNEL(gemm_bf16_avx2) { float_rows<LoadBF16>(w, row_bytes, r0, r1, n_cols, act_f32(x), n_tokens, y, ldy); }
 
 }  // namespace nexus

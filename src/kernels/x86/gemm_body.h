@@ -1,7 +1,6 @@
-// The x86 SIMD kernel bodies, shared by the instruction-set variants
-// (gemm_avx2.cpp, gemm_avx512.cpp), which include this file once each and
-// supply `Isa::dot_u8s8` (four u8 x s8 products summed per int32 lane).
-// (The AVX-512 table's kernels are gemm_quant_avx512.cpp and
+// The 256-bit SIMD kernel bodies (Q8_0, Q4_0 and float weights), included by
+// gemm_avx2.cpp, which supplies `Isa::dot_u8s8` (four u8 x s8 products summed
+// per int32 lane). (The AVX-512 kernels are gemm_quant_avx512.cpp and
 // gemm_float_avx512.cpp.)
 //
 // Register tiles: one weight row against up to kTile tokens, the weight block
@@ -17,7 +16,8 @@
 
 #include <cstring>
 
-#include "kernels/gemm_kernels.h"
+#include "kernels/act_quant.h"
+#include "kernels/weight_kernels.h"
 #include "kernels/quant_blocks.h"
 
 namespace nexus {
@@ -172,10 +172,6 @@ void float_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int6
   }
 }
 
-template <class Isa>
-GemmKernels make_kernels(const char* name) {
-  return GemmKernels{name, quant_rows<Q8_0Weights<Isa>>, quant_rows<Q4_0Weights<Isa>>, float_rows<LoadF32>, float_rows<LoadF16>, float_rows<LoadBF16>};
-}
 
 }  // namespace
 }  // namespace nexus

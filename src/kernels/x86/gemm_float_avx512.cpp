@@ -163,17 +163,14 @@ void float_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int6
 
 }  // namespace
 
-void gemm_f32_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const float* x,
-                     int64_t n_tokens, float* y, int64_t ldy) {
-  float_rows<WideF32>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
+NEXUS_GEMM_KERNEL(gemm_f32_avx512) {
+  float_rows<WideF32>(w, row_bytes, r0, r1, n_cols, static_cast<const float*>(x), n_tokens, y, ldy);
 }
-void gemm_f16_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const float* x,
-                     int64_t n_tokens, float* y, int64_t ldy) {
-  float_rows<WideF16>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
+NEXUS_GEMM_KERNEL(gemm_f16_avx512) {
+  float_rows<WideF16>(w, row_bytes, r0, r1, n_cols, static_cast<const float*>(x), n_tokens, y, ldy);
 }
-void gemm_bf16_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const float* x,
-                      int64_t n_tokens, float* y, int64_t ldy) {
-  float_rows<WideBF16>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
+NEXUS_GEMM_KERNEL(gemm_bf16_avx512) {
+  float_rows<WideBF16>(w, row_bytes, r0, r1, n_cols, static_cast<const float*>(x), n_tokens, y, ldy);
 }
 
 }  // namespace nexus

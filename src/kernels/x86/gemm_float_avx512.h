@@ -1,19 +1,14 @@
-// Float-weight (F32, F16, BF16) kernels of the AVX-512 table, with the
-// GemmFFn contract of kernels/gemm_kernels.h: rows [r0, r1) of the weight
-// against float32 activations [n_tokens, n_cols], into y[t * ldy + r].
-// Internal to kernels/x86 (gemm_avx512.cpp puts them in its table).
+// Float-weight (F32, F16, BF16) AVX-512 kernels, the Isa::Avx512 entries of
+// their rows in the kernel table: the GemmFn contract of weight_kernels.h
+// with float32 activations [n_tokens, n_cols] (ActFormat::F32).
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
+#include "kernels/weight_kernels.h"
 
 namespace nexus {
 
-void gemm_f32_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const float* x,
-                     int64_t n_tokens, float* y, int64_t ldy);
-void gemm_f16_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const float* x,
-                     int64_t n_tokens, float* y, int64_t ldy);
-void gemm_bf16_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const float* x,
-                      int64_t n_tokens, float* y, int64_t ldy);
+NEXUS_GEMM_KERNEL(gemm_f32_avx512);
+NEXUS_GEMM_KERNEL(gemm_f16_avx512);
+NEXUS_GEMM_KERNEL(gemm_bf16_avx512);
 
 }  // namespace nexus

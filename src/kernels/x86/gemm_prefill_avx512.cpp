@@ -42,7 +42,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/gemm_kernels.h"
+#include "kernels/x86/gemm_prefill_avx512.h"
 #include "kernels/quant_blocks.h"
 
 namespace nexus {
@@ -261,11 +261,12 @@ void prefill_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, in
 
 }  // namespace
 
-const GemmKernels* gemm_kernels_avx512_prefill() {
-  const GemmKernels* base = gemm_kernels_avx512_vnni();
-  static const GemmKernels k{"avx512_prefill", prefill_rows<BlockQ8_0>, prefill_rows<BlockQ4_0>, base->f32, base->f16,
-                             base->bf16};
-  return &k;
+NEXUS_GEMM_KERNEL(gemm_q8_0_prefill_avx512) {
+  prefill_rows<BlockQ8_0>(w, row_bytes, r0, r1, n_cols / 32, static_cast<const BlockQ8Act*>(x), n_tokens, y, ldy);
+}
+
+NEXUS_GEMM_KERNEL(gemm_q4_0_prefill_avx512) {
+  prefill_rows<BlockQ4_0>(w, row_bytes, r0, r1, n_cols / 32, static_cast<const BlockQ8Act*>(x), n_tokens, y, ldy);
 }
 
 }  // namespace nexus

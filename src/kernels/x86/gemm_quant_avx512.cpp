@@ -46,6 +46,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/act_quant.h"
 #include "kernels/cpu_features.h"
 #include "kernels/quant_blocks.h"
 
@@ -255,14 +256,12 @@ void quant_rows512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, i
 
 }  // namespace
 
-void gemm_q8_0_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks,
-                      const BlockQ8Act* x, int64_t n_tokens, float* y, int64_t ldy) {
-  quant_rows512<Q8>(w, row_bytes, r0, r1, n_blocks, x, n_tokens, y, ldy);
+NEXUS_GEMM_KERNEL(gemm_q8_0_avx512) {
+  quant_rows512<Q8>(w, row_bytes, r0, r1, n_cols / 32, static_cast<const BlockQ8Act*>(x), n_tokens, y, ldy);
 }
 
-void gemm_q4_0_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks,
-                      const BlockQ8Act* x, int64_t n_tokens, float* y, int64_t ldy) {
-  quant_rows512<Q4>(w, row_bytes, r0, r1, n_blocks, x, n_tokens, y, ldy);
+NEXUS_GEMM_KERNEL(gemm_q4_0_avx512) {
+  quant_rows512<Q4>(w, row_bytes, r0, r1, n_cols / 32, static_cast<const BlockQ8Act*>(x), n_tokens, y, ldy);
 }
 
 }  // namespace nexus

@@ -1,0 +1,78 @@
+// The kernel table (weight_kernels.h): one row per weight type.
+#include "kernels/weight_kernels.h"
+
+#include "kernels/act_quant.h"
+#include "kernels/dequant.h"
+#include "kernels/gemm_ref.h"
+#include "kernels/x86/gemm_amx.h"
+#include "kernels/x86/gemm_avx2.h"
+#include "kernels/x86/gemm_float_avx512.h"
+#include "kernels/x86/gemm_prefill_avx512.h"
+#include "kernels/x86/gemm_quant_avx512.h"
+
+namespace nexus {
+namespace {
+
+using A = ActFormat;
+
+//                   type            activations  dequantize            ref             avx2            avx512            avx512 prefill             amx
+constexpr TypeKernels kTable[] = {
+    {GgmlType::F32,  A::F32,   dequantize_row_f32,  {gemm_ref_f32,  gemm_f32_avx2,  gemm_f32_avx512,  nullptr,                  nullptr}},
+    {GgmlType::F16,  A::F32,   dequantize_row_f16,  {gemm_ref_f16,  gemm_f16_avx2,  gemm_f16_avx512,  nullptr,                  nullptr}},
+    {GgmlType::BF16, A::F32,   dequantize_row_bf16, {gemm_ref_bf16, gemm_bf16_avx2, gemm_bf16_avx512, nullptr,                  nullptr}},
+    {GgmlType::Q8_0, A::Q8_32, dequantize_row_q8_0, {gemm_ref_q8_0, gemm_q8_0_avx2, gemm_q8_0_avx512, gemm_q8_0_prefill_avx512, gemm_q8_0_amx}},
+    {GgmlType::Q4_0, A::Q8_32, dequantize_row_q4_0, {gemm_ref_q4_0, gemm_q4_0_avx2, gemm_q4_0_avx512, gemm_q4_0_prefill_avx512, gemm_q4_0_amx}},
+};
+
+}  // namespace
+
+int64_t act_block_size(ActFormat f) {
+  switch (f) {
+    case ActFormat::F32: return 1;
+    case ActFormat::Q8_32: return 32;
+    case ActFormat::Q8_K: return 256;
+  }
+  return 1;
+}
+
+size_t act_row_bytes(ActFormat f, int64_t n_cols) {
+  switch (f) {
+    case ActFormat::F32: return static_cast<size_t>(n_cols) * sizeof(float);
+    case ActFormat::Q8_32: return static_cast<size_t>(n_cols / 32) * sizeof(BlockQ8Act);
+    case ActFormat::Q8_K: return static_cast<size_t>(n_cols / 256) * sizeof(BlockQ8K);
+  }
+  return 0;
+}
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Ref: return "ref";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512_vnni";
+    case Isa::Avx512Prefill: return "avx512_prefill";
+    case Isa::Amx: return "amx";
+  }
+  return "unknown";
+}
+
+const TypeKernels* type_kernels(GgmlType type) {
+  for (const TypeKernels& k : kTable)
+    if (k.type == type) return &k;
+  return nullptr;
+}
+
+std::string supported_weight_types() {
+  std::string s;
+  for (const TypeKernels& k : kTable) s += (s.empty() ? "" : ", ") + std::string(ggml_type_name(k.type));
+  return s;
+}
+
+Isa picked_isa(const TypeKernels& k, Isa isa) {
+  for (int i = static_cast<int>(isa); i > 0; --i)
+    if (k.gemm[static_cast<size_t>(i)]) return static_cast<Isa>(i);
+  return Isa::Ref;
+}
+
+GemmFn pick_gemm(const TypeKernels& k, Isa isa) { return k.gemm[static_cast<size_t>(picked_isa(k, isa))]; }
+
+}  // namespace nexus
