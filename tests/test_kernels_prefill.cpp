@@ -11,7 +11,7 @@
 #include "kernels/act_quant.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dequant.h"
-#include "kernels/gemm_kernels.h"
+#include "kernels/weight_kernels.h"
 #include "kernels/quant_blocks.h"
 
 using namespace nexus;
@@ -53,15 +53,23 @@ QuantWeight make_weight(GgmlType type, int64_t n_rows, int64_t n_cols, std::mt19
   return w;
 }
 
-std::vector<const GemmKernels*> prefill_tables() {
-  const CpuFeatures& cpu = cpu_features();
-  std::vector<const GemmKernels*> tables;
-  if (cpu.avx512_vnni) tables.push_back(gemm_kernels_avx512_prefill());
-  if (cpu.amx_int8 && cpu.avx512_vnni) tables.push_back(gemm_kernels_amx());
-  return tables;
+// The prefill kernels of `type` this CPU runs (the table's Avx512Prefill and
+// Amx entries).
+struct Kern {
+  std::string name;
+  GemmFn fn;
+};
+
+std::vector<Kern> prefill_kernels(GgmlType type) {
+  std::vector<Kern> out;
+  const TypeKernels& k = *type_kernels(type);
+  for (Isa isa : {Isa::Avx512Prefill, Isa::Amx})
+    if (cpu_supports(isa) && k.gemm[static_cast<size_t>(isa)])
+      out.push_back({std::string(isa_name(isa)), k.gemm[static_cast<size_t>(isa)]});
+  return out;
 }
 
-GemmQ8Fn pick(const GemmKernels& k, GgmlType type) { return type == GgmlType::Q8_0 ? k.q8_0 : k.q4_0; }
+GemmFn reference(GgmlType type) { return type_kernels(type)->gemm[static_cast<size_t>(Isa::Ref)]; }
 
 // A random weight and n_tokens random activations (normal), float and
 // quantized ([n_tokens, n_cols / 32] blocks).
@@ -91,7 +99,7 @@ class PrefillTest : public ::testing::TestWithParam<GgmlType> {};
 // per block by sum|w| * (d_x / 2 + 127 d_x 2^-11 for d_x's fp16 rounding)) and
 // float32 accumulation of the block products (1e-5 relative to sum |w x|).
 TEST_P(PrefillTest, MatchesFloat64Reference) {
-  const auto tables = prefill_tables();
+  const auto tables = prefill_kernels(GetParam());
   if (tables.empty()) GTEST_SKIP() << "no prefill kernels for this CPU (" << cpu_features().describe() << ")";
   const GgmlType type = GetParam();
   const int64_t n_rows = 53, n_cols = 2048, n_tokens = 29, n_blocks = n_cols / 32;
@@ -99,9 +107,9 @@ TEST_P(PrefillTest, MatchesFloat64Reference) {
   const QuantWeight& w = p.w;
   const std::vector<float>& x = p.x;
   const std::vector<BlockQ8Act>& xq = p.xq;
-  for (const GemmKernels* k : tables) {
+  for (const Kern& k : tables) {
     std::vector<float> y(static_cast<size_t>(n_tokens * n_rows), NAN);
-    pick(*k, type)(w.bytes.data(), w.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, y.data(), n_rows);
+    k.fn(w.bytes.data(), w.row_bytes, 0, n_rows, n_cols, xq.data(), n_tokens, y.data(), n_rows);
     double worst = 0;
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int64_t r = 0; r < n_rows; ++r) {
@@ -119,49 +127,49 @@ TEST_P(PrefillTest, MatchesFloat64Reference) {
           quant_err += wabs * (d / 2 + 127 * d * std::ldexp(1.0, -11));
         }
         const double got = y[static_cast<size_t>(t * n_rows + r)];
-        ASSERT_NEAR(got, ref, 1e-5 * mag + quant_err) << k->name << " row " << r << " token " << t;
+        ASSERT_NEAR(got, ref, 1e-5 * mag + quant_err) << k.name << " row " << r << " token " << t;
         worst = std::max(worst, std::abs(got - ref) / mag);
       }
     // The stated bound in practice: the 8-bit activations' rounding
     // dominates; relative to sum |w x| it is 6.6e-4 here (avx512_prefill,
     // both types), asserted below 2e-3.
-    EXPECT_LT(worst, 2e-3) << k->name;
-    RecordProperty(std::string(k->name) + "_worst_rel_err", std::to_string(worst));
+    EXPECT_LT(worst, 2e-3) << k.name;
+    RecordProperty(std::string(k.name) + "_worst_rel_err", std::to_string(worst));
   }
 }
 
-// The contract of gemm_kernels.h: every (row, token) result is the same bits
+// The contract of weight_kernels.h: every (row, token) result is the same bits
 // whether the token came in a batch of 8, 9, 16, 17, 29 or 40 tokens (at any
 // position), and whatever row range the thread split gave (ragged ranges
 // that cut 16-row panels).
 TEST_P(PrefillTest, IndependentOfBatchAndRowSplit) {
-  const auto tables = prefill_tables();
+  const auto tables = prefill_kernels(GetParam());
   if (tables.empty()) GTEST_SKIP() << "no prefill kernels for this CPU (" << cpu_features().describe() << ")";
   const GgmlType type = GetParam();
   const int64_t n_rows = 77, n_cols = 512, n_tokens = 40, n_blocks = n_cols / 32;
   const Problem p = make_problem(type, n_rows, n_cols, n_tokens, 5);
   const QuantWeight& w = p.w;
   const std::vector<BlockQ8Act>& xq = p.xq;
-  for (const GemmKernels* k : tables) {
-    const GemmQ8Fn fn = pick(*k, type);
+  for (const Kern& k : tables) {
+    const GemmFn fn = k.fn;
     std::vector<float> full(static_cast<size_t>(n_tokens * n_rows));
-    fn(w.bytes.data(), w.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, full.data(), n_rows);
+    fn(w.bytes.data(), w.row_bytes, 0, n_rows, n_cols, xq.data(), n_tokens, full.data(), n_rows);
     // Sub-batches [t0, t0 + n) of the same tokens.
     // From 8 tokens: matmul() hands 8-token batches (8 decoding sequences) to the AVX-512 prefill table.
     for (auto [t0, n] : {std::pair<int64_t, int64_t>{0, 16}, {3, 17}, {11, 29}, {24, 16}, {5, 8}, {30, 9}}) {
       std::vector<float> part(static_cast<size_t>(n * n_rows));
-      fn(w.bytes.data(), w.row_bytes, 0, n_rows, n_blocks, &xq[static_cast<size_t>(t0 * n_blocks)], n, part.data(),
+      fn(w.bytes.data(), w.row_bytes, 0, n_rows, n_cols, &xq[static_cast<size_t>(t0 * n_blocks)], n, part.data(),
          n_rows);
       for (int64_t t = 0; t < n; ++t)
         for (int64_t r = 0; r < n_rows; ++r)
           ASSERT_EQ(part[static_cast<size_t>(t * n_rows + r)], full[static_cast<size_t>((t0 + t) * n_rows + r)])
-              << k->name << " batch [" << t0 << ", +" << n << ") row " << r << " token " << t;
+              << k.name << " batch [" << t0 << ", +" << n << ") row " << r << " token " << t;
     }
     // Ragged row ranges, as parallel_for may hand out.
     std::vector<float> split(static_cast<size_t>(n_tokens * n_rows), NAN);
     for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 5}, {5, 38}, {38, 39}, {39, 77}})
-      fn(w.bytes.data(), w.row_bytes, r0, r1, n_blocks, xq.data(), n_tokens, split.data(), n_rows);
-    for (size_t i = 0; i < split.size(); ++i) ASSERT_EQ(split[i], full[i]) << k->name << " output " << i;
+      fn(w.bytes.data(), w.row_bytes, r0, r1, n_cols, xq.data(), n_tokens, split.data(), n_rows);
+    for (size_t i = 0; i < split.size(); ++i) ASSERT_EQ(split[i], full[i]) << k.name << " output " << i;
   }
 }
 
@@ -169,7 +177,7 @@ TEST_P(PrefillTest, IndependentOfBatchAndRowSplit) {
 // the same exact int32 block sums and float scales, so only the float
 // summation order differs (well inside 1e-4 relative over 2048 values).
 TEST_P(PrefillTest, MatchesReferenceKernels) {
-  const auto tables = prefill_tables();
+  const auto tables = prefill_kernels(GetParam());
   if (tables.empty()) GTEST_SKIP() << "no prefill kernels for this CPU (" << cpu_features().describe() << ")";
   const GgmlType type = GetParam();
   const int64_t n_rows = 40, n_cols = 2048, n_tokens = 130, n_blocks = n_cols / 32;
@@ -177,13 +185,13 @@ TEST_P(PrefillTest, MatchesReferenceKernels) {
   const QuantWeight& w = p.w;
   const std::vector<BlockQ8Act>& xq = p.xq;
   std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
-  pick(gemm_kernels_ref(), type)(w.bytes.data(), w.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, want.data(),
+  reference(type)(w.bytes.data(), w.row_bytes, 0, n_rows, n_cols, xq.data(), n_tokens, want.data(),
                                  n_rows);
-  for (const GemmKernels* k : tables) {
+  for (const Kern& k : tables) {
     std::vector<float> got(want.size(), NAN);
-    pick(*k, type)(w.bytes.data(), w.row_bytes, 0, n_rows, n_blocks, xq.data(), n_tokens, got.data(), n_rows);
+    k.fn(w.bytes.data(), w.row_bytes, 0, n_rows, n_cols, xq.data(), n_tokens, got.data(), n_rows);
     for (size_t i = 0; i < want.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << k->name << " output " << i;
+      ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << k.name << " output " << i;
   }
 }
 

@@ -34,10 +34,9 @@ struct IsaChoice {
 };
 
 IsaChoice select_isa() {
-  const CpuFeatures& cpu = cpu_features();
   const char* env = std::getenv("NEXUS_KERNELS");
   const std::string want = env ? env : "";
-  const bool avx2 = cpu.avx2, avx512 = cpu.avx512_vnni, amx = cpu.amx_int8 && avx512;
+  const bool avx2 = cpu_supports(Isa::Avx2), avx512 = cpu_supports(Isa::Avx512), amx = cpu_supports(Isa::Amx);
   if (want == "ref") return {Isa::Ref, Isa::Ref};
   if (want == "avx2" && avx2) return {Isa::Avx2, Isa::Avx2};
   if (want == "avx512_vnni" && avx512) return {Isa::Avx512, Isa::Avx512};

@@ -2,6 +2,7 @@
 #include "kernels/weight_kernels.h"
 
 #include "kernels/act_quant.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dequant.h"
 #include "kernels/gemm_ref.h"
 #include "kernels/x86/gemm_amx.h"
@@ -22,6 +23,11 @@ constexpr TypeKernels kTable[] = {
     {GgmlType::BF16, A::F32,   dequantize_row_bf16, {gemm_ref_bf16, gemm_bf16_avx2, gemm_bf16_avx512, nullptr,                  nullptr}},
     {GgmlType::Q8_0, A::Q8_32, dequantize_row_q8_0, {gemm_ref_q8_0, gemm_q8_0_avx2, gemm_q8_0_avx512, gemm_q8_0_prefill_avx512, gemm_q8_0_amx}},
     {GgmlType::Q4_0, A::Q8_32, dequantize_row_q4_0, {gemm_ref_q4_0, gemm_q4_0_avx2, gemm_q4_0_avx512, gemm_q4_0_prefill_avx512, gemm_q4_0_amx}},
+    {GgmlType::Q2_K, A::Q8_K,  dequantize_row_q2_k, {gemm_ref_q2_k, nullptr,        nullptr,          nullptr,                  nullptr}},
+    {GgmlType::Q3_K, A::Q8_K,  dequantize_row_q3_k, {gemm_ref_q3_k, nullptr,        nullptr,          nullptr,                  nullptr}},
+    {GgmlType::Q4_K, A::Q8_K,  dequantize_row_q4_k, {gemm_ref_q4_k, nullptr,        nullptr,          nullptr,                  nullptr}},
+    {GgmlType::Q5_K, A::Q8_K,  dequantize_row_q5_k, {gemm_ref_q5_k, nullptr,        nullptr,          nullptr,                  nullptr}},
+    {GgmlType::Q6_K, A::Q8_K,  dequantize_row_q6_k, {gemm_ref_q6_k, nullptr,        nullptr,          nullptr,                  nullptr}},
 };
 
 }  // namespace
@@ -55,11 +61,25 @@ std::string_view isa_name(Isa isa) {
   return "unknown";
 }
 
+bool cpu_supports(Isa isa) {
+  const CpuFeatures& cpu = cpu_features();
+  switch (isa) {
+    case Isa::Ref: return true;
+    case Isa::Avx2: return cpu.avx2;
+    case Isa::Avx512:
+    case Isa::Avx512Prefill: return cpu.avx512_vnni;
+    case Isa::Amx: return cpu.amx_int8 && cpu.avx512_vnni;
+  }
+  return false;
+}
+
 const TypeKernels* type_kernels(GgmlType type) {
   for (const TypeKernels& k : kTable)
     if (k.type == type) return &k;
   return nullptr;
 }
+
+std::span<const TypeKernels> all_type_kernels() { return kTable; }
 
 std::string supported_weight_types() {
   std::string s;

@@ -28,6 +28,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -61,7 +62,10 @@ enum class Isa : uint8_t {
   Amx,            // AMX-INT8 tiles (prefill)
 };
 constexpr size_t kIsaCount = 5;
+// "ref", "avx2", "avx512_vnni", "avx512_prefill", "amx" (NEXUS_KERNELS' names).
 std::string_view isa_name(Isa isa);
+// Whether this CPU (and OS, for AMX's tile state) runs kernels of `isa`.
+bool cpu_supports(Isa isa);
 
 struct TypeKernels {
   GgmlType type;
@@ -72,6 +76,8 @@ struct TypeKernels {
 
 // The row of `type`; nullptr for a type Nexus cannot compute with.
 const TypeKernels* type_kernels(GgmlType type);
+// Every row, in table order.
+std::span<const TypeKernels> all_type_kernels();
 // The names of every type with a row, in table order ("F32, F16, ...").
 std::string supported_weight_types();
 
