@@ -7,7 +7,9 @@
 // is done in ggml's order, operation by operation, so that the choices (and
 // hence the bytes written) are identical; these files must be compiled with
 // -ffp-contract=off (src/CMakeLists.txt), as ggml-base is in effect (it is
-// built for baseline x86-64, which has no FMA to contract into).
+// built for baseline x86-64, which has no FMA to contract into). Candidate
+// scales are evaluated 8 per vector (model/quant_simd.h), each lane summing
+// in ggml's order, then compared one by one in ggml's order.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +38,7 @@ inline int nearest_int(float v) {
 // -(nmax + 0.1 * is) / max, is = -9..9, keeping the one that best fits x
 // in least squares weighted by x^2 (ggml's rmse_type 1, no importance
 // weights; the only mode Q6_K's reference uses). Returns 0 with L = 0 when
-// max |x| < kGroupMaxEps.
+// max |x| < kGroupMaxEps. n <= 16.
 float make_qx_quants_rmse1(int n, int nmax, const float* x, int8_t* L);
 
 // Q3_K's symmetric search: codes L in [0, 2 * nmax) and their scale, from
@@ -49,8 +51,8 @@ float make_q3_quants_rmse(int n, int nmax, const float* x, int8_t* L);
 // scales (rmin + rdelta * is + nmax) / (max - min), each refit in weighted
 // least squares for scale and min (min clamped to <= 0), keeping the one of
 // smallest weighted error (|error| when use_mad, error^2 otherwise).
-// `Laux` is n bytes of scratch. *the_min is returned as a positive offset.
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
+// *the_min is returned as a positive offset. n <= 32, nstep <= 22.
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min, float rmin,
+                       float rdelta, int nstep, bool use_mad);
 
 }  // namespace nexus::quant

@@ -2,15 +2,17 @@
 // llama-quantize calls it without an importance matrix (quantize_iq4_nl /
 // quantize_iq4_xs: weights x^2, 7 scale trials either side). Codes index
 // the 16 non-uniform levels kIq4nlValues; for each block of 32 the scale is
-// the weighted least-squares fit of the nearest levels, over 15 trial
-// scales. IQ4_XS then quantizes its 8 block scales to 6 bits against one
+// the weighted least-squares fit of the nearest levels, best of a starting
+// scale and 15 trials (16 vector lanes). IQ4_XS then quantizes its 8 block scales to 6 bits against one
 // fp16 super-block scale and re-picks every code with the scale it will be
 // decoded with.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
 #include "model/quant_search.h"
+#include "model/quant_simd.h"
 #include "model/quantize_types.h"
 
 namespace nexus::quant {
@@ -19,31 +21,58 @@ namespace {
 constexpr int kBlock = 32;
 constexpr int kTrials = 7;  // ggml's ntry in quantize_iq4_nl / quantize_iq4_xs
 
-// Index of the level nearest to v (ggml's best_index_int8): binary search
-// in the sorted levels; on an exact midpoint the upper level wins.
-int nearest_level(float v) {
-  const int8_t* val = kIq4nlValues;
-  if (v <= val[0]) return 0;
-  if (v >= val[15]) return 15;
-  int lo = 0, hi = 15;
+// ggml picks the level nearest to v by binary search (best_index_int8):
+// below level 0 -> 0, above level 15 -> 15, else for v in [a, b) between
+// neighbours, a when fl(v - a) < fl(b - v), b otherwise. Both sides are
+// monotone in v, so "a" holds exactly below one float threshold T in (a, b];
+// the index is then the number of thresholds <= v, counted branch-free as
+// 15 - #(v < T) (which also gives ggml's 15 for a NaN).
+constexpr float threshold_between(float a, float b) {
+  // Floats as integers in their numeric order (-0 and +0 both 0).
+  auto key = [](float f) -> int64_t {
+    const int32_t bits = std::bit_cast<int32_t>(f);
+    return bits >= 0 ? bits : -static_cast<int64_t>(bits & 0x7fffffff);
+  };
+  auto value = [](int64_t k) {
+    return std::bit_cast<float>(static_cast<uint32_t>(k >= 0 ? k : 0x80000000 | -k));
+  };
+  int64_t lo = key(a), hi = key(b);  // picks a at lo, b at hi
   while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (v < val[mid])
-      hi = mid;
-    else
+    const int64_t mid = lo + (hi - lo) / 2;
+    const float v = value(mid);
+    if (v - a < b - v)
       lo = mid;
+    else
+      hi = mid;
   }
-  return v - val[hi - 1] < val[hi] - v ? hi - 1 : hi;
+  return value(hi);
 }
 
-// The scale of one block of 32 (0 when max |x| < kGroupMaxEps); codes are
-// left in L only where the caller does not recompute them. The first trial
-// maps the signed value of largest magnitude to level -127; then, with id =
-// (t + kIq4nlValues[0]) / max for t = -7..7, the scale sum(w q x) / sum(w q^2)
-// of the nearest levels q is kept when it fits better.
-float block_scale(const float* xb, uint8_t* L) {
-  float weight[kBlock];
-  for (int j = 0; j < kBlock; ++j) weight[j] = xb[j] * xb[j];
+struct LevelThresholds {
+  float t[15];
+};
+
+constexpr LevelThresholds make_thresholds() {
+  LevelThresholds r{};
+  for (int k = 0; k < 15; ++k)
+    r.t[k] = threshold_between(static_cast<float>(kIq4nlValues[k]), static_cast<float>(kIq4nlValues[k + 1]));
+  return r;
+}
+
+constexpr LevelThresholds kThresholds = make_thresholds();
+
+// The 16 lanes of a block's search: lane 0 the starting scale (the signed
+// value of largest magnitude on level -127), lanes 1..15 the trials
+// id = (t + kIq4nlValues[0]) / max, t = -7..7.
+constexpr int kLanes = 2 * kTrials + 2;
+static_assert(kLanes == 16);
+
+// The scale of one block of 32 (0 when max |x| < kGroupMaxEps): for each
+// candidate, codes are the nearest levels q to id * x and the weighted
+// (w = x^2) least-squares scale sum(w q x) / sum(w q^2); the candidate with
+// the largest sum(w q x)^2 / sum(w q^2) wins, the first on ties. Codes are
+// picked afresh by the callers with the final scale.
+float block_scale(const float* xb) {
   float amax = 0.0f, max = 0.0f;
   for (int j = 0; j < kBlock; ++j) {
     const float ax = std::fabs(xb[j]);
@@ -55,33 +84,43 @@ float block_scale(const float* xb, uint8_t* L) {
   if (amax < kGroupMaxEps) return 0.0f;
 
   const float v0 = static_cast<float>(kIq4nlValues[0]);
-  float d = -max / v0;
-  float id = 1.0f / d;
-  float sumqx = 0.0f, sumq2 = 0.0f;
-  for (int j = 0; j < kBlock; ++j) {
-    const int l = nearest_level(id * xb[j]);
-    L[j] = static_cast<uint8_t>(l);
-    const float q = static_cast<float>(kIq4nlValues[l]);
-    sumqx += weight[j] * q * xb[j];
-    sumq2 += weight[j] * q * q;
+  float id[kLanes];
+  id[0] = 1.0f / (-max / v0);
+  for (int t = -kTrials; t <= kTrials; ++t) id[t + kTrials + 1] = static_cast<float>(t + kIq4nlValues[0]) / max;
+
+  constexpr int kVecs = kLanes / 8;
+  F8 id8[kVecs], sqx[kVecs], sq2[kVecs];
+  for (int v = 0; v < kVecs; ++v) {
+    std::memcpy(&id8[v], id + 8 * v, sizeof id8[v]);
+    sqx[v] = sq2[v] = splat(0.0f);
   }
+  for (int j = 0; j < kBlock; ++j) {
+    const F8 xj = splat(xb[j]), w = splat(xb[j] * xb[j]);
+#pragma GCC unroll 2
+    for (int v = 0; v < kVecs; ++v) {
+      const F8 al = id8[v] * xj;
+      // q = level 15 minus the steps of every threshold above al.
+      I8 down = splat_i(0);
+      for (int k = 0; k < 15; ++k)
+        down += (al < splat(kThresholds.t[k])) & splat_i(kIq4nlValues[k + 1] - kIq4nlValues[k]);
+      const F8 q = to_float(splat_i(kIq4nlValues[15]) - down);
+      const F8 wq = w * q;
+      sqx[v] += wq * xj;
+      sq2[v] += wq * q;
+    }
+  }
+  float sumqx[kLanes], sumq2[kLanes];
+  std::memcpy(sumqx, sqx, sizeof sumqx);
+  std::memcpy(sumq2, sq2, sizeof sumq2);
   // ggml of February 2025 divides unguarded; sumq2 > 0 here since the
   // largest value has weight amax^2 > 0 and a nonzero level.
-  d = sumqx / sumq2;
-  float best = d * sumqx;
-  for (int t = -kTrials; t <= kTrials; ++t) {
-    id = static_cast<float>(t + kIq4nlValues[0]) / max;
-    sumqx = sumq2 = 0.0f;
-    for (int j = 0; j < kBlock; ++j) {
-      const float q = static_cast<float>(kIq4nlValues[nearest_level(id * xb[j])]);
-      sumqx += weight[j] * q * xb[j];
-      sumq2 += weight[j] * q * q;
+  float d = sumqx[0] / sumq2[0];
+  float best = d * sumqx[0];
+  for (int c = 1; c < kLanes; ++c)
+    if (sumq2[c] > 0.0f && sumqx[c] * sumqx[c] > best * sumq2[c]) {
+      d = sumqx[c] / sumq2[c];
+      best = d * sumqx[c];
     }
-    if (sumq2 > 0.0f && sumqx * sumqx > best * sumq2) {
-      d = sumqx / sumq2;
-      best = d * sumqx;
-    }
-  }
   return d;
 }
 
@@ -93,14 +132,20 @@ void pack_nibbles(const uint8_t* L, uint8_t* qs, int n) {
 
 }  // namespace
 
+int iq4nl_nearest_level(float v) {
+  int below = 0;
+  for (float t : kThresholds.t) below += v < t;
+  return 15 - below;
+}
+
 void quantize_iq4_nl(const float* x, BlockIq4Nl* y, int64_t nb) {
   uint8_t L[kBlock];
   for (int64_t i = 0; i < nb; ++i, x += kBlock) {
-    const float d = block_scale(x, L);
+    const float d = block_scale(x);
     y[i].d = fp32_to_fp16(d);
     // Codes re-picked with the unrounded scale, as ggml does for ntry > 0.
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int j = 0; j < kBlock; ++j) L[j] = static_cast<uint8_t>(nearest_level(id * x[j]));
+    for (int j = 0; j < kBlock; ++j) L[j] = static_cast<uint8_t>(iq4nl_nearest_level(id * x[j]));
     pack_nibbles(L, y[i].qs, kBlock);
   }
 }
@@ -112,7 +157,7 @@ void quantize_iq4_xs(const float* x, BlockIq4Xs* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
     float max_scale = 0.0f, amax_scale = 0.0f;  // the signed block scale of largest magnitude
     for (int ib = 0; ib < kBlocks; ++ib) {
-      scales[ib] = block_scale(x + kBlock * ib, L + kBlock * ib);
+      scales[ib] = block_scale(x + kBlock * ib);
       const float a = std::fabs(scales[ib]);
       if (a > amax_scale) {
         amax_scale = a;
@@ -131,7 +176,7 @@ void quantize_iq4_xs(const float* x, BlockIq4Xs* y, int64_t nb) {
       const float dl = d * static_cast<float>(l);
       const float idl = dl != 0.0f ? 1.0f / dl : 0.0f;
       const float* xb = x + kBlock * ib;
-      for (int j = 0; j < kBlock; ++j) L[kBlock * ib + j] = static_cast<uint8_t>(nearest_level(idl * xb[j]));
+      for (int j = 0; j < kBlock; ++j) L[kBlock * ib + j] = static_cast<uint8_t>(iq4nl_nearest_level(idl * xb[j]));
       l += 32;
       if (ib % 2 == 0)
         y[i].scales_l[ib / 2] = static_cast<uint8_t>(l & 0xf);

@@ -30,7 +30,6 @@ void quantize_scale_min_k(const float* x, Block* y, int nmax, float rmin, int ns
   constexpr int kSub = 32;
   float scales[kQK_K / kSub], mins[kQK_K / kSub];
   float weights[kSub];
-  uint8_t Laux[kSub];
   float max_scale = 0.0f, max_min = 0.0f;  // scales are positive once the min is taken out
   for (int j = 0; j < kQK_K / kSub; ++j) {
     const float* xs = x + kSub * j;
@@ -39,7 +38,7 @@ void quantize_scale_min_k(const float* x, Block* y, int nmax, float rmin, int ns
     for (int l = 0; l < kSub; ++l) sum_x2 += xs[l] * xs[l];
     const float av_x = std::sqrt(sum_x2 / kSub);
     for (int l = 0; l < kSub; ++l) weights[l] = av_x + std::fabs(xs[l]);
-    scales[j] = make_qkx2_quants(kSub, nmax, xs, weights, L + kSub * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+    scales[j] = make_qkx2_quants(kSub, nmax, xs, weights, L + kSub * j, &mins[j], rmin, 0.1f, nstep, false);
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
   }
@@ -83,13 +82,13 @@ void quantize_scale_min_k(const float* x, Block* y, int nmax, float rmin, int ns
 void quantize_q2_K(const float* x, BlockQ2_K* y, int64_t nb) {
   constexpr int kSub = 16;
   constexpr float kQ4Scale = 15.0f;
-  uint8_t L[kQK_K], Laux[kSub];
+  uint8_t L[kQK_K];
   float weights[kSub], mins[kQK_K / kSub], scales[kQK_K / kSub];
   for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
     float max_scale = 0.0f, max_min = 0.0f;
     for (int j = 0; j < kQK_K / kSub; ++j) {
       for (int l = 0; l < kSub; ++l) weights[l] = std::fabs(x[kSub * j + l]);
-      scales[j] = make_qkx2_quants(kSub, 3, x + kSub * j, weights, L + kSub * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+      scales[j] = make_qkx2_quants(kSub, 3, x + kSub * j, weights, L + kSub * j, &mins[j], -0.5f, 0.1f, 15, true);
       if (scales[j] > max_scale) max_scale = scales[j];
       if (mins[j] > max_min) max_min = mins[j];
     }

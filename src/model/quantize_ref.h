@@ -54,7 +54,14 @@
 //        of largest magnitude), stored fp16(d); codes re-picked with 1/(d l).
 //   F16 / BF16: round to nearest even (kernels/quant_blocks.h).
 //
-// Throughput (g++ 12 -O2, one core): see quantize_ref.cpp's note.
+//
+// Throughput, one core (g++ 12 -O3, x86-64-v3, CPU time on a shared machine;
+// ns per value / s per 100M values): Q4_0, Q4_1, Q5_0, Q5_1 about 1.3 / 0.13;
+// Q8_0 4.3 / 0.43; Q3_K 9 / 0.9; Q6_K 11 / 1.1; IQ4_NL, IQ4_XS 16 / 1.6;
+// Q2_K 20 / 2.0; Q5_K 24 / 2.4; Q4_K 31 / 3.1. The searches try each
+// sub-block's candidate scales 8 at a time in vector lanes
+// (model/quant_simd.h), which keeps every sum in ggml's order. A 1.1B model
+// to Q4_K_M is about 35 core-seconds.
 #pragma once
 
 #include <cstdint>

@@ -24,5 +24,8 @@ void quantize_q6_K(const float* x, BlockQ6_K* y, int64_t nb);
 // model/quantize_iq4.cpp: IQ4_NL blocks of 32, IQ4_XS super-blocks of 256.
 void quantize_iq4_nl(const float* x, BlockIq4Nl* y, int64_t nb);
 void quantize_iq4_xs(const float* x, BlockIq4Xs* y, int64_t nb);
+// The index of the kIq4nlValues level nearest to v, exactly as ggml's
+// best_index_int8 picks it (ties and float rounding included; NaN -> 15).
+int iq4nl_nearest_level(float v);
 
 }  // namespace nexus::quant
