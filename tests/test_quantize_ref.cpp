@@ -95,10 +95,12 @@ TEST(QuantizeRef, RoundTripsThroughDequantizeWithinTheStepSize) {
 }
 
 TEST(QuantizeRef, RefusesPartialBlocksAndUnsupportedTypes) {
-  std::vector<float> x(64, 1.0f);
+  std::vector<float> x(256, 1.0f);
   std::vector<uint8_t> out(256);
   EXPECT_THROW(quantize_row_ref(GgmlType::Q8_0, x.data(), out.data(), 48), Error);
-  EXPECT_THROW(quantize_row_ref(GgmlType::Q4_1, x.data(), out.data(), 32), Error);
+  EXPECT_THROW(quantize_row_ref(GgmlType::Q4_K, x.data(), out.data(), 64), Error);  // super-blocks of 256
+  EXPECT_THROW(quantize_row_ref(GgmlType::Q8_1, x.data(), out.data(), 32), Error);
+  EXPECT_THROW(quantize_row_ref(GgmlType::IQ2_XXS, x.data(), out.data(), 256), Error);
   EXPECT_THROW(quantize_row_ref(static_cast<GgmlType>(99), x.data(), out.data(), 32), Error);
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/quant_blocks.h"
+#include "model/quantize_types.h"
 #include "util/error.h"
 
 namespace nexus {
@@ -68,9 +69,20 @@ void quantize_row_ref(GgmlType type, const float* src, void* dst, int64_t n) {
     }
     case GgmlType::Q8_0: quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n / kQK8_0); return;
     case GgmlType::Q4_0: quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n / kQK4_0); return;
+    case GgmlType::Q4_1: quant::quantize_q4_1(src, static_cast<BlockQ4_1*>(dst), n / 32); return;
+    case GgmlType::Q5_0: quant::quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), n / 32); return;
+    case GgmlType::Q5_1: quant::quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), n / 32); return;
+    case GgmlType::Q2_K: quant::quantize_q2_K(src, static_cast<BlockQ2_K*>(dst), n / kQK_K); return;
+    case GgmlType::Q3_K: quant::quantize_q3_K(src, static_cast<BlockQ3_K*>(dst), n / kQK_K); return;
+    case GgmlType::Q4_K: quant::quantize_q4_K(src, static_cast<BlockQ4_K*>(dst), n / kQK_K); return;
+    case GgmlType::Q5_K: quant::quantize_q5_K(src, static_cast<BlockQ5_K*>(dst), n / kQK_K); return;
+    case GgmlType::Q6_K: quant::quantize_q6_K(src, static_cast<BlockQ6_K*>(dst), n / kQK_K); return;
+    case GgmlType::IQ4_NL: quant::quantize_iq4_nl(src, static_cast<BlockIq4Nl*>(dst), n / 32); return;
+    case GgmlType::IQ4_XS: quant::quantize_iq4_xs(src, static_cast<BlockIq4Xs*>(dst), n / kQK_K); return;
     default:
       throw Error("quantize_row_ref: cannot quantize to " + std::string(ggml_type_name(type)) +
-                  " (supported: F32, F16, BF16, Q8_0, Q4_0)");
+                  " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
+                  "IQ4_NL, IQ4_XS)");
   }
 }
 
