@@ -115,7 +115,8 @@ float oracle_qx_rmse1(int n, int nmax, const float* x, int8_t* L) {
       suml2 += w * l * l;
     }
     if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1));
+      for (int i = 0; i < n; ++i)
+        L[i] = static_cast<int8_t>(nmax + clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1));
       scale = sumlx / suml2;
       best = scale * sumlx;
     }
