@@ -8,6 +8,7 @@
 #include "kernels/x86/gemm_amx.h"
 #include "kernels/x86/gemm_avx2.h"
 #include "kernels/x86/gemm_float_avx512.h"
+#include "kernels/x86/gemm_legacy.h"
 #include "kernels/x86/gemm_prefill_avx512.h"
 #include "kernels/x86/gemm_quant_avx512.h"
 
@@ -23,11 +24,16 @@ constexpr TypeKernels kTable[] = {
     {GgmlType::BF16, A::F32,   dequantize_row_bf16, {gemm_ref_bf16, gemm_bf16_avx2, gemm_bf16_avx512, nullptr,                  nullptr}},
     {GgmlType::Q8_0, A::Q8_32, dequantize_row_q8_0, {gemm_ref_q8_0, gemm_q8_0_avx2, gemm_q8_0_avx512, gemm_q8_0_prefill_avx512, gemm_q8_0_amx}},
     {GgmlType::Q4_0, A::Q8_32, dequantize_row_q4_0, {gemm_ref_q4_0, gemm_q4_0_avx2, gemm_q4_0_avx512, gemm_q4_0_prefill_avx512, gemm_q4_0_amx}},
+    {GgmlType::Q4_1, A::Q8_32, dequantize_row_q4_1, {gemm_ref_q4_1, gemm_q4_1_avx2, gemm_q4_1_avx512, nullptr,                  nullptr}},
+    {GgmlType::Q5_0, A::Q8_32, dequantize_row_q5_0, {gemm_ref_q5_0, gemm_q5_0_avx2, gemm_q5_0_avx512, nullptr,                  nullptr}},
+    {GgmlType::Q5_1, A::Q8_32, dequantize_row_q5_1, {gemm_ref_q5_1, gemm_q5_1_avx2, gemm_q5_1_avx512, nullptr,                  nullptr}},
+    {GgmlType::IQ4_NL, A::Q8_32, dequantize_row_iq4_nl, {gemm_ref_iq4_nl, gemm_iq4_nl_avx2, gemm_iq4_nl_avx512, nullptr,        nullptr}},
     {GgmlType::Q2_K, A::Q8_K,  dequantize_row_q2_k, {gemm_ref_q2_k, nullptr,        nullptr,          nullptr,                  nullptr}},
     {GgmlType::Q3_K, A::Q8_K,  dequantize_row_q3_k, {gemm_ref_q3_k, nullptr,        nullptr,          nullptr,                  nullptr}},
     {GgmlType::Q4_K, A::Q8_K,  dequantize_row_q4_k, {gemm_ref_q4_k, nullptr,        nullptr,          nullptr,                  nullptr}},
     {GgmlType::Q5_K, A::Q8_K,  dequantize_row_q5_k, {gemm_ref_q5_k, nullptr,        nullptr,          nullptr,                  nullptr}},
     {GgmlType::Q6_K, A::Q8_K,  dequantize_row_q6_k, {gemm_ref_q6_k, nullptr,        nullptr,          nullptr,                  nullptr}},
+    {GgmlType::IQ4_XS, A::Q8_K, dequantize_row_iq4_xs, {gemm_ref_iq4_xs, gemm_iq4_xs_avx2, gemm_iq4_xs_avx512, nullptr,        nullptr}},
 };
 
 }  // namespace

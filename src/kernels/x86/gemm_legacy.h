@@ -23,24 +23,19 @@
 // q5_1_q8_1, iq4_nl_q8_0, iq4_xs_q8_K} (ggml-cpu quants.c).
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
+#include "kernels/weight_kernels.h"
 
 namespace nexus {
 
-#define NEXUS_GEMM_LEGACY(name)                                                                                   \
-  void gemm_##name(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x, \
-                   int64_t n_tokens, float* y, int64_t ldy)
-NEXUS_GEMM_LEGACY(q4_1_avx2);
-NEXUS_GEMM_LEGACY(q5_0_avx2);
-NEXUS_GEMM_LEGACY(q5_1_avx2);
-NEXUS_GEMM_LEGACY(iq4_nl_avx2);
-NEXUS_GEMM_LEGACY(iq4_xs_avx2);
-NEXUS_GEMM_LEGACY(q4_1_avx512);
-NEXUS_GEMM_LEGACY(q5_0_avx512);
-NEXUS_GEMM_LEGACY(q5_1_avx512);
-NEXUS_GEMM_LEGACY(iq4_nl_avx512);
-NEXUS_GEMM_LEGACY(iq4_xs_avx512);
-#undef NEXUS_GEMM_LEGACY
+NEXUS_GEMM_KERNEL(gemm_q4_1_avx2);
+NEXUS_GEMM_KERNEL(gemm_q5_0_avx2);
+NEXUS_GEMM_KERNEL(gemm_q5_1_avx2);
+NEXUS_GEMM_KERNEL(gemm_iq4_nl_avx2);
+NEXUS_GEMM_KERNEL(gemm_iq4_xs_avx2);
+NEXUS_GEMM_KERNEL(gemm_q4_1_avx512);
+NEXUS_GEMM_KERNEL(gemm_q5_0_avx512);
+NEXUS_GEMM_KERNEL(gemm_q5_1_avx512);
+NEXUS_GEMM_KERNEL(gemm_iq4_nl_avx512);
+NEXUS_GEMM_KERNEL(gemm_iq4_xs_avx512);
 
 }  // namespace nexus
