@@ -18,7 +18,7 @@ SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i",
 # ggml type id -> (block size, bytes per block)
 GGML = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24),
         8: (32, 34), 9: (32, 36), 10: (256, 84), 11: (256, 110), 12: (256, 144),
-        13: (256, 176), 14: (256, 210), 15: (256, 292), 24: (1, 1), 25: (1, 2),
+        13: (256, 176), 14: (256, 210), 15: (256, 292), 20: (32, 18), 23: (256, 136), 24: (1, 1), 25: (1, 2),
         26: (1, 4), 27: (1, 8), 28: (1, 8), 30: (1, 2)}
 
 
@@ -82,11 +82,11 @@ def every_type_kvs():
     ]
 
 
-def mini_llama(w, gt=0):
+def mini_llama(w, gt=0, dim=32):
     vocab = ["<unk>", "<s>", "</s>"] + [chr(ord("a") + i) for i in range(29)]
     kvs = [
         ("general.architecture", STR, "llama"), ("general.name", STR, "mini"),
-        ("llama.context_length", U32, 64), ("llama.embedding_length", U32, 32),
+        ("llama.context_length", U32, 64), ("llama.embedding_length", U32, dim),
         ("llama.block_count", U32, 1), ("llama.feed_forward_length", U32, 64),
         ("llama.rope.dimension_count", U32, 8), ("llama.attention.head_count", U32, 4),
         ("llama.attention.head_count_kv", U32, 2), ("llama.attention.layer_norm_rms_epsilon", F32, 1e-5),
@@ -95,9 +95,9 @@ def mini_llama(w, gt=0):
         ("tokenizer.ggml.token_type", ARR, (I32, [2, 3, 3] + [1] * 29)),
         ("tokenizer.ggml.bos_token_id", U32, 1), ("tokenizer.ggml.eos_token_id", U32, 2),
     ]
-    tensors = [("token_embd.weight", [32, 32], gt), ("output_norm.weight", [32], 0),
-               ("blk.0.attn_q.weight", [32, 32], gt), ("blk.0.attn_k.weight", [32, 16], gt),
-               ("blk.0.ffn_up.weight", [32, 64], gt)]
+    tensors = [("token_embd.weight", [dim, 32], gt), ("output_norm.weight", [dim], 0),
+               ("blk.0.attn_q.weight", [dim, dim], gt), ("blk.0.attn_k.weight", [dim, dim // 2], gt),
+               ("blk.0.ffn_up.weight", [dim, 64], gt)]
     return w.file(kvs, tensors)
 
 
@@ -121,6 +121,12 @@ def main():
         "mini_llama_q8_0.seed": mini_llama(w3, 8),
         "mini_llama_q4_0_v2.seed": mini_llama(w2, 2),
         "mini_llama_v1.seed": mini_llama(w1, 0),
+        # K-quant rows are super-blocks of 256 values: a 256-wide model.
+        "mini_llama_q4_k.seed": mini_llama(w3, 12, 256),
+        "mini_llama_q6_k.seed": mini_llama(w3, 14, 256),
+        "mini_llama_iq4_xs.seed": mini_llama(w3, 23, 256),
+        "row_not_superblock_multiple.seed": w3.file([], [("k", [512], 12)]).replace(
+            struct.pack("<IQ", 1, 512), struct.pack("<IQ", 1, 384), 1),
         "vocab_only.seed": w3.file(every_type_kvs()[:3], []),
         "empty_header.seed": w3.file([], []),
         "bad_magic.seed": b"GGUX" + w3.file([], [])[4:],

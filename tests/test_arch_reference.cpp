@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -167,5 +168,42 @@ TEST_P(ArchReference, MatchesLlamaCppLogitsAndGreedyIds) {
 
 INSTANTIATE_TEST_SUITE_P(Types, ArchReference, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.type; });
+
+// A copy of `path` with tensor `name`'s type id set to `type_id` in its
+// tensor info (the data is left as it is: the parse only needs it to fit).
+std::string with_tensor_type(const std::string& path, const std::string& name, uint32_t type_id) {
+  std::string bytes = test::read_file(path);
+  // Tensor info: u64 name length, name, u32 n_dims, n_dims x u64, u32 type.
+  std::string key(8, '\0');
+  const uint64_t len = name.size();
+  std::memcpy(key.data(), &len, 8);
+  key += name;
+  const size_t at = bytes.find(key);
+  if (at == std::string::npos) return "";
+  uint32_t n_dims = 0;
+  std::memcpy(&n_dims, &bytes[at + key.size()], 4);
+  std::memcpy(&bytes[at + key.size() + 4 + 8 * n_dims], &type_id, 4);
+  const std::string out = test::make_temp_dir() + "/patched.gguf";
+  std::ofstream(out, std::ios::binary) << bytes;
+  return out;
+}
+
+// A weight type Nexus has no kernels for (IQ2_XXS, a real GGUF type) is
+// refused by name with the tensor, never run through another type's kernel.
+TEST(ArchReference, AWeightTypeWithoutKernelsIsRefusedByName) {
+  NEXUS_REQUIRE_SHARED(model_path, "arch/llama-d256-Q4_K_M.gguf");
+  const std::string patched = with_tensor_type(model_path, "blk.1.ffn_down.weight", 16);  // IQ2_XXS
+  ASSERT_NE(patched, "");
+  const test::CommandResult r = test::run_nexus("run -m " + test::shell_quote(patched) + " -p hi -n 2");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("tensor blk.1.ffn_down.weight has type IQ2_XXS, which this build cannot compute with"),
+            std::string::npos)
+      << r.err;
+  // A type id GGUF does not define is refused by the reader, naming the tensor.
+  const std::string unknown = with_tensor_type(model_path, "blk.1.ffn_down.weight", 31);
+  const test::CommandResult u = test::run_nexus("run -m " + test::shell_quote(unknown) + " -p hi -n 2");
+  EXPECT_EQ(u.exit_code, 1) << u.err;
+  EXPECT_NE(u.err.find("('blk.1.ffn_down.weight'): unknown ggml tensor type id 31"), std::string::npos) << u.err;
+}
 
 }  // namespace

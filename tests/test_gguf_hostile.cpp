@@ -194,6 +194,16 @@ TEST(GgufHostile, BadTensorShapes) {
   EXPECT_PARSE_ERROR(one_tensor({"r", {48, 2}, GgmlType::Q8_0}),
                      "('r'): row length 48 is not a multiple of the Q8_0 block size 32");
   EXPECT_PARSE_ERROR(one_tensor({"k", {128}, GgmlType::Q4_K}), "block size 256");
+  EXPECT_PARSE_ERROR(one_tensor({"blk.0.ffn_down.weight", {384, 4}, GgmlType::Q6_K}),
+                     "('blk.0.ffn_down.weight'): row length 384 is not a multiple of the Q6_K block size 256");
+  EXPECT_EQ(parse_error(one_tensor({"x", {256}, GgmlType::IQ4_XS})), "");
+}
+
+// A K-quant tensor whose data the file does not hold in full.
+TEST(GgufHostile, TruncatedKQuantTensor) {
+  GgufWriter::Tensor k{"blk.0.ffn_down.weight", {512, 2}, GgmlType::Q6_K};
+  k.data = std::string(700, '\1');  // 4 super-blocks of 210 bytes: 840 needed
+  EXPECT_PARSE_ERROR(one_tensor(k), "tensor 'blk.0.ffn_down.weight' (840 bytes at data offset 0)");
 }
 
 TEST(GgufHostile, BadTensorOffsets) {
