@@ -28,7 +28,7 @@
 
 namespace nexus {
 
-#define NEXUS_GEMM_LEGACY(name)                                                                                   \
+#define NEXUS_GEMM_LEGACY(name)                                                                               \
   void gemm_##name(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x, \
                    int64_t n_tokens, float* y, int64_t ldy)
 NEXUS_GEMM_LEGACY(q4_1_avx2);

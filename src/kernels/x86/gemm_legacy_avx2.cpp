@@ -71,7 +71,9 @@ inline __m256i iq4_levels(const uint8_t* qs) {
 
 // u8 x s8 -> int32 lanes. No int16 saturation for u <= 127 (or u <= 31 with
 // |s| <= 127): 2 * 127 * 127 < 2^15.
-inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)); }
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
 
 // The min term m_w * (d_x * qsum) in lane 0, zeros elsewhere.
 inline __m256 min_term(const BlockQ8Act& x) {
@@ -194,15 +196,16 @@ void tile(const typename W::Block* wb, int64_t n_blocks, const typename W::Act* 
 }
 
 template <class W>
-void rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* xv,
-          int64_t n_tokens, float* y, int64_t ldy) {
+void rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* xv, int64_t n_tokens,
+          float* y, int64_t ldy) {
   constexpr int64_t kValues = sizeof(W::Act::qs);
   const int64_t n_blocks = n_cols / kValues;
   const auto* x = static_cast<const typename W::Act*>(xv);
   for (int64_t r = r0; r < r1; ++r) {
     const auto* wb = reinterpret_cast<const typename W::Block*>(w + r * row_bytes);
     int64_t t = 0;
-    for (; t + kTokens <= n_tokens; t += kTokens) tile<W, kTokens>(wb, n_blocks, x + t * n_blocks, y + t * ldy + r, ldy);
+    for (; t + kTokens <= n_tokens; t += kTokens)
+      tile<W, kTokens>(wb, n_blocks, x + t * n_blocks, y + t * ldy + r, ldy);
     for (; t < n_tokens; ++t) tile<W, 1>(wb, n_blocks, x + t * n_blocks, y + t * ldy + r, ldy);
   }
 }

@@ -51,7 +51,8 @@ struct PrefetchDistances {
   size_t l1, l2;
 };
 const PrefetchDistances& prefetch_distances() {
-  static const PrefetchDistances d = cpu_features().amd ? PrefetchDistances{2048, 12288} : PrefetchDistances{2048, 6144};
+  static const PrefetchDistances d =
+      cpu_features().amd ? PrefetchDistances{2048, 12288} : PrefetchDistances{2048, 6144};
   return d;
 }
 
@@ -101,7 +102,9 @@ constexpr Words qh_words(int w0) {
   }
   return r;
 }
-inline __m512i permute_words(const Words& idx, __m512i v) { return _mm512_permutexvar_epi16(_mm512_loadu_si512(idx.v), v); }
+inline __m512i permute_words(const Words& idx, __m512i v) {
+  return _mm512_permutexvar_epi16(_mm512_loadu_si512(idx.v), v);
+}
 
 // Fifth bits: heads from heads4(), qh_idx = qh_words() of the type's qh
 // position. Adds 16 to the A / B bytes whose bit is set.
@@ -227,13 +230,12 @@ struct Iq4Xs {
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       // Sub-block j = 4h + k in lanes 4k..4k+3: low 4 bits at 4j of scales_l, high 2 at 2j of scales_h.
-      const int j = 4 * h;
-      const __m512i lshift = _mm512_setr_epi32(4 * j, 4 * j, 4 * j, 4 * j, 4 * j + 4, 4 * j + 4, 4 * j + 4, 4 * j + 4,
-                                               4 * j + 8, 4 * j + 8, 4 * j + 8, 4 * j + 8, 4 * j + 12, 4 * j + 12,
-                                               4 * j + 12, 4 * j + 12);
+      const __m512i lshift = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12),
+                                              _mm512_set1_epi32(16 * h));
       const __m512i scale = _mm512_sub_epi32(
-          _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi32(sl, lshift), _mm512_set1_epi32(0x0f)),
-                          _mm512_and_si512(_mm512_srlv_epi32(sh, _mm512_srli_epi32(lshift, 1)), _mm512_set1_epi32(0x30))),
+          _mm512_or_si512(
+              _mm512_and_si512(_mm512_srlv_epi32(sl, lshift), _mm512_set1_epi32(0x0f)),
+              _mm512_and_si512(_mm512_srlv_epi32(sh, _mm512_srli_epi32(lshift, 1)), _mm512_set1_epi32(0x30))),
           _mm512_set1_epi32(32));
       const __m512i q = _mm512_loadu_si512(blk.qs + 64 * h);
       const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -246,7 +248,8 @@ struct Iq4Xs {
     }
     const __m512 dw = _mm512_set1_ps(_cvtsh_ss(blk.d));
     for (int t = 0; t < T; ++t)
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, _mm512_load_ps(a[t * stride].dx)), acc[t]);
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, _mm512_load_ps(a[t * stride].dx)), acc[t]);
   }
 };
 
@@ -303,8 +306,10 @@ void rows512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t
     const int64_t nt = std::min(kChunk, n_tokens - t0);
     if (buf.size() < static_cast<size_t>(nt * stride)) buf.resize(static_cast<size_t>(nt * stride));
     for (int64_t t = 0; t < nt; ++t) {
-      if constexpr (kQ8K) repack_q8k(x + (t0 + t) * n_act, n_act, buf.data() + t * stride);
-      else repack_q8(x + (t0 + t) * n_act, n_act, W::kShiftLog2, buf.data() + t * stride);
+      if constexpr (kQ8K)
+        repack_q8k(x + (t0 + t) * n_act, n_act, buf.data() + t * stride);
+      else
+        repack_q8(x + (t0 + t) * n_act, n_act, W::kShiftLog2, buf.data() + t * stride);
     }
     const QuadAct* a = buf.data();
     for (int64_t r = r0; r < r1; ++r) {
