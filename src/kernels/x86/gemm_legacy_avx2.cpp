@@ -92,6 +92,7 @@ struct Q4_1 {
     const __m256i q = nibbles(wb.qs);
     const float dw = half(wb.d);
     const __m256 mw = _mm256_set1_ps(half(wb.m));
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) {
       const Act& x = xb[t * stride];
       const __m256 p = _mm256_cvtepi32_ps(dot_u8s8(q, load32(x.qs)));
@@ -109,6 +110,7 @@ struct Q5_1 {
     const __m256i q = _mm256_or_si256(nibbles(wb.qs), fifth_bits(wb.qh));
     const float dw = half(wb.d);
     const __m256 mw = _mm256_set1_ps(half(wb.m));
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) {
       const Act& x = xb[t * stride];
       const __m256 p = _mm256_cvtepi32_ps(dot_u8s8(q, load32(x.qs)));
@@ -125,6 +127,7 @@ struct Q5_0 {
   static void step(const Block& wb, const Act* xb, int64_t stride, __m256* acc, __m256* /*mins*/) {
     const __m256i q = _mm256_or_si256(nibbles(wb.qs), fifth_bits(wb.qh));  // value + 16
     const float dw = half(wb.d);
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) {
       const Act& x = xb[t * stride];
       __m256i s = dot_u8s8(q, load32(x.qs));
@@ -142,6 +145,7 @@ struct Iq4Nl {
     const __m256i v = iq4_levels(wb.qs);
     const __m256i av = _mm256_sign_epi8(v, v);
     const float dw = half(wb.d);
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) {
       const Act& x = xb[t * stride];
       const __m256i s = dot_u8s8(av, _mm256_sign_epi8(load32(x.qs), v));
@@ -156,6 +160,7 @@ struct Iq4Xs {
   template <int T>
   static void step(const Block& wb, const Act* xb, int64_t stride, __m256* acc, __m256* /*mins*/) {
     __m256i isum[T];
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
     uint32_t lo;
     std::memcpy(&lo, wb.scales_l, 4);
@@ -164,12 +169,14 @@ struct Iq4Xs {
       const __m256i sc = _mm256_set1_epi16(static_cast<short>(scale));
       const __m256i v = iq4_levels(wb.qs + 16 * ib);
       const __m256i av = _mm256_sign_epi8(v, v);
+#pragma GCC unroll 4  // keeps the T accumulators in registers
       for (int t = 0; t < T; ++t) {
         const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(load32(xb[t * stride].qs + 32 * ib), v));
         isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc));
       }
     }
     const float dw = half(wb.d);
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(dw * xb[t * stride].d), acc[t]);
   }
@@ -181,6 +188,7 @@ struct Iq4Xs {
 template <class W, int T>
 void tile(const typename W::Block* wb, int64_t n_blocks, const typename W::Act* x, float* y, int64_t ldy) {
   __m256 even[T], odd[T], mins[T];
+#pragma GCC unroll 4  // keeps the T accumulators in registers
   for (int t = 0; t < T; ++t) even[t] = odd[t] = mins[t] = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 1 < n_blocks; b += 2) {
@@ -192,6 +200,7 @@ void tile(const typename W::Block* wb, int64_t n_blocks, const typename W::Act* 
     W::template step<T>(wb[b + 1], x + b + 1, n_blocks, odd, mins);
   }
   if (b < n_blocks) W::template step<T>(wb[b], x + b, n_blocks, even, mins);
+#pragma GCC unroll 4  // keeps the T accumulators in registers
   for (int t = 0; t < T; ++t) y[t * ldy] = hsum(_mm256_add_ps(_mm256_add_ps(even[t], odd[t]), mins[t]));
 }
 

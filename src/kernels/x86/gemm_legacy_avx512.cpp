@@ -141,6 +141,7 @@ struct Q4_1 {
     static constexpr Words kDm = scale_words({0, 10, 20, 30, 1, 11, 21, 31});
     const __m512i dm = permute_words(kDm, _mm512_loadu_si512(p));
     const __m512 dw = low_halves(dm), mw = high_halves(dm);
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) {
       const QuadAct& x = a[t * stride];
       const __m512i s = quad_dot(_mm512_setzero_si512(), wa, wb, x);
@@ -162,6 +163,7 @@ struct Q5_1 {
     add_fifth_bits(heads, kQh, wa, wb);
     const __m512i dm = permute_words(kDm, heads);
     const __m512 dw = low_halves(dm), mw = high_halves(dm);
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) {
       const QuadAct& x = a[t * stride];
       const __m512i s = quad_dot(_mm512_setzero_si512(), wa, wb, x);
@@ -182,6 +184,7 @@ struct Q5_0 {
     static constexpr Words kQh = qh_words(1), kD = scale_words({0, 4, 8, 12, 0, 0, 0, 0});
     add_fifth_bits(heads, kQh, wa, wb);
     const __m512 dw = low_halves(permute_words(kD, heads));
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) {
       const QuadAct& x = a[t * stride];
       const __m512i s = quad_dot(_mm512_load_si512(x.extra), wa, wb, x);
@@ -208,6 +211,7 @@ struct Iq4Nl {
     // d at words 0, 9, 18, 27 of the quad's first 64 bytes.
     static constexpr Words kD = scale_words({0, 9, 18, 27, 0, 0, 0, 0});
     const __m512 dw = low_halves(permute_words(kD, _mm512_loadu_si512(p)));
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) {
       const QuadAct& x = a[t * stride];
       const __m512i s = quad_dot(_mm512_load_si512(x.extra), wa, wb, x);
@@ -227,6 +231,7 @@ struct Iq4Xs {
     const __m512i sh = _mm512_set1_epi32(static_cast<int>(blk.scales_h) << 4);
     const __m512i table = iq4_table();
     __m512i isum[T];
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       // Sub-block j = 4h + k in lanes 4k..4k+3: low 4 bits at 4j of scales_l, high 2 at 2j of scales_h.
@@ -241,12 +246,14 @@ struct Iq4Xs {
       const __m512i low4 = _mm512_set1_epi8(0x0f);
       const __m512i wa = _mm512_shuffle_epi8(table, _mm512_and_si512(q, low4));
       const __m512i wb = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4));
+#pragma GCC unroll 4  // keeps the T accumulators in registers
       for (int t = 0; t < T; ++t) {
         const QuadAct& x = a[t * stride + h];
         isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(quad_dot(_mm512_load_si512(x.extra), wa, wb, x), scale));
       }
     }
     const __m512 dw = _mm512_set1_ps(_cvtsh_ss(blk.d));
+#pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t)
       acc[t] =
           _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, _mm512_load_ps(a[t * stride].dx)), acc[t]);
@@ -261,6 +268,7 @@ void tile(const uint8_t* row, int64_t n_units, int64_t n_full, size_t tail_bytes
           int64_t stride, float* y, int64_t ldy) {
   const size_t pf_l1 = prefetch_distances().l1, pf_l2 = prefetch_distances().l2;
   __m512 even[T], odd[T];
+#pragma GCC unroll 4  // keeps the T accumulators in registers
   for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm512_setzero_ps();
   int64_t u = 0;
   for (; u + 1 < n_full; u += 2) {
@@ -286,6 +294,7 @@ void tile(const uint8_t* row, int64_t n_units, int64_t n_full, size_t tail_bytes
       W::template step<T>(pad, a + u * acts, stride, acc);
     }
   }
+#pragma GCC unroll 4  // keeps the T accumulators in registers
   for (int t = 0; t < T; ++t) y[t * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(even[t], odd[t]));
 }
 
