@@ -10,11 +10,10 @@
 //
 // s_x = d_x * qsum is the activation block's sum as ggml's block_q8_1 keeps
 // it (d * sum), here in float32 (ggml stores it rounded to fp16).
-#include "kernels/gemm_ref.h"
-
 #include <cstring>
 
 #include "kernels/act_quant.h"
+#include "kernels/gemm_ref.h"
 #include "kernels/quant_blocks.h"
 
 namespace nexus {

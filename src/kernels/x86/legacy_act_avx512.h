@@ -35,7 +35,8 @@ static_assert(sizeof(QuadAct) == 256);
 inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // Lane k (128 bits) <- 32 bytes of block k (two lanes per block) -> A and B.
-inline void split_halves(const int8_t* q0, const int8_t* q1, const int8_t* q2, const int8_t* q3, __m512i& a, __m512i& b) {
+inline void split_halves(const int8_t* q0, const int8_t* q1, const int8_t* q2, const int8_t* q3, __m512i& a,
+                         __m512i& b) {
   const __m512i q01 = _mm512_inserti64x4(_mm512_castsi256_si512(load32(q0)), load32(q1), 1);
   const __m512i q23 = _mm512_inserti64x4(_mm512_castsi256_si512(load32(q2)), load32(q3), 1);
   a = _mm512_shuffle_i64x2(q01, q23, _MM_SHUFFLE(2, 0, 2, 0));
