@@ -326,16 +326,17 @@ Exact exact(const Problem& p, int64_t r, int64_t t) {
 }
 
 // The reference kernel's error bound against exact(), in units of S.
-// Per super-block b the kernel forms fl(fl(fl(d x.d) fl(isum)) - fl(fl(dmin
-// x.d) fl(msum))) from exact integers: within gamma_4 (|A_b| + |B_b|) of
-// A_b - B_b (A_b, B_b the exact scale and min terms; an FMA only removes
-// roundings). Adding nb such terms in order costs gamma_{nb-1} of their
-// absolute sum; sum_b |A_b| + |B_b| <= S. The float64 side: dequantize_row
-// rounds each value within gamma_3 of its parts (d * scale, times q, minus
-// dmin * min), the float64 sums are ~2^-40 S. So |ref - dot| <= (nb + 7) u S
-// to first order, u = 2^-24; nb + 8 covers the higher-order terms.
+// Per super-block b the kernel adds fl(d x.d) fl(isum) = A_b (1 + theta_2)
+// and, with mins, -fl(dmin x.d) fl(msum) = -B_b (1 + theta_2) to its
+// accumulator by fused multiply-adds (A_b, B_b the exact scale and min
+// terms, isum and msum exact integers), one rounding each: at most 2 nb
+// roundings after any term, so the sum is within gamma_{2 nb + 2} of
+// sum_b |A_b| + |B_b| <= S. The float64 side: dequantize_row rounds each
+// value within gamma_3 of its parts (d * scale, times q, minus dmin * min),
+// the float64 sums are ~2^-40 S. So |ref - dot| <= (2 nb + 5) u S to first
+// order, u = 2^-24; 2 nb + 6 covers the higher-order terms.
 double ref_bound(const Problem& p, double s) {
-  return static_cast<double>(p.n_cols / kQK_K + 8) * std::ldexp(1.0, -24) * s;
+  return static_cast<double>(2 * (p.n_cols / kQK_K) + 6) * std::ldexp(1.0, -24) * s;
 }
 
 class KQuantGemm : public testing::TestWithParam<KType> {};
