@@ -13,7 +13,8 @@
 //     as madd of the bsums with the scales, times 4 or 32, subtracted;
 //   then each token's int32 vectors reduced to exact sums (an hadd tree),
 //     token t in lane t of one 128-bit register, so the float work of the
-//     tile is two vfmadd, the reference's two fused multiply-adds.
+//     tile is two vfmadd, the reference's two fused multiply-adds (one
+//     token: isum and msum reduced together, to lanes 0 and 1).
 // Every integer is exact, so each (row, token) gets gemm_ref's bits whatever
 // the tile size, token count or row range.
 #include "kernels/x86/gemm_kquants.h"
