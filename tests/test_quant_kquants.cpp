@@ -2,6 +2,9 @@
 // blocks against values worked out by hand, quantize_act_q8k against
 // hand-computed codes, and the product kernels against a float64 reference.
 //
+// The SIMD kernels must give the reference's bits (gemm_kquants.h says why),
+// so their tests compare bits: the float64 bound then holds for them too.
+//
 // The random product tests use dequantize_row for the reference's weights, so
 // a layout bug shared by the dequantizer and the kernels (kquant_unpack.h)
 // would cancel there; the hand-built blocks are what pins the layouts.
@@ -15,9 +18,11 @@
 #include <vector>
 
 #include "kernels/act_quant.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dequant.h"
 #include "kernels/gemm_ref.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/gemm_kquants.h"
 
 namespace nexus {
 namespace {
@@ -243,17 +248,18 @@ struct KType {
   long dmin_offset;  // -1: no dmin
   DequantRowFn dequantize;
   GemmFn ref;
+  GemmFn avx2;
 };
 
 const KType kTypes[] = {
     {"Q2_K", sizeof(BlockQ2_K), offsetof(BlockQ2_K, d), static_cast<long>(offsetof(BlockQ2_K, dmin)),
-     dequantize_row_q2_k, gemm_ref_q2_k},
-    {"Q3_K", sizeof(BlockQ3_K), offsetof(BlockQ3_K, d), -1, dequantize_row_q3_k, gemm_ref_q3_k},
+     dequantize_row_q2_k, gemm_ref_q2_k, gemm_q2_k_avx2},
+    {"Q3_K", sizeof(BlockQ3_K), offsetof(BlockQ3_K, d), -1, dequantize_row_q3_k, gemm_ref_q3_k, gemm_q3_k_avx2},
     {"Q4_K", sizeof(BlockQ4_K), offsetof(BlockQ4_K, d), static_cast<long>(offsetof(BlockQ4_K, dmin)),
-     dequantize_row_q4_k, gemm_ref_q4_k},
+     dequantize_row_q4_k, gemm_ref_q4_k, gemm_q4_k_avx2},
     {"Q5_K", sizeof(BlockQ5_K), offsetof(BlockQ5_K, d), static_cast<long>(offsetof(BlockQ5_K, dmin)),
-     dequantize_row_q5_k, gemm_ref_q5_k},
-    {"Q6_K", sizeof(BlockQ6_K), offsetof(BlockQ6_K, d), -1, dequantize_row_q6_k, gemm_ref_q6_k},
+     dequantize_row_q5_k, gemm_ref_q5_k, gemm_q5_k_avx2},
+    {"Q6_K", sizeof(BlockQ6_K), offsetof(BlockQ6_K, d), -1, dequantize_row_q6_k, gemm_ref_q6_k, gemm_q6_k_avx2},
 };
 
 void put_half(uint8_t* p, float f) {
@@ -270,11 +276,14 @@ struct Problem {
   std::vector<uint8_t> w;
   std::vector<BlockQ8K> x;
 
-  Problem(const KType& type, int64_t rows, int64_t cols, int64_t tokens, uint32_t seed)
+  // extreme: weight bytes drawn from {00, ff, 80, 7f, 55, aa} and every
+  // activation code +-127 (the largest products maddubs sees).
+  Problem(const KType& type, int64_t rows, int64_t cols, int64_t tokens, uint32_t seed, bool extreme = false)
       : k(type), n_rows(rows), n_cols(cols), n_tokens(tokens), row_bytes(cols / kQK_K * type.block_bytes) {
     std::mt19937 rng(seed);
     w.resize(row_bytes * rows);
-    for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+    constexpr uint8_t kEdges[] = {0x00, 0xff, 0x80, 0x7f, 0x55, 0xaa};
+    for (uint8_t& b : w) b = extreme ? kEdges[rng() % 6] : static_cast<uint8_t>(rng());
     std::uniform_real_distribution<float> mag(1e-3f, 2e-2f);
     const auto scale = [&] { return (rng() & 1 ? 1.0f : -1.0f) * mag(rng); };
     for (size_t off = 0; off < w.size(); off += k.block_bytes) {
@@ -283,7 +292,7 @@ struct Problem {
     }
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> xf(static_cast<size_t>(cols * tokens));
-    for (float& v : xf) v = nd(rng);
+    for (float& v : xf) v = extreme ? (rng() & 1 ? 1.0f : -1.0f) : nd(rng);
     x.resize(static_cast<size_t>(cols / kQK_K * tokens));
     quantize_act_q8k(xf.data(), x.data(), cols * tokens);
   }
@@ -326,16 +335,17 @@ Exact exact(const Problem& p, int64_t r, int64_t t) {
 }
 
 // The reference kernel's error bound against exact(), in units of S.
-// Per super-block b the kernel forms fl(fl(fl(d x.d) fl(isum)) - fl(fl(dmin
-// x.d) fl(msum))) from exact integers: within gamma_4 (|A_b| + |B_b|) of
-// A_b - B_b (A_b, B_b the exact scale and min terms; an FMA only removes
-// roundings). Adding nb such terms in order costs gamma_{nb-1} of their
-// absolute sum; sum_b |A_b| + |B_b| <= S. The float64 side: dequantize_row
-// rounds each value within gamma_3 of its parts (d * scale, times q, minus
-// dmin * min), the float64 sums are ~2^-40 S. So |ref - dot| <= (nb + 7) u S
-// to first order, u = 2^-24; nb + 8 covers the higher-order terms.
+// Per super-block b the kernel adds fl(d x.d) fl(isum) = A_b (1 + theta_2)
+// and, with mins, -fl(dmin x.d) fl(msum) = -B_b (1 + theta_2) to its
+// accumulator by fused multiply-adds (A_b, B_b the exact scale and min
+// terms, isum and msum exact integers), one rounding each: at most 2 nb
+// roundings after any term, so the sum is within gamma_{2 nb + 2} of
+// sum_b |A_b| + |B_b| <= S. The float64 side: dequantize_row rounds each
+// value within gamma_3 of its parts (d * scale, times q, minus dmin * min),
+// the float64 sums are ~2^-40 S. So |ref - dot| <= (2 nb + 5) u S to first
+// order, u = 2^-24; 2 nb + 6 covers the higher-order terms.
 double ref_bound(const Problem& p, double s) {
-  return static_cast<double>(p.n_cols / kQK_K + 8) * std::ldexp(1.0, -24) * s;
+  return static_cast<double>(2 * (p.n_cols / kQK_K) + 6) * std::ldexp(1.0, -24) * s;
 }
 
 class KQuantGemm : public testing::TestWithParam<KType> {};
@@ -367,6 +377,57 @@ TEST_P(KQuantGemm, RefWritesOnlyItsRowsAndTokens) {
       else
         EXPECT_EQ(y[t * ldy + r], -7.0f) << r;
     }
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+void run(GemmFn fn, const Problem& p, int64_t r0, int64_t r1, int64_t n_tokens, std::vector<float>& y, int64_t ldy) {
+  fn(p.w.data(), p.row_bytes, r0, r1, p.n_cols, p.x.data(), n_tokens, y.data(), ldy);
+}
+
+#define SKIP_WITHOUT_AVX2() \
+  if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU"
+
+// Bound 0: both sum the same integers exactly and round the same float32
+// operations (d * x.d, dmin * x.d, two fused multiply-adds) in one order.
+TEST_P(KQuantGemm, Avx2GivesTheReferenceBits) {
+  SKIP_WITHOUT_AVX2();
+  for (bool extreme : {false, true})
+    for (int64_t n_cols : {256, 1024, 4096}) {
+      const Problem p(GetParam(), 7, n_cols, 9, static_cast<uint32_t>(n_cols) + 1, extreme);
+      std::vector<float> ref(static_cast<size_t>(7 * 9)), simd(ref.size());
+      run(GetParam().ref, p, 0, 7, 9, ref, 7);
+      run(GetParam().avx2, p, 0, 7, 9, simd, 7);
+      for (size_t i = 0; i < ref.size(); ++i)
+        EXPECT_EQ(bits(simd[i]), bits(ref[i])) << "n_cols " << n_cols << " extreme " << extreme << " row "
+                                               << i % 7 << " token " << i / 7 << ": " << simd[i] << " vs " << ref[i];
+    }
+}
+
+TEST_P(KQuantGemm, Avx2SameBitsForEveryTokenCountAndRowRange) {
+  SKIP_WITHOUT_AVX2();
+  const Problem p(GetParam(), 7, 1024, 9, 5);
+  const int64_t ldy = 11;
+  std::vector<float> full(static_cast<size_t>(ldy * 9));
+  run(GetParam().avx2, p, 0, 7, 9, full, ldy);
+  for (int64_t nt = 1; nt <= 9; ++nt) {
+    std::vector<float> y(full.size(), -7.0f);
+    run(GetParam().avx2, p, 0, 3, nt, y, ldy);
+    run(GetParam().avx2, p, 3, 6, nt, y, ldy);
+    run(GetParam().avx2, p, 6, 7, nt, y, ldy);
+    for (int64_t t = 0; t < 9; ++t)
+      for (int64_t r = 0; r < ldy; ++r) {
+        const size_t i = static_cast<size_t>(t * ldy + r);
+        if (t < nt && r < 7)
+          EXPECT_EQ(bits(y[i]), bits(full[i])) << "n_tokens " << nt << " row " << r << " token " << t;
+        else
+          EXPECT_EQ(y[i], -7.0f) << "n_tokens " << nt << " wrote row " << r << " token " << t;
+      }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuantGemm, testing::ValuesIn(kTypes),

@@ -3,12 +3,17 @@
 // (ggml-cpu/quants.c). Per super-block of one (row, token):
 //   isum = sum over sub-blocks s of scale[s] * (q . x_q over s)      (int32)
 //   msum = sum over sub-blocks s of min[s] * bsums[s]               (int32)
-//   acc += (d * x.d) * isum - (dmin * x.d) * msum                   (float32)
-// Both integer sums are exact (|isum| < 2^28 for Q6_K, the widest), so the
-// result differs from ggml's scalar loops, which keep 8 float lanes per row,
-// only by float32 rounding. Super-blocks are added in order, one float
-// accumulator per (row, token).
+//   acc = fma(d * x.d, isum, acc), then acc = fma(-(dmin * x.d), msum, acc)
+// (float32; isum and msum rounded to float32 first). Both integer sums are
+// exact (|isum| < 2^28 for Q6_K, the widest), so the result differs from
+// ggml's scalar loops, which keep 8 float lanes per row, only by float32
+// rounding. Super-blocks are added in order, one float accumulator per (row,
+// token). The two explicit fused multiply-adds fix every rounding, so the
+// bits do not depend on the compiler's contraction, and the SIMD kernels,
+// which sum the same integers exactly, reproduce them (gemm_kquants.h).
 #include "kernels/gemm_ref.h"
+
+#include <cmath>
 
 #include "kernels/act_quant.h"
 #include "kernels/kquant_unpack.h"
@@ -38,13 +43,12 @@ void kquant_ref(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int6
           isum += u.scale[s] * dot;
         }
         float& acc = y[t * ldy + r];
+        acc = std::fma(d * a.d, static_cast<float>(isum), acc);
         if constexpr (kHasMin) {
           int32_t msum = 0;
           for (int s = 0; s < 16; ++s) msum += u.min[s] * a.bsums[s];
           const float dmin = fp16_to_fp32(wb[b].dmin);
-          acc += (d * a.d) * static_cast<float>(isum) - (dmin * a.d) * static_cast<float>(msum);
-        } else {
-          acc += (d * a.d) * static_cast<float>(isum);
+          acc = std::fma(-(dmin * a.d), static_cast<float>(msum), acc);
         }
       }
     }

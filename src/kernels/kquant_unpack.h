@@ -1,8 +1,9 @@
 // K-quant super-blocks (quant_blocks.h) unpacked to integers: the packed
 // sub-block scales and mins, and each of the 256 values' integer level. The
 // dequantizers (dequant_kquants.cpp) and the reference products
-// (gemm_ref_kquants.cpp) both read blocks through these, so the layouts are
-// decoded in one place; SIMD kernels use the scale unpackers.
+// (gemm_ref_kquants.cpp) both read blocks through these, so the portable
+// code decodes the layouts in one place; the SIMD kernels decode them again
+// with vector operations and are tested bit for bit against the reference.
 //
 // Source: ggml's ggml-quants.c (get_scale_min_k4, dequantize_row_q*_K).
 //
