@@ -8,6 +8,8 @@
 #include "kernels/x86/gemm_amx.h"
 #include "kernels/x86/gemm_avx2.h"
 #include "kernels/x86/gemm_float_avx512.h"
+#include "kernels/x86/gemm_kquants.h"
+#include "kernels/x86/gemm_kquants_avx512.h"
 #include "kernels/x86/gemm_legacy.h"
 #include "kernels/x86/gemm_prefill_avx512.h"
 #include "kernels/x86/gemm_quant_avx512.h"
@@ -17,24 +19,43 @@ namespace {
 
 using A = ActFormat;
 
-//                   type            activations  dequantize            ref             avx2            avx512            avx512 prefill             amx
+// One row per weight type:
+//   {type, activation format, dequantize, {ref, avx2, avx512_vnni, avx512_prefill, amx}}
+// nullptr: no kernel of that instruction set (pick_gemm takes the nearest below).
+// clang-format off
 constexpr TypeKernels kTable[] = {
-    {GgmlType::F32,  A::F32,   dequantize_row_f32,  {gemm_ref_f32,  gemm_f32_avx2,  gemm_f32_avx512,  nullptr,                  nullptr}},
-    {GgmlType::F16,  A::F32,   dequantize_row_f16,  {gemm_ref_f16,  gemm_f16_avx2,  gemm_f16_avx512,  nullptr,                  nullptr}},
-    {GgmlType::BF16, A::F32,   dequantize_row_bf16, {gemm_ref_bf16, gemm_bf16_avx2, gemm_bf16_avx512, nullptr,                  nullptr}},
-    {GgmlType::Q8_0, A::Q8_32, dequantize_row_q8_0, {gemm_ref_q8_0, gemm_q8_0_avx2, gemm_q8_0_avx512, gemm_q8_0_prefill_avx512, gemm_q8_0_amx}},
-    {GgmlType::Q4_0, A::Q8_32, dequantize_row_q4_0, {gemm_ref_q4_0, gemm_q4_0_avx2, gemm_q4_0_avx512, gemm_q4_0_prefill_avx512, gemm_q4_0_amx}},
-    {GgmlType::Q4_1, A::Q8_32, dequantize_row_q4_1, {gemm_ref_q4_1, gemm_q4_1_avx2, gemm_q4_1_avx512, nullptr,                  nullptr}},
-    {GgmlType::Q5_0, A::Q8_32, dequantize_row_q5_0, {gemm_ref_q5_0, gemm_q5_0_avx2, gemm_q5_0_avx512, nullptr,                  nullptr}},
-    {GgmlType::Q5_1, A::Q8_32, dequantize_row_q5_1, {gemm_ref_q5_1, gemm_q5_1_avx2, gemm_q5_1_avx512, nullptr,                  nullptr}},
-    {GgmlType::IQ4_NL, A::Q8_32, dequantize_row_iq4_nl, {gemm_ref_iq4_nl, gemm_iq4_nl_avx2, gemm_iq4_nl_avx512, nullptr,        nullptr}},
-    {GgmlType::Q2_K, A::Q8_K,  dequantize_row_q2_k, {gemm_ref_q2_k, nullptr,        nullptr,          nullptr,                  nullptr}},
-    {GgmlType::Q3_K, A::Q8_K,  dequantize_row_q3_k, {gemm_ref_q3_k, nullptr,        nullptr,          nullptr,                  nullptr}},
-    {GgmlType::Q4_K, A::Q8_K,  dequantize_row_q4_k, {gemm_ref_q4_k, nullptr,        nullptr,          nullptr,                  nullptr}},
-    {GgmlType::Q5_K, A::Q8_K,  dequantize_row_q5_k, {gemm_ref_q5_k, nullptr,        nullptr,          nullptr,                  nullptr}},
-    {GgmlType::Q6_K, A::Q8_K,  dequantize_row_q6_k, {gemm_ref_q6_k, nullptr,        nullptr,          nullptr,                  nullptr}},
-    {GgmlType::IQ4_XS, A::Q8_K, dequantize_row_iq4_xs, {gemm_ref_iq4_xs, gemm_iq4_xs_avx2, gemm_iq4_xs_avx512, nullptr,        nullptr}},
+    {GgmlType::F32, A::F32, dequantize_row_f32,
+     {gemm_ref_f32, gemm_f32_avx2, gemm_f32_avx512, nullptr, nullptr}},
+    {GgmlType::F16, A::F32, dequantize_row_f16,
+     {gemm_ref_f16, gemm_f16_avx2, gemm_f16_avx512, nullptr, nullptr}},
+    {GgmlType::BF16, A::F32, dequantize_row_bf16,
+     {gemm_ref_bf16, gemm_bf16_avx2, gemm_bf16_avx512, nullptr, nullptr}},
+    {GgmlType::Q8_0, A::Q8_32, dequantize_row_q8_0,
+     {gemm_ref_q8_0, gemm_q8_0_avx2, gemm_q8_0_avx512, gemm_q8_0_prefill_avx512, gemm_q8_0_amx}},
+    {GgmlType::Q4_0, A::Q8_32, dequantize_row_q4_0,
+     {gemm_ref_q4_0, gemm_q4_0_avx2, gemm_q4_0_avx512, gemm_q4_0_prefill_avx512, gemm_q4_0_amx}},
+    {GgmlType::Q4_1, A::Q8_32, dequantize_row_q4_1,
+     {gemm_ref_q4_1, gemm_q4_1_avx2, gemm_q4_1_avx512, nullptr, nullptr}},
+    {GgmlType::Q5_0, A::Q8_32, dequantize_row_q5_0,
+     {gemm_ref_q5_0, gemm_q5_0_avx2, gemm_q5_0_avx512, nullptr, nullptr}},
+    {GgmlType::Q5_1, A::Q8_32, dequantize_row_q5_1,
+     {gemm_ref_q5_1, gemm_q5_1_avx2, gemm_q5_1_avx512, nullptr, nullptr}},
+    {GgmlType::IQ4_NL, A::Q8_32, dequantize_row_iq4_nl,
+     {gemm_ref_iq4_nl, gemm_iq4_nl_avx2, gemm_iq4_nl_avx512, nullptr, nullptr}},
+    {GgmlType::Q2_K, A::Q8_K, dequantize_row_q2_k,
+     {gemm_ref_q2_k, gemm_q2_k_avx2, gemm_q2_k_avx512, nullptr, nullptr}},
+    {GgmlType::Q3_K, A::Q8_K, dequantize_row_q3_k,
+     {gemm_ref_q3_k, gemm_q3_k_avx2, gemm_q3_k_avx512, nullptr, nullptr}},
+    {GgmlType::Q4_K, A::Q8_K, dequantize_row_q4_k,
+     {gemm_ref_q4_k, gemm_q4_k_avx2, gemm_q4_k_avx512, nullptr, nullptr}},
+    {GgmlType::Q5_K, A::Q8_K, dequantize_row_q5_k,
+     {gemm_ref_q5_k, gemm_q5_k_avx2, gemm_q5_k_avx512, nullptr, nullptr}},
+    {GgmlType::Q6_K, A::Q8_K, dequantize_row_q6_k,
+     {gemm_ref_q6_k, gemm_q6_k_avx2, gemm_q6_k_avx512, nullptr, nullptr}},
+    {GgmlType::IQ4_XS, A::Q8_K, dequantize_row_iq4_xs,
+     {gemm_ref_iq4_xs, gemm_iq4_xs_avx2, gemm_iq4_xs_avx512, nullptr, nullptr}},
 };
+// clang-format on
 
 }  // namespace
 
