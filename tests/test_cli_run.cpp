@@ -1,6 +1,7 @@
 // `nexus run` end to end: the built binary on stories260K, and its errors.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <sys/wait.h>
 
+#include "support/serve_process.h"
 #include "support/test_support.h"
 
 namespace {
@@ -102,6 +104,33 @@ TEST(CliMain, UsageErrorsExitTwoAndWordBadNumbers) {
                         Case{"bench --rate 1e999", "--rate: 1e999 is not a number above 0"},
                         Case{"bench --duration 1x", "--duration: '1x' is not a number"},
                         Case{"bench --price-per-hour -1", "--price-per-hour: -1 is outside 0 to 1000000000"},
+                        Case{"run --temp -1", "--temp: -1 is below 0"},
+                        Case{"run --top-p 2", "--top-p: 2 is outside 0 to 1"},
+                        Case{"run --top-p nan", "--top-p: 'nan' is not a number"},
+                        Case{"run --min-p -0.5", "--min-p: -0.5 is outside 0 to 1"},
+                        Case{"run --top-k -1", "--top-k: -1 is outside 0 to 2147483647"},
+                        Case{"run --repeat-penalty 0", "--repeat-penalty: 0 is not a number above 0"},
+                        Case{"run --repeat-last-n -2", "--repeat-last-n: -2 is outside -1 to 2147483647"},
+                        Case{"run --presence-penalty inf", "--presence-penalty: 'inf' is not a number"},
+                        Case{"run -c -1", "--ctx-size: -1 is outside 0 to 2147483647"},
+                        Case{"serve --port 99999", "--port: 99999 is outside 0 to 65535"},
+                        Case{"serve --kv-type q4_0", "--kv-type: 'q4_0' is not a KV type: use f16, f32 or q8_0"},
+                        Case{"serve --kv-memory 2X", "--kv-memory: '2X' is not a size"},
+                        Case{"serve --chat-template bogus", "--chat-template: unknown chat template 'bogus'"},
+                        Case{"serve --max-queue 0", "--max-queue: 0 is outside 1 to 2147483647"},
+                        Case{"synth --type Q5_K -o /dev/null", "--type: unsupported type 'Q5_K'"},
+                        Case{"synth --preset nope -o /dev/null", "--preset: unknown preset 'nope'"},
+                        Case{"synth --dim 64 --layers 1 -o /dev/null", "without --preset, give --dim"},
+                        Case{"synth --dim 65 --layers 1 --heads 4 --ffn 64 --vocab 64 -o /dev/null",
+                             "n_embd 65 is not a multiple of n_head 4"},
+                        Case{"bench --extra-body notjson", "--extra-body: 'notjson' is not a JSON object"},
+                        Case{"bench --timeout 0", "--timeout: 0 is not a number above 0"},
+                        Case{"bench --timeout 1e6", "--timeout: 1e6 is outside 0 to 86400"},
+                        Case{"bench --url ftp://x", "--url: ftp://x: expected http://HOST"},
+                        Case{"bench --max-tokens uniform:5", "--max-tokens: length spec 'uniform:5'"},
+                        Case{"bench -n 0", "--requests: 0 is outside 1 to"},
+                        Case{"bench --sweep-rate 1 --sweep-concurrency 2", "excludes"},
+                        Case{"info --array-items -1", "--array-items: -1 is outside 0 to"},
                         Case{"info -m a.gguf b.gguf", "excludes"}, Case{"run --no-such-flag", "no-such-flag"},
                         Case{"frobnicate", "unknown subcommand 'frobnicate'"}}) {
     const Result r = run_nexus(c.args);
@@ -111,6 +140,54 @@ TEST(CliMain, UsageErrorsExitTwoAndWordBadNumbers) {
   EXPECT_EQ(run_nexus("--help").exit_code, 0);
   EXPECT_EQ(run_nexus("--version").exit_code, 0);
   EXPECT_EQ(run_nexus("run --help").exit_code, 0);
+}
+
+// Values only the model can check, and combinations of options, are usage
+// errors too: exit 2 with CLI11's layout, the option named. (The work itself
+// failing, a missing model say, stays exit 1: EveryCommandWordsAMissingModelTheSame.)
+TEST(CliMain, UsageErrorsFoundAfterParsingExitTwo) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  const std::string m = "-m " + quote(model);
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : {Case{"run " + m + " -c 99999 -p hi", "--ctx-size: 99999 exceeds the model's context of 2048 tokens"},
+                        Case{"serve " + m + " -c 99999", "--ctx-size: 99999 exceeds the model's context of 2048 tokens"},
+                        Case{"bench-model " + m + " -q -p 5000", "--n-prompt: 5000 exceeds the model's context of 2048"},
+                        Case{"bench-model " + m + " -q -p 0 -n 2048", "--n-gen: 2048 needs 2049 positions"},
+                        Case{"run " + m + " --device cuda --stop x -p hi", "--stop: not supported with --device cuda"},
+                        Case{"bench-model " + m + " --device cuda --json", "--json: not supported with --device cuda"}}) {
+    const Result r = run_nexus(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind(c.says, 0), 0u) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find("Run with --help for more information."), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args << ": " << r.out;
+  }
+}
+
+// Weight and KV types are named in any case: F16, f16 and Q4_0, q4_0 alike.
+TEST(CliMain, TypeNamesAreCaseInsensitive) {
+  const std::string dir = nexus::test::make_temp_dir();
+  for (const auto& [given, type] : std::vector<std::pair<std::string, std::string>>{
+           {"f16", "F16"}, {"q4_0", "Q4_0"}, {"Q8_0", "Q8_0"}, {"bf16", "BF16"}}) {
+    const std::string out = dir + "/" + given + ".gguf";
+    const Result r = run_nexus("synth --dim 64 --layers 1 --heads 4 --ffn 64 --vocab 64 --ctx 64 --type " + given +
+                               " -o " + quote(out));
+    ASSERT_EQ(r.exit_code, 0) << given << ": " << r.err;
+    EXPECT_NE(r.out.find(" M params, " + type + ", dim 64"), std::string::npos) << given << ": " << r.out;
+    const Result info = run_nexus("info --no-tensors " + quote(out));
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    // token_embd, output and the layer's 7 matrices
+    EXPECT_NE(info.out.find(" " + type + " x9"), std::string::npos) << given << ": " << info.out;
+  }
+  std::filesystem::remove_all(dir);
+
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  for (const char* kv : {"Q8_0", "F32", "f16"}) {
+    nexus::test::ServeProcess s(model, {"--kv-type", kv, "-c", "64"});
+    EXPECT_NE(s.port, 0) << "--kv-type " << kv << " did not start the server";
+    EXPECT_EQ(s.proc.stop(SIGTERM), 0) << kv;
+  }
 }
 
 TEST(CliRun, TruncatedModelFailsClearly) {
@@ -129,11 +206,11 @@ TEST(CliRun, TruncatedModelFailsClearly) {
   EXPECT_TRUE(r.out.empty());
 }
 
-TEST(CliRun, BadSamplingParameterFails) {
+TEST(CliRun, BadSamplingParameterIsAUsageError) {
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
   Result r = run_nexus("run -m " + quote(model) + " -n 4 -t 1 --top-p 3 -p hi");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("top_p"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--top-p: 3 is outside 0 to 1"), std::string::npos) << r.err;
 }
 
 TEST(CliRun, NonPositiveNPredictNamesTheOption) {
