@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <sys/wait.h>
 
@@ -28,6 +29,15 @@ std::string trim(const std::string& s) {
 std::string reference_text(const std::string& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in).at("text").get<std::string>();
+}
+
+// The seed a random run used, from "nexus run: seed N (random; --seed N repeats it)".
+std::string printed_seed(const std::string& err, const std::string& who) {
+  std::smatch m;
+  if (!std::regex_search(err, m, std::regex(who + R"(: seed (\d+) \(random; --seed (\d+) repeats it\))")) ||
+      m[1] != m[2])
+    return "";
+  return m[1];
 }
 
 }  // namespace
@@ -65,6 +75,44 @@ TEST(CliRun, NPredictBeyondContextIsReported) {
       << r.err;
   EXPECT_NE(r.err.find("generation: 28 tokens"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("finish:     length"), std::string::npos) << r.err;
+}
+
+// --seed -1 (run's default) picks a random seed and prints it; that seed
+// given back repeats the run. CLI11 used to read -1 as 2^64 - 1, a fixed seed.
+TEST(CliRun, SeedMinusOneIsRandomPrintedAndRepeatable) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  const std::string args = "run -m " + quote(model) + " --temp 1 --top-k 0 --top-p 1 --min-p 0 -n 24 -t 1 -p 'Once upon a time'";
+  const Result a = run_nexus(args + " --seed -1");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const std::string seed = printed_seed(a.err, "nexus run");
+  ASSERT_FALSE(seed.empty()) << a.err;
+  const Result b = run_nexus(args);  // the default is -1 too: another random seed
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  ASSERT_FALSE(printed_seed(b.err, "nexus run").empty()) << b.err;
+  EXPECT_NE(printed_seed(b.err, "nexus run"), seed);
+
+  const Result again = run_nexus(args + " --seed " + seed);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, a.out) << "--seed " << seed << " did not repeat the run";
+  EXPECT_EQ(again.err.find("random"), std::string::npos) << again.err;  // a given seed is not printed
+  EXPECT_EQ(run_nexus(args + " --seed 18446744073709551615").exit_code, 0);
+}
+
+// bench and synth take -1 the same way (their defaults stay fixed: 0 and 1).
+TEST(CliMain, BenchAndSynthSeedMinusOneIsPrinted) {
+  const Result bench = run_nexus("bench --seed -1 --url http://127.0.0.1:1 -n 1 --no-progress");
+  EXPECT_EQ(bench.exit_code, 1) << bench.err;  // nothing listens there: the work fails
+  EXPECT_FALSE(printed_seed(bench.err, "nexus bench").empty()) << bench.err;
+
+  const std::string dir = nexus::test::make_temp_dir();
+  const std::string out = dir + "/seed.gguf";
+  const Result synth = run_nexus("synth --dim 64 --layers 1 --heads 4 --ffn 64 --vocab 64 --ctx 64 --seed -1 -o " + quote(out));
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const std::string seed = printed_seed(synth.err, "nexus synth");
+  ASSERT_FALSE(seed.empty()) << synth.err;
+  const Result info = run_nexus("info --no-tensors " + quote(out));
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(std::regex_search(info.out, std::regex(R"(nexus\.synth\.seed\s+UINT64\s+)" + seed + "\n"))) << info.out;
 }
 
 TEST(CliRun, MissingModelFailsClearly) {
@@ -113,6 +161,10 @@ TEST(CliMain, UsageErrorsExitTwoAndWordBadNumbers) {
                         Case{"run --repeat-last-n -2", "--repeat-last-n: -2 is outside -1 to 2147483647"},
                         Case{"run --presence-penalty inf", "--presence-penalty: 'inf' is not a number"},
                         Case{"run -c -1", "--ctx-size: -1 is outside 0 to 2147483647"},
+                        Case{"run --seed -2", "--seed: -2 is not a seed: use 0 to 18446744073709551615, or -1"},
+                        Case{"run --seed 18446744073709551616", "--seed: 18446744073709551616 is not a seed"},
+                        Case{"bench --seed -2", "--seed: -2 is not a seed"},
+                        Case{"synth --seed abc -o /dev/null", "--seed: abc is not a seed"},
                         Case{"serve --port 99999", "--port: 99999 is outside 0 to 65535"},
                         Case{"serve --kv-type q4_0", "--kv-type: 'q4_0' is not a KV type: use f16, f32 or q8_0"},
                         Case{"serve --kv-memory 2X", "--kv-memory: '2X' is not a size"},

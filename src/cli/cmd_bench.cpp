@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/seed_arg.h"
 #include "loadgen/bench.h"
 #include "loadgen/distribution.h"
 #include "loadgen/report_json.h"
@@ -44,7 +45,8 @@ struct BenchCliArgs {
   bool ignore_eos = false;
   std::string prompts;
   int32_t turns = 1;
-  uint64_t seed = 0, warmup = 0;
+  std::string seed = "0";  // -1: random (printed)
+  uint64_t warmup = 0;
   double timeout_s = 300;
   std::string json_path, svg_path;
   bool no_progress = false;
@@ -75,7 +77,8 @@ int run(const BenchCliArgs& a, CLI::App& sub) {
   o.workload.max_tokens = LengthDistribution::parse(a.max_tokens);
   o.workload.ignore_eos = a.ignore_eos;
   o.workload.turns = a.turns;
-  o.workload.seed = a.seed;
+  const uint64_t seed = resolve_seed(a.seed, "nexus bench");
+  o.workload.seed = seed;
   if (!a.prompts.empty()) {
     o.workload.prompts = load_prompts_jsonl(a.prompts);
     o.prompts_file = a.prompts;
@@ -83,7 +86,7 @@ int run(const BenchCliArgs& a, CLI::App& sub) {
   o.load.concurrency = a.concurrency;
   o.load.rate = a.rate;
   o.load.max_inflight = a.max_inflight;
-  o.load.seed = a.seed;
+  o.load.seed = seed;
   const bool has_requests = sub.count("--requests") > 0, has_duration = sub.count("--duration") > 0;
   if (has_requests) o.load.sessions = a.requests;
   if (has_duration) o.load.duration_s = a.duration_s;
@@ -168,7 +171,7 @@ std::function<int()> setup(CLI::App& sub) {
       ->check(CLI::ExistingFile);
   sub.add_option("--turns", a->turns, "chat turns per session (HTTP resends the history each turn; ws sends only the new input)")
       ->capture_default_str()->check(range(1, 1000));
-  sub.add_option("--seed", a->seed, "seed of prompts, lengths and arrivals")->capture_default_str();
+  add_seed_option(sub, a->seed, "seed of prompts, lengths and arrivals; -1 = random (printed)");
   sub.add_option("--warmup", a->warmup, "sessions run first and not counted")
       ->capture_default_str()
       ->check(range(int64_t{0}, kMaxCount));

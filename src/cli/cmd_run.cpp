@@ -16,6 +16,7 @@
 
 #include "cli/command.h"
 #include "cli/run_cuda.h"
+#include "cli/seed_arg.h"
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_config.h"
@@ -32,7 +33,7 @@ struct RunArgs {
   int32_t n_predict = 256;
   int32_t n_threads = 0;
   int32_t n_ctx = 0;
-  uint64_t seed = 0;
+  std::string seed = "-1";  // -1: random (printed)
   std::vector<std::string> stop;
   bool no_bos = false;
   bool ignore_eos = false;
@@ -40,7 +41,6 @@ struct RunArgs {
   int32_t gpu_layers = -1;
   SamplingParams sampling;
   CLI::Option* prompt_opt = nullptr;
-  CLI::Option* seed_opt = nullptr;
 };
 
 volatile std::sig_atomic_t g_interrupted = 0;
@@ -80,6 +80,7 @@ int run(RunArgs& a) {
   }
   GgufFile gguf(a.model);
   check_ctx_size(a.n_ctx, LlamaConfig::from_gguf(gguf).n_ctx_train);
+  a.sampling.seed = resolve_seed(a.seed, "nexus run");
   if (!a.prompt_opt->count()) a.prompt = read_stdin_prompt();
   if (a.device == "cuda") {
     CudaRunArgs ca;
@@ -92,7 +93,6 @@ int run(RunArgs& a) {
     ca.no_bos = a.no_bos;
     ca.ignore_eos = a.ignore_eos;
     ca.sampling = a.sampling;
-    if (a.seed_opt->count()) ca.sampling.seed = a.seed;
     return run_cuda(ca);
   }
 
@@ -109,7 +109,6 @@ int run(RunArgs& a) {
   GenerationRequest req;
   req.prompt = tok->encode(a.prompt, !a.no_bos);
   req.sampling = a.sampling;
-  if (a.seed_opt->count()) req.sampling.seed = a.seed;
   req.stop.max_tokens = a.n_predict;
   // The last generated token needs no KV slot: n_ctx - prompt + 1 tokens fit.
   const int64_t room = int64_t{engine.n_ctx()} - static_cast<int64_t>(req.prompt.size()) + 1;
@@ -202,7 +201,7 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--presence-penalty", a->sampling.presence_penalty, "OpenAI presence penalty")
       ->capture_default_str()
       ->check(finite_number());
-  a->seed_opt = sub.add_option("--seed", a->seed, "RNG seed (default: random)");
+  add_seed_option(sub, a->seed, "RNG seed; -1 = random (printed to stderr)");
   sub.add_option("--stop", a->stop, "stop string (repeatable); not printed")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/seed_arg.h"
 #include "model/synth.h"
 #include "util/error.h"
 
@@ -20,7 +21,7 @@ struct SynthArgs {
   std::string preset, type = "F32", vocab_from, out, name;
   std::optional<int32_t> dim, layers, heads, kv_heads, ffn, vocab, ctx;
   std::optional<bool> tied;
-  uint64_t seed = 1;
+  std::string seed = "1";  // -1: random (printed)
   int32_t threads = 0;
 };
 
@@ -66,7 +67,7 @@ int run_synth(const SynthArgs& a) {
     throw UsageError(e.what());
   }
   opt.vocab_path = a.vocab_from;
-  opt.seed = a.seed;
+  opt.seed = resolve_seed(a.seed, "nexus synth");
   opt.n_threads = a.threads;
   opt.name = !a.name.empty() ? a.name
              : !a.preset.empty() ? fmt::format("synth {} {}", a.preset, type_name)
@@ -119,7 +120,7 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--vocab-from", a->vocab_from, "GGUF whose tokenizer.* keys are copied (sets the vocabulary size)")
       ->check(CLI::ExistingFile);
   sub.add_option("-o,--output", a->out, "output GGUF path")->required();
-  sub.add_option("--seed", a->seed, "random seed")->capture_default_str();
+  add_seed_option(sub, a->seed, "seed of the weights; -1 = random (printed)");
   sub.add_option("--name", a->name, "general.name (default: 'synth PRESET TYPE')");
   sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->capture_default_str()->check(range(0, 4096));
   return [a] { return run_synth(*a); };
