@@ -69,11 +69,11 @@ TEST(CliRun, NPredictBeyondContextIsReported) {
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
   Result r = run_nexus("run -m " + quote(model) + " --temp 0 --ignore-eos -c 32 -n 100 -t 1 -p 'Once upon a time'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // "Once upon a time" is 5 tokens with BOS: 32 - 5 + 1 = 28 fit.
-  EXPECT_NE(r.err.find("note: -n 100: the 5-token prompt leaves room for 28 tokens in the 32-token context"),
+  // "Once upon a time" is 5 tokens with BOS: 32 - 5 = 27 fit.
+  EXPECT_NE(r.err.find("note: -n 100: the 5-token prompt leaves room for 27 tokens in the 32-token context"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("generation: 28 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("generation: 27 tokens"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("finish:     length"), std::string::npos) << r.err;
 }
 
@@ -113,6 +113,31 @@ TEST(CliMain, BenchAndSynthSeedMinusOneIsPrinted) {
   const Result info = run_nexus("info --no-tensors " + quote(out));
   std::filesystem::remove_all(dir);
   EXPECT_TRUE(std::regex_search(info.out, std::regex(R"(nexus\.synth\.seed\s+UINT64\s+)" + seed + "\n"))) << info.out;
+}
+
+// -c N bounds the prompt and the output together: never more than N tokens
+// (with -c 16 a run used to end at 17). Sizes on and off a KV block's 16.
+TEST(CliRun, ContextSizeBoundsPromptPlusOutput) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  auto count = [](const std::string& err, const char* what) {
+    std::smatch m;
+    return std::regex_search(err, m, std::regex(std::string(what) + R"(:\s+(\d+) tokens)")) ? std::stoi(m[1]) : -1;
+  };
+  for (int ctx : {8, 16, 17, 33}) {
+    const Result r = run_nexus("run -m " + quote(model) + " --temp 0 --ignore-eos -n 100 -t 1 -c " +
+                               std::to_string(ctx) + " -p 'Once upon a time'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const int prompt = count(r.err, "prompt"), generated = count(r.err, "generation");
+    EXPECT_EQ(prompt, 5) << r.err;  // BOS + 4
+    EXPECT_EQ(prompt + generated, ctx) << "-c " << ctx << ": " << r.err;  // --ignore-eos: it fills the context
+    EXPECT_NE(r.err.find("leaves room for " + std::to_string(ctx - 5) + " tokens"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("finish:     length"), std::string::npos) << r.err;
+  }
+  // -n that just fits: no note, and all of it.
+  const Result fits = run_nexus("run -m " + quote(model) + " --temp 0 --ignore-eos -n 11 -t 1 -c 16 -p 'Once upon a time'");
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(fits.err.find("note:"), std::string::npos) << fits.err;
+  EXPECT_EQ(count(fits.err, "generation"), 11) << fits.err;
 }
 
 TEST(CliRun, MissingModelFailsClearly) {

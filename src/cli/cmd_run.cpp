@@ -110,8 +110,8 @@ int run(RunArgs& a) {
   req.prompt = tok->encode(a.prompt, !a.no_bos);
   req.sampling = a.sampling;
   req.stop.max_tokens = a.n_predict;
-  // The last generated token needs no KV slot: n_ctx - prompt + 1 tokens fit.
-  const int64_t room = int64_t{engine.n_ctx()} - static_cast<int64_t>(req.prompt.size()) + 1;
+  // The context holds the prompt and the output together.
+  const int64_t room = int64_t{engine.n_ctx()} - static_cast<int64_t>(req.prompt.size());
   if (room > 0 && a.n_predict > room)
     std::fprintf(stderr, "note: -n %d: the %zu-token prompt leaves room for %lld tokens in the %d-token context (-c)\n",
                  a.n_predict, req.prompt.size(), static_cast<long long>(room), engine.n_ctx());
