@@ -159,7 +159,8 @@ TEST(BenchModel, RowMeanAndStddevFromKnownRates) {
   r.model = "m";
   r.type = "F32";
   r.rows = {row};
-  EXPECT_NE(bench_model_markdown(r).find("| pp8 | 20.00 ± 10.00 | - | - |"), std::string::npos) << bench_model_markdown(r);
+  const std::string md = bench_model_markdown(r);
+  EXPECT_NE(md.find("| pp8 | 20.00 ± 10.00 | - | - |"), std::string::npos) << md;
   const auto j = nlohmann::json::parse(bench_model_json(r));
   EXPECT_DOUBLE_EQ(j["results"][0]["mean_tps"].get<double>(), 20);
   EXPECT_DOUBLE_EQ(j["results"][0]["stddev_tps"].get<double>(), 10);
