@@ -375,13 +375,25 @@ TEST(BenchCli, UnreachableServerIsAClearErrorWithoutHanging) {
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
+// Usage errors, all exit 2 and name the flag, before any request is sent.
 TEST(BenchCli, BadFlagsAreRejected) {
-  for (const char* args : {"bench --prompt-tokens uniform:9:3", "bench --url ftp://x", "bench --rate 0",
-                           "bench --rate 2 --concurrency 3", "bench --transport carrier-pigeon",
-                           "bench --max-tokens normal:x:1", "bench --sweep-concurrency 1,0"}) {
-    const CommandResult r = run_nexus(std::string(args) + " --no-progress");
-    EXPECT_NE(r.exit_code, 0) << args;
-    EXPECT_FALSE(r.err.empty()) << args;
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"bench --prompt-tokens uniform:9:3", "--prompt-tokens: length spec 'uniform:9:3'"},
+                        Case{"bench --url ftp://x", "--url: ftp://x: expected http://"},
+                        Case{"bench --rate 0", "--rate: 0 is not a number above 0"},
+                        Case{"bench --rate 2 --concurrency 3", "excludes"},
+                        Case{"bench --transport carrier-pigeon", "--transport: carrier-pigeon not in"},
+                        Case{"bench --max-tokens normal:x:1", "--max-tokens: length spec 'normal:x:1'"},
+                        Case{"bench --sweep-concurrency 1,0", "--sweep-concurrency: 0 is outside 1 to 100000"},
+                        Case{"bench --sweep-rate 1,-2", "--sweep-rate: -2 is not a number above 0"},
+                        Case{"bench --extra-body [1]", "--extra-body: '[1]' is not a JSON object"},
+                        Case{"bench --warmup -1", "--warmup: -1 is outside 0 to"}}) {
+    const CommandResult r = run_nexus(std::string(c.args) + " --no-progress");
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
   }
 }
 

@@ -1,13 +1,16 @@
 // `nexus run` end to end: the built binary on stories260K, and its errors.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <sys/wait.h>
 
+#include "support/serve_process.h"
 #include "support/test_support.h"
 
 namespace {
@@ -26,6 +29,15 @@ std::string trim(const std::string& s) {
 std::string reference_text(const std::string& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in).at("text").get<std::string>();
+}
+
+// The seed a random run used, from "nexus run: seed N (random; --seed N repeats it)".
+std::string printed_seed(const std::string& err, const std::string& who) {
+  std::smatch m;
+  if (!std::regex_search(err, m, std::regex(who + R"(: seed (\d+) \(random; --seed (\d+) repeats it\))")) ||
+      m[1] != m[2])
+    return "";
+  return m[1];
 }
 
 }  // namespace
@@ -57,12 +69,78 @@ TEST(CliRun, NPredictBeyondContextIsReported) {
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
   Result r = run_nexus("run -m " + quote(model) + " --temp 0 --ignore-eos -c 32 -n 100 -t 1 -p 'Once upon a time'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // "Once upon a time" is 5 tokens with BOS: 32 - 5 + 1 = 28 fit.
-  EXPECT_NE(r.err.find("note: -n 100: the 5-token prompt leaves room for 28 tokens in the 32-token context"),
+  // "Once upon a time" is 5 tokens with BOS: 32 - 5 = 27 fit.
+  EXPECT_NE(r.err.find("note: -n 100: the 5-token prompt leaves room for 27 tokens in the 32-token context"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("generation: 28 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("generation: 27 tokens"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("finish:     length"), std::string::npos) << r.err;
+}
+
+// --seed -1 (run's default) picks a random seed and prints it; that seed
+// given back repeats the run. CLI11 used to read -1 as 2^64 - 1, a fixed seed.
+TEST(CliRun, SeedMinusOneIsRandomPrintedAndRepeatable) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  const std::string args =
+      "run -m " + quote(model) + " --temp 1 --top-k 0 --top-p 1 --min-p 0 -n 24 -t 1 -p 'Once upon a time'";
+  const Result a = run_nexus(args + " --seed -1");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const std::string seed = printed_seed(a.err, "nexus run");
+  ASSERT_FALSE(seed.empty()) << a.err;
+  const Result b = run_nexus(args);  // the default is -1 too: another random seed
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  ASSERT_FALSE(printed_seed(b.err, "nexus run").empty()) << b.err;
+  EXPECT_NE(printed_seed(b.err, "nexus run"), seed);
+
+  const Result again = run_nexus(args + " --seed " + seed);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, a.out) << "--seed " << seed << " did not repeat the run";
+  EXPECT_EQ(again.err.find("random"), std::string::npos) << again.err;  // a given seed is not printed
+  EXPECT_EQ(run_nexus(args + " --seed 18446744073709551615").exit_code, 0);
+}
+
+// bench and synth take -1 the same way (their defaults stay fixed: 0 and 1).
+TEST(CliMain, BenchAndSynthSeedMinusOneIsPrinted) {
+  const Result bench = run_nexus("bench --seed -1 --url http://127.0.0.1:1 -n 1 --no-progress");
+  EXPECT_EQ(bench.exit_code, 1) << bench.err;  // nothing listens there: the work fails
+  EXPECT_FALSE(printed_seed(bench.err, "nexus bench").empty()) << bench.err;
+
+  const std::string dir = nexus::test::make_temp_dir();
+  const std::string out = dir + "/seed.gguf";
+  const Result synth =
+      run_nexus("synth --dim 64 --layers 1 --heads 4 --ffn 64 --vocab 64 --ctx 64 --seed -1 -o " + quote(out));
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const std::string seed = printed_seed(synth.err, "nexus synth");
+  ASSERT_FALSE(seed.empty()) << synth.err;
+  const Result info = run_nexus("info --no-tensors " + quote(out));
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(std::regex_search(info.out, std::regex(R"(nexus\.synth\.seed\s+UINT64\s+)" + seed + "\n"))) << info.out;
+}
+
+// -c N bounds the prompt and the output together: never more than N tokens
+// (with -c 16 a run used to end at 17). Sizes on and off a KV block's 16.
+TEST(CliRun, ContextSizeBoundsPromptPlusOutput) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  auto count = [](const std::string& err, const char* what) {
+    std::smatch m;
+    return std::regex_search(err, m, std::regex(std::string(what) + R"(:\s+(\d+) tokens)")) ? std::stoi(m[1]) : -1;
+  };
+  for (int ctx : {8, 16, 17, 33}) {
+    const Result r = run_nexus("run -m " + quote(model) + " --temp 0 --ignore-eos -n 100 -t 1 -c " +
+                               std::to_string(ctx) + " -p 'Once upon a time'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const int prompt = count(r.err, "prompt"), generated = count(r.err, "generation");
+    EXPECT_EQ(prompt, 5) << r.err;  // BOS + 4
+    EXPECT_EQ(prompt + generated, ctx) << "-c " << ctx << ": " << r.err;  // --ignore-eos: it fills the context
+    EXPECT_NE(r.err.find("leaves room for " + std::to_string(ctx - 5) + " tokens"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("finish:     length"), std::string::npos) << r.err;
+  }
+  // -n that just fits: no note, and all of it.
+  const Result fits =
+      run_nexus("run -m " + quote(model) + " --temp 0 --ignore-eos -n 11 -t 1 -c 16 -p 'Once upon a time'");
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(fits.err.find("note:"), std::string::npos) << fits.err;
+  EXPECT_EQ(count(fits.err, "generation"), 11) << fits.err;
 }
 
 TEST(CliRun, MissingModelFailsClearly) {
@@ -102,6 +180,37 @@ TEST(CliMain, UsageErrorsExitTwoAndWordBadNumbers) {
                         Case{"bench --rate 1e999", "--rate: 1e999 is not a number above 0"},
                         Case{"bench --duration 1x", "--duration: '1x' is not a number"},
                         Case{"bench --price-per-hour -1", "--price-per-hour: -1 is outside 0 to 1000000000"},
+                        Case{"run --temp -1", "--temp: -1 is below 0"},
+                        Case{"run --top-p 2", "--top-p: 2 is outside 0 to 1"},
+                        Case{"run --top-p nan", "--top-p: 'nan' is not a number"},
+                        Case{"run --min-p -0.5", "--min-p: -0.5 is outside 0 to 1"},
+                        Case{"run --top-k -1", "--top-k: -1 is outside 0 to 2147483647"},
+                        Case{"run --repeat-penalty 0", "--repeat-penalty: 0 is not a number above 0"},
+                        Case{"run --repeat-last-n -2", "--repeat-last-n: -2 is outside -1 to 2147483647"},
+                        Case{"run --presence-penalty inf", "--presence-penalty: 'inf' is not a number"},
+                        Case{"run -c -1", "--ctx-size: -1 is outside 0 to 2147483647"},
+                        Case{"run --seed -2", "--seed: -2 is not a seed: use 0 to 18446744073709551615, or -1"},
+                        Case{"run --seed 18446744073709551616", "--seed: 18446744073709551616 is not a seed"},
+                        Case{"bench --seed -2", "--seed: -2 is not a seed"},
+                        Case{"synth --seed abc -o /dev/null", "--seed: abc is not a seed"},
+                        Case{"serve --port 99999", "--port: 99999 is outside 0 to 65535"},
+                        Case{"serve --kv-type q4_0", "--kv-type: 'q4_0' is not a KV type: use f16, f32 or q8_0"},
+                        Case{"serve --kv-memory 2X", "--kv-memory: '2X' is not a size"},
+                        Case{"serve --chat-template bogus", "--chat-template: unknown chat template 'bogus'"},
+                        Case{"serve --max-queue 0", "--max-queue: 0 is outside 1 to 2147483647"},
+                        Case{"synth --type Q5_K -o /dev/null", "--type: unsupported type 'Q5_K'"},
+                        Case{"synth --preset nope -o /dev/null", "--preset: unknown preset 'nope'"},
+                        Case{"synth --dim 64 --layers 1 -o /dev/null", "without --preset, give --dim"},
+                        Case{"synth --dim 65 --layers 1 --heads 4 --ffn 64 --vocab 64 -o /dev/null",
+                             "n_embd 65 is not a multiple of n_head 4"},
+                        Case{"bench --extra-body notjson", "--extra-body: 'notjson' is not a JSON object"},
+                        Case{"bench --timeout 0", "--timeout: 0 is not a number above 0"},
+                        Case{"bench --timeout 1e6", "--timeout: 1e6 is outside 0 to 86400"},
+                        Case{"bench --url ftp://x", "--url: ftp://x: expected http://HOST"},
+                        Case{"bench --max-tokens uniform:5", "--max-tokens: length spec 'uniform:5'"},
+                        Case{"bench -n 0", "--requests: 0 is outside 1 to"},
+                        Case{"bench --sweep-rate 1 --sweep-concurrency 2", "excludes"},
+                        Case{"info --array-items -1", "--array-items: -1 is outside 0 to"},
                         Case{"info -m a.gguf b.gguf", "excludes"}, Case{"run --no-such-flag", "no-such-flag"},
                         Case{"frobnicate", "unknown subcommand 'frobnicate'"}}) {
     const Result r = run_nexus(c.args);
@@ -111,6 +220,54 @@ TEST(CliMain, UsageErrorsExitTwoAndWordBadNumbers) {
   EXPECT_EQ(run_nexus("--help").exit_code, 0);
   EXPECT_EQ(run_nexus("--version").exit_code, 0);
   EXPECT_EQ(run_nexus("run --help").exit_code, 0);
+}
+
+// Values only the model can check, and combinations of options, are usage
+// errors too: exit 2 with CLI11's layout, the option named. (The work itself
+// failing, a missing model say, stays exit 1: EveryCommandWordsAMissingModelTheSame.)
+TEST(CliMain, UsageErrorsFoundAfterParsingExitTwo) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  const std::string m = "-m " + quote(model);
+  const std::string too_long = "--ctx-size: 99999 exceeds the model's context of 2048 tokens";
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : {Case{"run " + m + " -c 99999 -p hi", too_long}, Case{"serve " + m + " -c 99999", too_long},
+                        Case{"bench-model " + m + " -q -p 5000", "--n-prompt: 5000 exceeds the model's context of 2048"},
+                        Case{"bench-model " + m + " -q -p 0 -n 2048", "--n-gen: 2048 needs 2049 positions"},
+                        Case{"run " + m + " --device cuda --stop x -p hi", "--stop: not supported with --device cuda"},
+                        Case{"bench-model " + m + " --device cuda --json", "--json: not supported with --device"}}) {
+    const Result r = run_nexus(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind(c.says, 0), 0u) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find("Run with --help for more information."), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args << ": " << r.out;
+  }
+}
+
+// Weight and KV types are named in any case: F16, f16 and Q4_0, q4_0 alike.
+TEST(CliMain, TypeNamesAreCaseInsensitive) {
+  const std::string dir = nexus::test::make_temp_dir();
+  for (const auto& [given, type] : std::vector<std::pair<std::string, std::string>>{
+           {"f16", "F16"}, {"q4_0", "Q4_0"}, {"Q8_0", "Q8_0"}, {"bf16", "BF16"}}) {
+    const std::string out = dir + "/" + given + ".gguf";
+    const Result r = run_nexus("synth --dim 64 --layers 1 --heads 4 --ffn 64 --vocab 64 --ctx 64 --type " + given +
+                               " -o " + quote(out));
+    ASSERT_EQ(r.exit_code, 0) << given << ": " << r.err;
+    EXPECT_NE(r.out.find(" M params, " + type + ", dim 64"), std::string::npos) << given << ": " << r.out;
+    const Result info = run_nexus("info --no-tensors " + quote(out));
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    // token_embd, output and the layer's 7 matrices
+    EXPECT_NE(info.out.find(" " + type + " x9"), std::string::npos) << given << ": " << info.out;
+  }
+  std::filesystem::remove_all(dir);
+
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  for (const char* kv : {"Q8_0", "F32", "f16"}) {
+    nexus::test::ServeProcess s(model, {"--kv-type", kv, "-c", "64"});
+    EXPECT_NE(s.port, 0) << "--kv-type " << kv << " did not start the server";
+    EXPECT_EQ(s.proc.stop(SIGTERM), 0) << kv;
+  }
 }
 
 TEST(CliRun, TruncatedModelFailsClearly) {
@@ -129,11 +286,11 @@ TEST(CliRun, TruncatedModelFailsClearly) {
   EXPECT_TRUE(r.out.empty());
 }
 
-TEST(CliRun, BadSamplingParameterFails) {
+TEST(CliRun, BadSamplingParameterIsAUsageError) {
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
   Result r = run_nexus("run -m " + quote(model) + " -n 4 -t 1 --top-p 3 -p hi");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("top_p"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--top-p: 3 is outside 0 to 1"), std::string::npos) << r.err;
 }
 
 TEST(CliRun, NonPositiveNPredictNamesTheOption) {

@@ -237,8 +237,9 @@ TEST(Engine, FullContextEndsWithLength) {
   req.stop.ignore_eos = true;
   auto c = run_sync(engine, std::move(req));
   EXPECT_EQ(c->final_event.finish, FinishReason::Length);
-  // Positions 28..31 hold the first 4 generated tokens; the 5th needs no slot.
-  EXPECT_EQ(c->final_event.usage.completion_tokens, 32 - 28 + 1);
+  // Prompt + output fill the 32 positions and no more.
+  EXPECT_EQ(c->final_event.usage.completion_tokens, 32 - 28);
+  EXPECT_EQ(c->tokens.size(), 4u);
 }
 
 TEST(Engine, InvalidRequestsGetOneErrorEvent) {

@@ -258,7 +258,7 @@ TEST(EngineBatching, ContextIsCappedToWhatThePoolHolds) {
   EXPECT_NE(res->final_event.error.find("context"), std::string::npos) << res->final_event.error;
   // One that fits runs until the pool (its context) is full.
   const auto out = run_concurrently(e, {greedy({1, 403}, 1000)});
-  EXPECT_EQ(out[0].size(), 4u * kDefaultBlockSize - 2 + 1);
+  EXPECT_EQ(out[0].size(), 4u * kDefaultBlockSize - 2);  // prompt + output = the context
   EXPECT_THROW(
       {
         EngineOptions tiny = opts();

@@ -1,12 +1,22 @@
 // Kernels against hand-computed values and a float64 reference.
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
+#include <ctime>
+#include <fstream>
+#include <future>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -592,33 +602,92 @@ TEST(ThreadPool, CoversRangeExactlyOnceAndPropagatesErrors) {
 }
 
 // On a busy machine a worker may not run for a scheduler time slice. The
-// caller must not wait for it: it runs the ranges no worker has claimed.
-// Here the process is pinned to one CPU, so the worker runs only when the
-// scheduler preempts the caller (a slice is 0.7-4 ms): a caller that waited
-// for the worker's range took ~0.6 ms per call (2000 calls in 1.14 s, before
-// the fix); one that takes the range itself needs microseconds (0-2 ms).
+// caller must not wait for it: it runs every range no worker has claimed.
+// Here the worker is held where no call can reach it -- in a signal handler
+// entered while it sleeps between calls, holding no lock -- so every call
+// must be run whole by its caller; a caller that waited for the worker's
+// range would never return (before the fix it waited a time slice per call).
+namespace {
+
+std::atomic<bool> g_worker_parked{false}, g_worker_released{false};
+
+// Lock-free atomics and nanosleep only: async-signal-safe.
+extern "C" void park_worker(int) {
+  g_worker_parked.store(true);
+  const timespec ms{0, 1'000'000};
+  while (!g_worker_released.load()) nanosleep(&ms, nullptr);
+}
+
+// The system call thread `tid` of this process is blocked in, from
+// /proc/self/task/TID/syscall: its number, -1 while it runs, -2 unreadable.
+long blocked_in(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  if (!f) return -2;
+  long nr = -1;
+  return f >> nr ? nr : -1;
+}
+
+// Runs parallel_for(2) with the caller held in range 0 until range 1 is
+// done, so the worker must run range 1; returns the worker's ids.
+std::pair<pthread_t, pid_t> worker_of(ThreadPool& pool) {
+  std::atomic<bool> ran{false};
+  pthread_t thread{};
+  pid_t tid = 0;
+  pool.parallel_for(2, [&](int64_t b, int64_t) {
+    if (b == 0) {
+      while (!ran.load()) std::this_thread::yield();
+      return;
+    }
+    thread = pthread_self();
+    tid = static_cast<pid_t>(syscall(SYS_gettid));
+    ran = true;
+  });
+  return {thread, tid};
+}
+
+}  // namespace
+
 TEST(ThreadPool, CallerDoesNotWaitForAWorkerThatHasNotStarted) {
-  cpu_set_t saved;
-  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(sched_getcpu(), &one);
-  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
-  double seconds = 0;
+  ThreadPool pool(2);
+  const auto [worker, worker_tid] = worker_of(pool);
+  // Asleep on the pool's condition variable (a futex wait, the mutex
+  // released), not spinning or holding the mutex: park it there.
+  for (long nr; (nr = blocked_in(worker_tid)) != SYS_futex;) {
+    if (nr == -2) GTEST_SKIP() << "/proc/self/task/TID/syscall is not readable here";
+    std::this_thread::yield();
+  }
+  struct sigaction park {}, saved{};
+  park.sa_handler = park_worker;
+  sigemptyset(&park.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR1, &park, &saved), 0);
+  g_worker_parked = false;
+  g_worker_released = false;
+  ASSERT_EQ(pthread_kill(worker, SIGUSR1), 0);
+  while (!g_worker_parked.load()) std::this_thread::yield();
+
   std::vector<int> hits(64, 0);
-  {
-    ThreadPool pool(2);  // its worker inherits the one-CPU mask
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int call = 0; call < 4000; ++call) {
+  std::atomic<int> pieces_by_others{0};
+  // On another thread, so that a caller stuck waiting for the parked worker
+  // fails the test (below) instead of hanging it; 60 s is a hang guard, not
+  // a speed limit: a correct caller needs no worker at all.
+  auto calls = std::async(std::launch::async, [&] {
+    const std::thread::id caller = std::this_thread::get_id();
+    for (int call = 0; call < 1000; ++call) {
       pool.parallel_for(64, [&](int64_t b, int64_t e) {
+        if (std::this_thread::get_id() != caller) ++pieces_by_others;
         for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
       });
     }
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
-  for (int h : hits) ASSERT_EQ(h, 4000);
-  EXPECT_LT(seconds, 0.25) << "4000 calls on one CPU: the caller waited for a worker that was not running";
+  });
+  const bool returned = calls.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  g_worker_released = true;
+  calls.wait();
+  ASSERT_EQ(sigaction(SIGUSR1, &saved, nullptr), 0);
+  EXPECT_TRUE(returned) << "the caller waited for a worker that had not started";
+  EXPECT_EQ(pieces_by_others.load(), 0) << "the parked worker ran a range";
+  for (int h : hits) ASSERT_EQ(h, 1000);
+  // Released, the worker takes its range again.
+  EXPECT_EQ(worker_of(pool).second, worker_tid);
 }
 
 // parallel_for_stealing: every item once, in pieces of at most the grain;
@@ -640,16 +709,48 @@ TEST(ThreadPool, StealingCoversRangeExactlyOnceAndAFreeThreadTakesMore) {
       for (auto [b, e] : pieces) EXPECT_TRUE(b < e && e - b <= grain) << b << ".." << e;
     }
   }
-  std::atomic<int> slow_items{0}, items{0};
+  // 66 items in pieces of 1: the caller's range is [0, 22). The workers wait
+  // in their first piece until the caller is in its first (item 0), so that
+  // one is the caller's; the caller then stays there until the 65 other
+  // items are done. So the two workers run all the rest, the caller's
+  // items 1-21 included, each taking those from the back.
+  constexpr int64_t kItems = 66;
   const std::thread::id caller = std::this_thread::get_id();
-  pool.parallel_for_stealing(66, 1, [&](int64_t b, int64_t e) {
-    items += static_cast<int>(e - b);
-    if (std::this_thread::get_id() != caller) return;
-    ++slow_items;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::atomic<bool> caller_held{false};
+  std::atomic<int64_t> done{0};
+  std::mutex mu;
+  std::vector<int> runs(kItems, 0);
+  std::vector<int64_t> by_caller;
+  std::map<std::thread::id, std::vector<int64_t>> caller_range_by_worker;  // in the order taken
+  pool.parallel_for_stealing(kItems, 1, [&](int64_t b, int64_t e) {
+    const std::thread::id me = std::this_thread::get_id();
+    if (me == caller && b == 0) {
+      caller_held = true;
+      // Until the others are done; the deadline is a hang guard (threads
+      // that did not steal would leave the caller waiting forever).
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (done.load() < kItems - 1 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    } else if (me != caller) {
+      while (!caller_held.load()) std::this_thread::yield();
+    }
+    {
+      std::lock_guard l(mu);
+      for (int64_t i = b; i < e; ++i) {
+        ++runs[static_cast<size_t>(i)];
+        if (me == caller) by_caller.push_back(i);
+        else if (i < 22) caller_range_by_worker[me].push_back(i);
+      }
+    }
+    done += e - b;
   });
-  EXPECT_EQ(items.load(), 66);
-  EXPECT_LT(slow_items.load(), 8) << "the others should have taken most of the held-up caller's 22 items";
+  EXPECT_EQ(runs, std::vector<int>(kItems, 1));
+  EXPECT_EQ(by_caller, std::vector<int64_t>{0}) << "the held-up caller ran only its first item";
+  size_t taken = 0;
+  for (const auto& [worker, items] : caller_range_by_worker) {
+    taken += items.size();
+    EXPECT_TRUE(std::is_sorted(items.rbegin(), items.rend())) << "a thief takes the caller's items from the back";
+  }
+  EXPECT_EQ(taken, 21u) << "the workers took the rest of the caller's range";
   EXPECT_THROW(pool.parallel_for_stealing(10, 2, [](int64_t b, int64_t) { if (b == 4) throw std::runtime_error("x"); }),
                std::runtime_error);
 }

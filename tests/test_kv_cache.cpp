@@ -107,6 +107,10 @@ TEST(KvCache, Q8_0StoresGroupsOf32WithOneScaleEach) {
   q8.read_k(0, 0, 0, out.data());
   EXPECT_EQ(out, zero);
   EXPECT_EQ(kv_type_from_name("q8_0"), KvType::Q8_0);
+  EXPECT_EQ(kv_type_from_name("Q8_0"), KvType::Q8_0);  // names are case-insensitive
+  EXPECT_EQ(kv_type_from_name("F16"), KvType::F16);
   EXPECT_STREQ(kv_type_name(KvType::Q8_0), "q8_0");
   EXPECT_EQ(kv_type_from_name("q4_0"), std::nullopt);
+  EXPECT_EQ(kv_type_from_name("q8_"), std::nullopt);
+  EXPECT_EQ(kv_type_from_name("q8_00"), std::nullopt);
 }

@@ -2,22 +2,27 @@
 // OpenAI-compatible server (src/loadgen/, docs/bench.md). Prints a table to
 // stdout (stderr when --json - takes stdout), optionally writes JSON and an
 // SVG sweep chart. Exit status: 0 all requests completed, 3 some failed
-// (the report is still written), 1 fatal error (bad flags, server unreachable).
+// (the report is still written), 2 a usage error (a bad flag or value), 1
+// another fatal error (server unreachable).
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/seed_arg.h"
 #include "loadgen/bench.h"
+#include "loadgen/distribution.h"
 #include "loadgen/report_json.h"
 #include "loadgen/report_text.h"
 #include "loadgen/svg_chart.h"
+#include "loadgen/url.h"
 #include "loadgen/workload.h"
 #include "util/error.h"
 
@@ -40,7 +45,8 @@ struct BenchCliArgs {
   bool ignore_eos = false;
   std::string prompts;
   int32_t turns = 1;
-  uint64_t seed = 0, warmup = 0;
+  std::string seed = "0";  // -1: random (printed)
+  uint64_t warmup = 0;
   double timeout_s = 300;
   std::string json_path, svg_path;
   bool no_progress = false;
@@ -59,23 +65,20 @@ int run(const BenchCliArgs& a, CLI::App& sub) {
   o.http.server = parse_server_url(a.url);
   o.http.keep_alive = a.transport == "http-keepalive";
   o.websocket = a.transport == "ws";
-  if (!(a.timeout_s > 0) || a.timeout_s > 86400) throw Error("--timeout must be in (0, 86400] seconds");
   o.http.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1e3));
   o.http.api_key = a.api_key;
   if (o.http.api_key.empty()) {
     if (const char* k = std::getenv("OPENAI_API_KEY")) o.http.api_key = k;
   }
-  if (!a.extra_body.empty()) {
-    o.http.extra_body = nlohmann::json::parse(a.extra_body, nullptr, false);
-    if (!o.http.extra_body.is_object()) throw Error("--extra-body must be a JSON object");
-  }
+  if (!a.extra_body.empty()) o.http.extra_body = nlohmann::json::parse(a.extra_body);  // checked by the option
   o.workload.api = a.endpoint == "chat" ? Api::Chat : Api::Completions;
   o.workload.model = a.model;
   o.workload.prompt_tokens = LengthDistribution::parse(a.prompt_tokens);
   o.workload.max_tokens = LengthDistribution::parse(a.max_tokens);
   o.workload.ignore_eos = a.ignore_eos;
   o.workload.turns = a.turns;
-  o.workload.seed = a.seed;
+  const uint64_t seed = resolve_seed(a.seed, "nexus bench");
+  o.workload.seed = seed;
   if (!a.prompts.empty()) {
     o.workload.prompts = load_prompts_jsonl(a.prompts);
     o.prompts_file = a.prompts;
@@ -83,12 +86,9 @@ int run(const BenchCliArgs& a, CLI::App& sub) {
   o.load.concurrency = a.concurrency;
   o.load.rate = a.rate;
   o.load.max_inflight = a.max_inflight;
-  o.load.seed = a.seed;
+  o.load.seed = seed;
   const bool has_requests = sub.count("--requests") > 0, has_duration = sub.count("--duration") > 0;
-  if (has_requests) {
-    if (a.requests < 1) throw Error("--requests must be >= 1");
-    o.load.sessions = a.requests;
-  }
+  if (has_requests) o.load.sessions = a.requests;
   if (has_duration) o.load.duration_s = a.duration_s;
   if (!has_requests && !has_duration) o.load.sessions = 100;
   o.warmup = a.warmup;
@@ -124,7 +124,17 @@ int run(const BenchCliArgs& a, CLI::App& sub) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<BenchCliArgs>();
-  sub.add_option("--url", a->url, "server root, http://HOST:PORT[/PREFIX]")->capture_default_str();
+  constexpr int64_t kMaxCount = std::numeric_limits<int64_t>::max();
+  sub.add_option("--url", a->url, "server root, http://HOST:PORT[/PREFIX]")
+      ->capture_default_str()
+      ->check(parses_with([](const std::string& url) {
+        try {
+          parse_server_url(url);
+        } catch (const Error& e) {  // "--url X: why": CLI11 names the option already
+          const std::string why = e.what();
+          throw Error(why.rfind("--url ", 0) == 0 ? why.substr(6) : why);
+        }
+      }));
   sub.add_option("--endpoint", a->endpoint, "completions (/v1/completions, prompt) or chat (/v1/chat/completions)")
       ->capture_default_str()->check(CLI::IsMember({"completions", "chat"}));
   sub.add_option("--transport", a->transport,
@@ -133,37 +143,50 @@ std::function<int()> setup(CLI::App& sub) {
       ->capture_default_str()->check(CLI::IsMember({"http", "http-keepalive", "ws"}));
   sub.add_option("--model", a->model, "\"model\" to send (default: the first id of GET /v1/models)");
   sub.add_option("--api-key", a->api_key, "bearer token (default: $OPENAI_API_KEY)");
-  sub.add_option("--extra-body", a->extra_body, "JSON object merged into every request body");
+  sub.add_option("--extra-body", a->extra_body, "JSON object merged into every request body")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return nlohmann::json::parse(text, nullptr, false).is_object() ? "" : "'" + text + "' is not a JSON object";
+          },
+          ""));
   auto* conc = sub.add_option("-c,--concurrency", a->concurrency, "closed loop: requests in flight")
                    ->capture_default_str()->check(range(1, 100000));
   auto* rate = sub.add_option("--rate", a->rate, "open loop: Poisson arrivals, sessions per second")
                    ->check(above(0));
   rate->excludes(conc);
-  sub.add_option("-n,--requests", a->requests, "sessions to run (a session is --turns requests; default 100)");
+  sub.add_option("-n,--requests", a->requests, "sessions to run (a session is --turns requests; default 100)")
+      ->check(range(int64_t{1}, kMaxCount));
   sub.add_option("--duration", a->duration_s, "run for this many seconds (no new session after it)")
       ->check(above(0));
   sub.add_option("--max-inflight", a->max_inflight, "open loop: most sessions in flight")
       ->capture_default_str()->check(range(1, 100000));
   sub.add_option("--prompt-tokens", a->prompt_tokens, "prompt length in words: N, uniform:MIN:MAX, normal:MEAN:SD")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(parses_with(LengthDistribution::parse));
   sub.add_option("--max-tokens", a->max_tokens, "max_tokens per request: N, uniform:MIN:MAX, normal:MEAN:SD")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(parses_with(LengthDistribution::parse));
   sub.add_flag("--ignore-eos", a->ignore_eos, "send ignore_eos: true (generate exactly max_tokens on Nexus/vLLM)");
   sub.add_option("--prompts", a->prompts, "JSONL file: {\"prompt\": ...} or {\"messages\": [...]}, optional max_tokens")
       ->check(CLI::ExistingFile);
   sub.add_option("--turns", a->turns, "chat turns per session (HTTP resends the history each turn; ws sends only the new input)")
       ->capture_default_str()->check(range(1, 1000));
-  sub.add_option("--seed", a->seed, "seed of prompts, lengths and arrivals")->capture_default_str();
-  sub.add_option("--warmup", a->warmup, "sessions run first and not counted")->capture_default_str();
-  sub.add_option("--timeout", a->timeout_s, "per-request limit in seconds, connect included")->capture_default_str();
+  add_seed_option(sub, a->seed, "seed of prompts, lengths and arrivals; -1 = random (printed)");
+  sub.add_option("--warmup", a->warmup, "sessions run first and not counted")
+      ->capture_default_str()
+      ->check(range(int64_t{0}, kMaxCount));
+  sub.add_option("--timeout", a->timeout_s, "per-request limit in seconds, connect included")
+      ->capture_default_str()
+      ->check(above(0))
+      ->check(range(0.0, 86400.0));
   sub.add_option("--json", a->json_path, "write the JSON report to FILE (- = stdout; the table then goes to stderr)");
   sub.add_option("--svg", a->svg_path, "write an SVG chart of TTFT/ITL/E2E percentiles per load level");
   sub.add_flag("--no-progress", a->no_progress, "no live progress bar on stderr");
-  sub.add_option("--sweep-concurrency", a->sweep_concurrency, "one phase per level, e.g. 1,2,4,8")
-      ->delimiter(',')->excludes(rate);
+  auto* sweep_conc = sub.add_option("--sweep-concurrency", a->sweep_concurrency, "one phase per level, e.g. 1,2,4,8")
+                         ->delimiter(',')->excludes(rate)->check(range(1, 100000));
   auto* sweep_rate = sub.add_option("--sweep-rate", a->sweep_rate, "one open-loop phase per rate, e.g. 1,2,4")
-                         ->delimiter(',');
-  sweep_rate->excludes(conc);
+                         ->delimiter(',')->check(above(0));
+  sweep_rate->excludes(conc)->excludes(sweep_conc);
   sub.add_option("--price-per-hour", a->price_per_hour, "server cost in USD/hour: prints cost per million output tokens")
       ->check(range(0.0, 1e9));
   CLI::App* app = &sub;

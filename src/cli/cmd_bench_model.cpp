@@ -3,9 +3,13 @@
 #include <cstdio>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "cli/command.h"
 #include "cli/run_cuda.h"
+#include "gguf/gguf_file.h"
 #include "model/bench_model.h"
+#include "model/llama_config.h"
 #include "util/error.h"
 
 #ifdef NEXUS_HAVE_CUDA
@@ -27,18 +31,32 @@ struct BenchArgs {
   int32_t gpu_layers = -1;
 };
 
+// Each test against the model's context, as bench_model() checks it, but
+// as a usage error that names the option.
+void check_test_sizes(const BenchArgs& a, const std::string& path) {
+  const int32_t ctx = LlamaConfig::from_gguf(GgufFile(path)).n_ctx_train;
+  for (int32_t n : a.n_prompt)
+    if (n > ctx) throw UsageError(fmt::format("--n-prompt: {} exceeds the model's context of {} tokens", n, ctx));
+  for (int32_t n : a.n_gen)
+    if (n + 1 > ctx)
+      throw UsageError(fmt::format("--n-gen: {} needs {} positions; the model's context is {} tokens",
+                                   n, n + 1, ctx));
+}
+
 int run_bench(const BenchArgs& a) {
   if (a.device == "cuda") {
+    if (a.json) throw UsageError("--json: not supported with --device cuda yet");
     require_cuda_device();
 #ifdef NEXUS_HAVE_CUDA
-    if (a.json) throw Error("--json is not supported with --device cuda yet");
+    const std::string path = model_path(a.model);
+    check_test_sizes(a, path);
     CudaBenchOptions co;
     co.n_prompt = a.n_prompt;
     co.n_gen = a.n_gen;
     co.batch = a.batch;
     co.gpu_layers = a.gpu_layers;
     co.reps = a.reps;
-    const std::string out = cuda_bench_markdown(model_path(a.model), co);
+    const std::string out = cuda_bench_markdown(path, co);
     std::fputs(out.c_str(), stdout);
     return 0;
 #endif
@@ -52,6 +70,7 @@ int run_bench(const BenchArgs& a) {
   opt.bandwidth_runs = a.bw_runs;
   if (!a.quiet) opt.log = [](const std::string& s) { std::fprintf(stderr, "bench-model: %s\n", s.c_str()); };
   const std::string path = model_path(a.model);
+  check_test_sizes(a, path);
   const BenchModelReport r = bench_model(path, opt);
   const std::string out = a.json ? bench_model_json(r) : bench_model_markdown(r);
   std::fputs(out.c_str(), stdout);

@@ -94,7 +94,8 @@ const CommandRegistrar reg{{"info", "print a GGUF file's header, metadata and te
                               sub.add_option("-m,--model", o->model, "the same, as an option")->excludes(file);
                               sub.add_option("--array-items", o->array_items,
                                              "array elements shown per metadata array")
-                                  ->capture_default_str();
+                                  ->capture_default_str()
+                                  ->check(range(int64_t{0}, int64_t{1} << 40));
                               sub.add_flag("--no-tensors", o->no_tensors, "omit the tensor table");
                               return [o] { return run_info(*o); };
                             }}};

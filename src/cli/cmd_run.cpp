@@ -16,8 +16,10 @@
 
 #include "cli/command.h"
 #include "cli/run_cuda.h"
+#include "cli/seed_arg.h"
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
+#include "model/llama_config.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -31,7 +33,7 @@ struct RunArgs {
   int32_t n_predict = 256;
   int32_t n_threads = 0;
   int32_t n_ctx = 0;
-  uint64_t seed = 0;
+  std::string seed = "-1";  // -1: random (printed)
   std::vector<std::string> stop;
   bool no_bos = false;
   bool ignore_eos = false;
@@ -39,7 +41,6 @@ struct RunArgs {
   int32_t gpu_layers = -1;
   SamplingParams sampling;
   CLI::Option* prompt_opt = nullptr;
-  CLI::Option* seed_opt = nullptr;
 };
 
 volatile std::sig_atomic_t g_interrupted = 0;
@@ -73,10 +74,13 @@ int run(RunArgs& a) {
   const auto t_load = Clock::now();
   a.model = model_path(a.model);
   if (a.device == "cuda") {
+    if (!a.stop.empty()) throw UsageError("--stop: not supported with --device cuda yet");
     // Before reading the model or stdin: no GPU means a quick, clear failure.
     require_cuda_device();
-    if (!a.stop.empty()) throw Error("--stop is not supported with --device cuda yet");
   }
+  GgufFile gguf(a.model);
+  check_ctx_size(a.n_ctx, LlamaConfig::from_gguf(gguf).n_ctx_train);
+  a.sampling.seed = resolve_seed(a.seed, "nexus run");
   if (!a.prompt_opt->count()) a.prompt = read_stdin_prompt();
   if (a.device == "cuda") {
     CudaRunArgs ca;
@@ -89,11 +93,9 @@ int run(RunArgs& a) {
     ca.no_bos = a.no_bos;
     ca.ignore_eos = a.ignore_eos;
     ca.sampling = a.sampling;
-    if (a.seed_opt->count()) ca.sampling.seed = a.seed;
     return run_cuda(ca);
   }
 
-  GgufFile gguf(a.model);
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(gguf);
   LlamaModel model(gguf);
   EventChannel channel;  // declared before the engine: outlives its thread
@@ -107,10 +109,9 @@ int run(RunArgs& a) {
   GenerationRequest req;
   req.prompt = tok->encode(a.prompt, !a.no_bos);
   req.sampling = a.sampling;
-  if (a.seed_opt->count()) req.sampling.seed = a.seed;
   req.stop.max_tokens = a.n_predict;
-  // The last generated token needs no KV slot: n_ctx - prompt + 1 tokens fit.
-  const int64_t room = int64_t{engine.n_ctx()} - static_cast<int64_t>(req.prompt.size()) + 1;
+  // The context holds the prompt and the output together.
+  const int64_t room = int64_t{engine.n_ctx()} - static_cast<int64_t>(req.prompt.size());
   if (room > 0 && a.n_predict > room)
     std::fprintf(stderr, "note: -n %d: the %zu-token prompt leaves room for %lld tokens in the %d-token context (-c)\n",
                  a.n_predict, req.prompt.size(), static_cast<long long>(room), engine.n_ctx());
@@ -172,35 +173,50 @@ std::function<int()> setup(CLI::App& sub) {
   a->sampling.top_k = 40;
   a->sampling.top_p = 0.95f;
   a->sampling.min_p = 0.05f;
+  constexpr int32_t kMaxInt = std::numeric_limits<int32_t>::max();
   sub.add_option("-m,--model", a->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
   a->prompt_opt = sub.add_option("-p,--prompt", a->prompt, "prompt text (default: read from stdin)");
   sub.add_option("-n,--n-predict", a->n_predict, "tokens to generate, at most")
       ->capture_default_str()
-      ->check(range(1, std::numeric_limits<int32_t>::max()));
-  sub.add_option("--temp", a->sampling.temperature, "temperature; 0 = greedy")->capture_default_str();
-  sub.add_option("--top-k", a->sampling.top_k, "top-k; 0 = off")->capture_default_str();
-  sub.add_option("--top-p", a->sampling.top_p, "top-p (nucleus); 1 = off")->capture_default_str();
-  sub.add_option("--min-p", a->sampling.min_p, "min-p; 0 = off")->capture_default_str();
-  sub.add_option("--repeat-penalty", a->sampling.repeat_penalty, "repeat penalty; 1 = off")->capture_default_str();
+      ->check(range(1, kMaxInt));
+  // The sampler's own bounds (Sampler::validate), checked here so that a bad
+  // value is a usage error naming the option.
+  sub.add_option("--temp", a->sampling.temperature, "temperature; 0 = greedy")
+      ->capture_default_str()
+      ->check(at_least(0));
+  sub.add_option("--top-k", a->sampling.top_k, "top-k; 0 = off")->capture_default_str()->check(range(0, kMaxInt));
+  sub.add_option("--top-p", a->sampling.top_p, "top-p (nucleus); 1 = off")
+      ->capture_default_str()
+      ->check(range(0.0, 1.0));
+  sub.add_option("--min-p", a->sampling.min_p, "min-p; 0 = off")->capture_default_str()->check(range(0.0, 1.0));
+  sub.add_option("--repeat-penalty", a->sampling.repeat_penalty, "repeat penalty; 1 = off")
+      ->capture_default_str()
+      ->check(above(0));
   sub.add_option("--repeat-last-n", a->sampling.repeat_last_n, "tokens the penalty looks at; -1 = all")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(range(-1, kMaxInt));
   sub.add_option("--frequency-penalty", a->sampling.frequency_penalty, "OpenAI frequency penalty")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_number());
   sub.add_option("--presence-penalty", a->sampling.presence_penalty, "OpenAI presence penalty")
-      ->capture_default_str();
-  a->seed_opt = sub.add_option("--seed", a->seed, "RNG seed (default: random)");
+      ->capture_default_str()
+      ->check(finite_number());
+  add_seed_option(sub, a->seed, "RNG seed; -1 = random (printed to stderr)");
   sub.add_option("--stop", a->stop, "stop string (repeatable); not printed")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")
       ->capture_default_str()
       ->check(range(0, 4096));
-  sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens; 0 = the model's")->capture_default_str();
+  sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (prompt + output); 0 = the model's")
+      ->capture_default_str()
+      ->check(range(0, kMaxInt));
   sub.add_option("--device", a->device, "cpu, or cuda (the GPU backend, docs/cuda.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   sub.add_option("--gpu-layers", a->gpu_layers, "with --device cuda: layers on the GPU, the rest on the CPU; -1 = all")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(range(-1, kMaxInt));
   sub.add_flag("--no-bos", a->no_bos, "do not add the BOS token to the prompt");
   sub.add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-generation tokens");
   return [a] { return run(*a); };

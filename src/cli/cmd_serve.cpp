@@ -11,6 +11,7 @@
 #include <ctime>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <pthread.h>
 
 #include "cli/command.h"
@@ -62,11 +63,7 @@ int32_t drain(server::HttpServer& http, const Engine& engine, const sigset_t& st
 }
 
 server::ChatFamily pick_chat_family(const GgufFile& gguf, const std::string& choice) {
-  if (choice != "auto") {
-    auto f = server::chat_family_from_name(choice);
-    if (!f) throw Error("unknown --chat-template '" + choice + "'");
-    return *f;
-  }
+  if (choice != "auto") return *server::chat_family_from_name(choice);  // checked by the option
   std::optional<std::string> source;
   try {
     source = gguf.get_string("tokenizer.chat_template");
@@ -82,7 +79,7 @@ server::ChatFamily pick_chat_family(const GgufFile& gguf, const std::string& cho
 
 int serve(ServeArgs& a) {
   a.model = model_path(a.model);
-  if (a.port < 0 || a.port > 65535) throw Error(fmt::format("invalid --port {}", a.port));
+  const int64_t kv_memory = parse_memory_arg(a.kv_memory, "--kv-memory");
 
   // Block the stop signals before any thread starts, so every thread
   // inherits the mask and only sigwait() below receives them.
@@ -100,16 +97,15 @@ int serve(ServeArgs& a) {
   GgufFile gguf(a.model);
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(gguf);
   LlamaModel model(gguf);
+  check_ctx_size(a.n_ctx, model.config().n_ctx_train);
   EngineOptions eopts;
   eopts.n_threads = a.n_threads;
   eopts.n_ctx = a.n_ctx;
   eopts.max_queue = a.max_queue;
   eopts.max_seqs = a.max_seqs;
   eopts.max_batch_tokens = a.max_batch_tokens;
-  eopts.kv_memory = parse_memory_arg(a.kv_memory, "--kv-memory");
-  const std::optional<KvType> kv_type = kv_type_from_name(a.kv_type);
-  if (!kv_type) throw Error("invalid --kv-type '" + a.kv_type + "': use f16, f32 or q8_0");
-  eopts.kv_type = *kv_type;
+  eopts.kv_memory = kv_memory;
+  eopts.kv_type = *kv_type_from_name(a.kv_type);  // checked by the option
   Engine engine(model, *tok, eopts);
   // The id clients name in "model": the file's stem (e.g. "stories260K"),
   // which unlike general.name ("llama" in many files) tells models apart.
@@ -147,13 +143,20 @@ std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<ServeArgs>();
   sub.add_option("-m,--model", a->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
   sub.add_option("--host", a->host, "address to listen on")->capture_default_str();
-  sub.add_option("--port", a->port, "TCP port; 0 = any free port (printed at startup)")->capture_default_str();
+  constexpr int32_t kMaxInt = std::numeric_limits<int32_t>::max();
+  sub.add_option("--port", a->port, "TCP port; 0 = any free port (printed at startup)")
+      ->capture_default_str()
+      ->check(range(0, 65535));
   sub.add_option("-t,--threads", a->n_threads, "kernel threads; 0 = all cores")
       ->capture_default_str()
       ->check(range(0, 4096));
   sub.add_option("--io-threads", a->io_threads, "HTTP I/O threads")->capture_default_str()->check(range(1, 64));
-  sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens; 0 = the model's")->capture_default_str();
-  sub.add_option("--max-queue", a->max_queue, "requests waiting for admission before HTTP 429")->capture_default_str();
+  sub.add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (prompt + output); 0 = the model's")
+      ->capture_default_str()
+      ->check(range(0, kMaxInt));
+  sub.add_option("--max-queue", a->max_queue, "requests waiting for admission before HTTP 429")
+      ->capture_default_str()
+      ->check(range(1, kMaxInt));
   sub.add_option("--max-seqs", a->max_seqs, "sequences running at once")->capture_default_str()->check(range(1, 4096));
   sub.add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step (decode + prefill chunks)")
       ->capture_default_str()
@@ -167,10 +170,21 @@ std::function<int()> setup(CLI::App& sub) {
                  "a second signal stops at once")
       ->capture_default_str()
       ->check(range(0.0, 3600.0));
-  sub.add_option("--kv-type", a->kv_type, "KV cache element type: f16, f32, q8_0")->capture_default_str();
+  sub.add_option("--kv-type", a->kv_type, "KV cache element type: f16, f32, q8_0 (any case)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& t) -> std::string {
+            return kv_type_from_name(t) ? "" : "'" + t + "' is not a KV type: use f16, f32 or q8_0";
+          },
+          ""));
   sub.add_option("--chat-template", a->chat_template,
                  "auto (from the GGUF), plain, chatml, llama3, gemma, phi3, zephyr, llama2, mistral")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& t) -> std::string {
+            return t == "auto" || server::chat_family_from_name(t) ? "" : "unknown chat template '" + t + "'";
+          },
+          ""));
   sub.add_option("--alias", a->alias, "model id served in /v1/models and accepted in \"model\" (default: file stem)");
   return [a] { return serve(*a); };
 }

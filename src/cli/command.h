@@ -6,10 +6,13 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include "cli/usage_error.h"
 
 namespace nexus::cli {
 
@@ -40,15 +43,16 @@ std::string model_path(const std::string& given);
 
 // Parses the whole of `text` as T (std::from_chars: an integer for integral
 // T, decimal or exponent form otherwise) into v. Returns why it is not a T
-// ("'abc' is not an integer"), or "" with out_of_range set when the text is a
-// number T cannot hold.
+// ("'abc' is not an integer"; "nan" and "inf" are not numbers either), or ""
+// with out_of_range set when the text is a number T cannot hold.
 template <class T>
 std::string parse_whole(const std::string& text, T& v, bool& out_of_range) {
   const char* end = text.data() + text.size();
   const auto [at, ec] = std::from_chars(text.data(), end, v);
   out_of_range = ec == std::errc::result_out_of_range;
-  if (at != end || text.empty() || (ec != std::errc() && !out_of_range))
-    return "'" + text + "' is not " + (std::is_integral_v<T> ? "an integer" : "a number");
+  bool bad = at != end || text.empty() || (ec != std::errc() && !out_of_range);
+  if constexpr (std::is_floating_point_v<T>) bad = bad || (ec == std::errc() && !std::isfinite(v));
+  if (bad) return "'" + text + "' is not " + (std::is_integral_v<T> ? "an integer" : "a number");
   return {};
 }
 
@@ -82,6 +86,56 @@ inline CLI::Validator above(double lo) {
         return {};
       },
       fmt::format("(> {})", lo));
+}
+
+// A number of at least lo (a temperature): "-1 is below 0".
+inline CLI::Validator at_least(double lo) {
+  return CLI::Validator(
+      [lo](std::string& text) -> std::string {
+        double v = 0;
+        bool out_of_range = false;
+        if (std::string why = parse_whole(text, v, out_of_range); !why.empty()) return why;
+        if (out_of_range) return text + " is out of range";
+        if (v < lo) return fmt::format("{} is below {}", text, lo);
+        return {};
+      },
+      fmt::format("(>= {})", lo));
+}
+
+// Any finite number (a penalty, which may be negative): "'nan' is not a number".
+inline CLI::Validator finite_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        bool out_of_range = false;
+        if (std::string why = parse_whole(text, v, out_of_range); !why.empty()) return why;
+        if (out_of_range) return text + " is out of range";
+        return {};
+      },
+      "");
+}
+
+// A check that calls parse(text), which throws Error on a bad value (a URL,
+// a length distribution): its message becomes the usage error.
+template <class Parse>
+CLI::Validator parses_with(Parse parse, std::string description = "") {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        try {
+          parse(text);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return {};
+      },
+      std::move(description));
+}
+
+// -c/--ctx-size against the model's training context (0 = the model's):
+// throws UsageError "--ctx-size: 9999 exceeds the model's context of 2048 tokens".
+inline void check_ctx_size(int32_t n_ctx, int32_t n_ctx_train) {
+  if (n_ctx > n_ctx_train)
+    throw UsageError(fmt::format("--ctx-size: {} exceeds the model's context of {} tokens", n_ctx, n_ctx_train));
 }
 
 }  // namespace nexus::cli

@@ -69,6 +69,10 @@ int main(int argc, char** argv) {
   }
   try {
     return run ? run() : 0;
+  } catch (const UsageError& e) {
+    // Worded and numbered as CLI11's own usage errors above.
+    std::fprintf(stderr, "%s\nRun with --help for more information.\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "nexus: error: %s\n", e.what());
     return 1;

@@ -3,15 +3,16 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "util/error.h"
+#include "cli/usage_error.h"
 #include "util/system_memory.h"
 
 namespace nexus::cli {
 
 int64_t parse_memory_arg(const std::string& text, const char* flag) {
   const auto bad = [&] {
-    return Error(std::string("invalid ") + flag + " '" + text +
-                 "': use bytes (e.g. 536870912, 512M, 2G) or a fraction of available RAM (e.g. 0.25)");
+    return UsageError(std::string(flag) + ": '" + text +
+                      "' is not a size: use bytes (e.g. 536870912, 512M, 2G)"
+                      " or a fraction of available RAM (e.g. 0.25)");
   };
   if (text.empty()) throw bad();
   char* end = nullptr;

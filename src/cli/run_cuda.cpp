@@ -49,7 +49,9 @@ int run_cuda(const CudaRunArgs& a) {
 
   std::vector<int32_t> history = tok->encode(a.prompt, !a.no_bos);
   if (history.empty()) throw Error("the prompt is empty (and no BOS token was added)");
-  const int64_t max_ctx = static_cast<int64_t>(fwd.max_blocks_per_seq()) * fwd.block_size();
+  // -c bounds prompt + output; the blocks may hold more (rounded up to a block).
+  const int64_t max_ctx =
+      std::min<int64_t>(static_cast<int64_t>(fwd.max_blocks_per_seq()) * fwd.block_size(), opt.max_ctx);
   if (static_cast<int64_t>(history.size()) >= max_ctx)
     throw Error("the prompt (" + std::to_string(history.size()) + " tokens) does not fit the context of " +
                 std::to_string(max_ctx));

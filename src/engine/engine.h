@@ -112,8 +112,8 @@ class RequestHandle {
 struct EngineOptions {
   int32_t n_threads = 0;          // worker threads for the kernels; 0 = hardware concurrency
   int32_t max_queue = 64;         // requests waiting for admission; submit() refuses more
-  int32_t n_ctx = 0;              // context per sequence (tokens); 0 = the model's n_ctx_train;
-                                  // capped to what the KV pool holds
+  int32_t n_ctx = 0;              // context per sequence (tokens, prompt + output); 0 = the
+                                  // model's n_ctx_train; capped to what the KV pool holds
   int32_t max_seqs = 16;          // sequences running at once (decoding or prefilling)
   int32_t max_batch_tokens = 128; // tokens per engine step (decode tokens + prefill chunks)
   int64_t kv_memory = 0;          // KV pool budget (bytes); 0 = enough for max_seqs full

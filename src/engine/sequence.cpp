@@ -57,8 +57,11 @@ bool Sequence::on_token(int32_t id, int32_t n_ctx, Clock::time_point now) {
   }
   last_token_ = now;
   usage_.completion_tokens = n_generated_;
-  const bool context_full = n_computed >= n_ctx;  // no room to evaluate `id`
   tokens.push_back(id);
+  // Prompt + output never exceed n_ctx: `id` fills the last position. (The
+  // test was n_computed >= n_ctx, "no slot to evaluate id", which let one
+  // token more out than the context holds.)
+  const bool context_full = static_cast<int64_t>(tokens.size()) >= n_ctx;
 
   GenerationEvent ev;
   ev.token = id;

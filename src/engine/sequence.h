@@ -62,7 +62,8 @@ class Sequence : public SchedSeq {
   int32_t sample(std::span<const float> logits);
 
   // Appends the sampled token `id` to tokens and delivers its event. n_ctx:
-  // the context limit (tokens). Returns true when the generation ended (the
+  // the context limit (tokens, prompt + output: the generation ends with
+  // Length once tokens.size() reaches it). Returns true when the generation ended (the
   // final event was delivered). Exceptions from the callback propagate (the
   // engine then calls fail()). Engine thread only.
   bool on_token(int32_t id, int32_t n_ctx, Clock::time_point now);

@@ -37,7 +37,9 @@ std::vector<int32_t> bench_tokens(int32_t n, int32_t n_vocab, uint32_t salt) {
   return ids;
 }
 
-void finish_row(BenchModelRow& row) {
+}  // namespace
+
+void set_mean_and_stddev(BenchModelRow& row) {
   double sum = 0;
   for (double v : row.tps) sum += v;
   row.mean = sum / static_cast<double>(row.tps.size());
@@ -45,8 +47,6 @@ void finish_row(BenchModelRow& row) {
   for (double v : row.tps) ss += (v - row.mean) * (v - row.mean);
   row.stddev = row.tps.size() > 1 ? std::sqrt(ss / static_cast<double>(row.tps.size() - 1)) : 0.0;
 }
-
-}  // namespace
 
 void set_bound(BenchModelRow& row, std::vector<double> bound_tps_reps) {
   if (bound_tps_reps.size() != row.tps.size())
@@ -156,7 +156,7 @@ BenchModelReport bench_model(const std::string& path, const BenchModelOptions& o
       row.tps.push_back(n / seconds_since(t0));
       log(fmt::format("{} rep {}: {:.2f} t/s", row.test, rep + 1, row.tps.back()));
     }
-    finish_row(row);
+    set_mean_and_stddev(row);
     r.rows.push_back(std::move(row));
   }
 
@@ -184,7 +184,7 @@ BenchModelReport bench_model(const std::string& path, const BenchModelOptions& o
       }
       log(fmt::format("{} rep {}: {:.2f} t/s{}", row.test, rep + 1, row.tps.back(), share));
     }
-    finish_row(row);
+    set_mean_and_stddev(row);
     if (bounded) set_bound(row, std::move(bounds));
     r.rows.push_back(std::move(row));
   }

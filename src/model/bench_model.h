@@ -53,6 +53,10 @@ struct BenchModelRow {
   double percent_of_bound = 0;
 };
 
+// Sets row.mean and row.stddev from row.tps (non-empty): the mean and the
+// sample standard deviation (divided by n - 1; 0 for one repetition).
+void set_mean_and_stddev(BenchModelRow& row);
+
 // Sets row's bound_tps_reps to `bound_tps_reps` (one per entry of row.tps,
 // tokens/s, > 0) and derives bound_tps and percent_of_bound from them.
 // Throws nexus::Error when the counts differ or a bound is not positive.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -25,9 +26,12 @@ const char* kv_type_name(KvType t) {
 }
 
 std::optional<KvType> kv_type_from_name(std::string_view name) {
-  if (name == "f32") return KvType::F32;
-  if (name == "f16") return KvType::F16;
-  if (name == "q8_0") return KvType::Q8_0;
+  for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0}) {
+    const std::string_view want = kv_type_name(t);
+    if (std::equal(name.begin(), name.end(), want.begin(), want.end(),
+                   [](char x, char y) { return std::tolower(static_cast<unsigned char>(x)) == y; }))
+      return t;
+  }
   return std::nullopt;
 }
 

@@ -41,7 +41,8 @@ struct LlamaConfig;
 
 enum class KvType { F32, F16, Q8_0 };
 const char* kv_type_name(KvType t);  // "f32", "f16", "q8_0"
-// The type named by kv_type_name's string; nullopt for anything else.
+// The type named by kv_type_name's string in any case ("Q8_0" is Q8_0);
+// nullopt for anything else.
 std::optional<KvType> kv_type_from_name(std::string_view name);
 
 constexpr int32_t kDefaultBlockSize = 16;
