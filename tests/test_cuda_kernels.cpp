@@ -126,14 +126,19 @@ void expect_matmul_close(const HostWeight& w, const std::vector<float>& x, const
     }
 }
 
-const GgmlType kTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0};
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                           GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+bool is_kquant(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K; }
 
 }  // namespace
 
 TEST(CudaKernels, MatvecEveryTypeAndTokenCount) {
   NEXUS_REQUIRE_CUDA();
   for (GgmlType type : kTypes)
-    for (int64_t cols : {64, 256, 96}) {
+    // K-quants: whole super-blocks; 768 = 3 of them puts Q6_K blocks at both
+    // 4-byte alignments within a row, 4096 gives each lane 4 units.
+    for (int64_t cols : is_kquant(type) ? std::vector<int64_t>{256, 768, 4096} : std::vector<int64_t>{64, 256, 96}) {
       const HostWeight hw = make_weight(type, 37, cols, 7);
       DevWeight dw = upload(hw);
       for (int32_t n : {1, 3, 8, 11}) {
@@ -162,14 +167,15 @@ TEST(CudaKernels, MatmulCublasPathEveryType) {
   NEXUS_REQUIRE_CUDA();
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreate(&s));
+  const int64_t cols = 256;  // whole K-quant super-blocks
   for (GgmlType type : kTypes) {
-    const HostWeight hw = make_weight(type, 70, 128, 9);
+    const HostWeight hw = make_weight(type, 70, cols, 9);
     DevWeight dw = upload(hw);
     // A tiny dequantization chunk (max_weight_elems = 3 rows) exercises the row chunking.
-    cuda::CudaMatmul mm(s, 40, 128, 3 * 128);
+    cuda::CudaMatmul mm(s, 40, cols, 3 * cols);
     const int32_t n = 40;
     ASSERT_FALSE(cuda::use_matvec(n));
-    const std::vector<float> x = randn(static_cast<size_t>(n * 128), 21);
+    const std::vector<float> x = randn(static_cast<size_t>(n * cols), 21);
     auto dx = to_device(x);
     DeviceBuffer<float> dy(static_cast<size_t>(n) * hw.rows);
     mm.run(dw.w, dx.get(), dy.get(), n);
@@ -181,6 +187,28 @@ TEST(CudaKernels, MatmulCublasPathEveryType) {
     EXPECT_THROW(mm.run(dw.w, dx.get(), dy.get(), 41), Error);
   }
   CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+// Runs without a GPU too: the weight checks come before any CUDA call.
+TEST(CudaKernels, WeightChecksRefuseOtherTypesAndPartialSuperBlocksByName) {
+  for (GgmlType t : kTypes) EXPECT_TRUE(cuda::supported_weight_type(t)) << ggml_type_name(t);
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::IQ4_XS})
+    EXPECT_FALSE(cuda::supported_weight_type(t)) << ggml_type_name(t);
+  EXPECT_FALSE(cuda::quantized_weight_type(GgmlType::F16));
+  EXPECT_TRUE(cuda::quantized_weight_type(GgmlType::Q6_K));
+  alignas(16) static uint8_t dummy[4096];
+  auto message = [](const cuda::DeviceWeight& w) {
+    try {
+      cuda::matvec(w, nullptr, nullptr, 1, nullptr);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({GgmlType::Q3_K, dummy, 1, 256, 110}).find("unsupported weight type Q3_K"), std::string::npos);
+  EXPECT_NE(message({GgmlType::Q4_K, dummy, 1, 128, 72}).find("not whole super-blocks"), std::string::npos);
+  EXPECT_NE(message({GgmlType::Q6_K, dummy, 1, 256, 212}).find("padded Q6_K rows"), std::string::npos);
+  EXPECT_NE(message({GgmlType::Q5_K, dummy + 2, 1, 256, 176}).find("not 16-byte aligned"), std::string::npos);
 }
 
 TEST(CudaKernels, RmsNormRopeSwigluAdd) {
@@ -225,19 +253,20 @@ TEST(CudaKernels, RmsNormRopeSwigluAdd) {
 TEST(CudaKernels, GatherRowsAndDequantizeMatchTheCpu) {
   NEXUS_REQUIRE_CUDA();
   for (GgmlType type : kTypes) {
-    const HostWeight hw = make_weight(type, 10, 64, 4);
+    const int64_t C = is_kquant(type) ? 768 : 64;
+    const HostWeight hw = make_weight(type, 10, C, 4);
     DevWeight dw = upload(hw);
     auto ids = to_device(std::vector<int32_t>{7, 0, 7, 9});
-    DeviceBuffer<float> out(4 * 64);
+    DeviceBuffer<float> out(4 * C);
     cuda::gather_rows_f32(dw.w, ids.get(), 4, out.get(), nullptr);
-    const std::vector<float> got = to_host(out, 4 * 64);
+    const std::vector<float> got = to_host(out, 4 * C);
     const int rows[] = {7, 0, 7, 9};
     for (int i = 0; i < 4; ++i)
-      for (int c = 0; c < 64; ++c) ASSERT_EQ(got[i * 64 + c], hw.values[rows[i] * 64 + c]) << ggml_type_name(type);
-    DeviceBuffer<uint16_t> h(3 * 64);
+      for (int c = 0; c < C; ++c) ASSERT_EQ(got[i * C + c], hw.values[rows[i] * C + c]) << ggml_type_name(type);
+    DeviceBuffer<uint16_t> h(3 * C);
     cuda::dequantize_f16(dw.w, 2, 3, h.get(), nullptr);
-    const std::vector<uint16_t> hv = to_host(h, 3 * 64);
-    for (int i = 0; i < 3 * 64; ++i) ASSERT_EQ(hv[i], fp32_to_fp16(hw.values[2 * 64 + i])) << ggml_type_name(type);
+    const std::vector<uint16_t> hv = to_host(h, 3 * C);
+    for (int i = 0; i < 3 * C; ++i) ASSERT_EQ(hv[i], fp32_to_fp16(hw.values[2 * C + i])) << ggml_type_name(type);
   }
 }
 

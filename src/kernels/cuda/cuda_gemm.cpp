@@ -78,8 +78,9 @@ void CudaMatmul::run(const DeviceWeight& w, const float* x, float* y, int32_t n_
       gemm_f16(static_cast<const uint16_t*>(w.data), w.n_rows, w.n_cols, bf16, x16_.get(), y, n_tokens, w.n_rows);
       return;
     }
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0: {
+    default: {  // quantized: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
+      if (!quantized_weight_type(w.type))
+        throw Error("CudaMatmul: unsupported weight type " + std::string(ggml_type_name(w.type)));
       convert_f32_to_f16(x, x16_.get(), xn, stream_);
       const int64_t chunk_rows = std::max<int64_t>(1, static_cast<int64_t>(w16_.size()) / w.n_cols);
       for (int64_t r0 = 0; r0 < w.n_rows; r0 += chunk_rows) {
@@ -90,8 +91,6 @@ void CudaMatmul::run(const DeviceWeight& w, const float* x, float* y, int32_t n_
       }
       return;
     }
-    default:
-      throw Error("CudaMatmul: unsupported weight type " + std::string(ggml_type_name(w.type)));
   }
 }
 

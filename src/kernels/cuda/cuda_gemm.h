@@ -5,8 +5,9 @@
 //   - cuBLAS GEMM (prefill and large decode batches): F32 weights through
 //     SGEMM; F16 / BF16 weights used in place with the activations converted
 //     to the same type (cublasGemmEx, float32 accumulation and output);
-//     Q8_0 / Q4_0 weights dequantized to fp16 in row chunks of a scratch
-//     buffer, then the same fp16 GEMM.
+//     quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K: quantized_weight_type)
+//     dequantized to fp16 in row chunks of a scratch buffer, then the same
+//     fp16 GEMM.
 // It owns the cuBLAS handle, its workspace and the scratch buffers, all
 // allocated up front (constructor), so calls can be captured in a CUDA graph.
 // Not thread-safe; one per stream.

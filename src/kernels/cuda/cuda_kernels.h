@@ -19,8 +19,11 @@ namespace nexus::cuda {
 
 // A weight matrix in device memory, in its GGUF storage layout (tensor.h):
 // n_rows rows of n_cols values, row r at data + r * row_bytes, each row
-// F32, F16, BF16, or blocks of Q8_0 / Q4_0 (quant_blocks.h). The quantized
-// types need n_cols % 32 == 0 (the loader guarantees it).
+// F32, F16, BF16, or blocks of Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K
+// (quant_blocks.h). Q8_0 / Q4_0 need n_cols % 32 == 0, the K-quants
+// n_cols % 256 == 0 (whole super-blocks; the loader guarantees both), unpadded
+// rows (row_bytes = ggml_row_size) and 16-byte aligned data (cudaMalloc's
+// buffers are 256-byte aligned). The kernels throw nexus::Error otherwise.
 struct DeviceWeight {
   GgmlType type = GgmlType::F32;
   const void* data = nullptr;
@@ -29,8 +32,12 @@ struct DeviceWeight {
   size_t row_bytes = 0;
 };
 
-// True for the types these kernels read (F32, F16, BF16, Q8_0, Q4_0).
+// True for the types these kernels read (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+// Q5_K, Q6_K); every other type is refused by name.
 bool supported_weight_type(GgmlType t);
+// The quantized ones among them (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): the cuBLAS
+// path (cuda_gemm.h) dequantizes these to fp16 in row chunks first.
+bool quantized_weight_type(GgmlType t);
 
 // Matrix-vector products for small batches (decode), matmul.h semantics:
 //   y[t, r] = sum_c W[r, c] * x[t, c],  t < n_tokens, r < W.n_rows

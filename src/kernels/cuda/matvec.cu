@@ -1,6 +1,7 @@
 // Matrix-vector products (decode), dequantization (prefill GEMM input) and
 // the embedding gather. See cuda_kernels.h for the contracts.
 #include <cstdint>
+#include <string>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -75,11 +76,23 @@ bool vector_ok(const DeviceWeight& w) {
   return w.row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 
+bool is_kquant(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K; }
+
 void check_weight(const DeviceWeight& w, const char* what) {
   if (!supported_weight_type(w.type))
     throw Error(std::string(what) + ": unsupported weight type " + std::string(ggml_type_name(w.type)));
   if ((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.n_cols % 32 != 0)
     throw Error(std::string(what) + ": quantized row of " + std::to_string(w.n_cols) + " values is not whole blocks");
+  if (is_kquant(w.type)) {
+    if (w.n_cols % kQK_K != 0)
+      throw Error(std::string(what) + ": " + std::string(ggml_type_name(w.type)) + " row of " +
+                  std::to_string(w.n_cols) + " values is not whole super-blocks of 256");
+    // The unit readers' wide loads (weight_units.cuh) need these.
+    if (w.row_bytes != ggml_row_size(w.type, static_cast<uint64_t>(w.n_cols)))
+      throw Error(std::string(what) + ": padded " + std::string(ggml_type_name(w.type)) + " rows");
+    if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0)
+      throw Error(std::string(what) + ": " + std::string(ggml_type_name(w.type)) + " data not 16-byte aligned");
+  }
   if (!w.data && w.n_rows > 0) throw Error(std::string(what) + ": null weight");
 }
 
@@ -90,6 +103,9 @@ void with_unit(const DeviceWeight& w, F&& f) {
   switch (w.type) {
     case GgmlType::Q8_0: f(UnitQ8_0{}); break;
     case GgmlType::Q4_0: f(UnitQ4_0{}); break;
+    case GgmlType::Q4_K: f(UnitQ4K{}); break;
+    case GgmlType::Q5_K: f(UnitQ5K{}); break;
+    case GgmlType::Q6_K: f(UnitQ6K{}); break;
     case GgmlType::F16: vec ? f(UnitF16x8{}) : f(UnitF16{}); break;
     case GgmlType::BF16: vec ? f(UnitBF16x8{}) : f(UnitBF16{}); break;
     case GgmlType::F32: vec ? f(UnitF32x4{}) : f(UnitF32{}); break;
@@ -106,8 +122,11 @@ unsigned grid_for(int64_t n, int threads) {
 }  // namespace
 
 bool supported_weight_type(GgmlType t) {
-  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_0 ||
-         t == GgmlType::Q4_0;
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || quantized_weight_type(t);
+}
+
+bool quantized_weight_type(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || is_kquant(t);
 }
 
 void matvec(const DeviceWeight& w, const float* x, float* y, int32_t n_tokens, cudaStream_t stream) {

@@ -127,7 +127,7 @@ void CudaForward::Impl::setup() {
   layers.resize(static_cast<size_t>(n_gpu));
   int64_t max_q_elems = 0;
   auto note = [&](const DeviceWeight& w) {
-    if (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) max_q_elems = std::max(max_q_elems, w.n_rows * w.n_cols);
+    if (cuda::quantized_weight_type(w.type)) max_q_elems = std::max(max_q_elems, w.n_rows * w.n_cols);
   };
   for (int32_t l = 0; l < n_gpu; ++l) {
     const LlamaLayer& L = model.layers()[static_cast<size_t>(l)];

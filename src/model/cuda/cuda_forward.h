@@ -3,9 +3,10 @@
 // Weights: at construction the matrices of the first `gpu_layers` layers, the
 // token embedding, and (when every layer is on the GPU) the output norm and
 // projection are copied once to device memory in their GGUF type (F32, F16,
-// BF16, Q8_0, Q4_0); nothing is converted. Layers past gpu_layers stay in the
-// host mapping and run on the CPU (CpuTail) after the GPU part: the residual
-// stream crosses PCIe once per step.
+// BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K: a Q4_K_M file holds Q4_K and Q6_K);
+// nothing is converted. Layers past gpu_layers stay in the host mapping and
+// run on the CPU (CpuTail) after the GPU part: the residual stream crosses
+// PCIe once per step.
 //
 // KV cache: the GPU layers' K/V live in a device arena with KvCache's layout
 // and fp16 elements ([n_blocks + 1][gpu_layers][2][block_size][n_embd_kv];
