@@ -1,5 +1,5 @@
-// The AVX-512 VNNI K-quant kernels (x86/gemm_kquants_avx512.cpp) against the
-// reference kernels (gemm_ref_kquants.cpp, themselves checked against
+// The AVX-512 VNNI K-quant kernels, decode (x86/gemm_kquants_avx512.cpp) and
+// prefill (x86/gemm_kquants_prefill_avx512.cpp), against the reference kernels (gemm_ref_kquants.cpp, themselves checked against
 // float64 and hand-built blocks in test_quant_kquants.cpp): within a stated
 // float32 rounding bound, the same bits for every token count and row
 // split, and nothing written outside the asked rows. Skipped without
@@ -19,6 +19,7 @@
 #include "kernels/kquant_unpack.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/x86/gemm_kquants_avx512.h"
+#include "kernels/x86/gemm_kquants_prefill_avx512.h"
 
 namespace nexus {
 namespace {
@@ -41,6 +42,13 @@ const KType kTypes[] = {
     {"Q5_K", sizeof(BlockQ5_K), offsetof(BlockQ5_K, d), static_cast<long>(offsetof(BlockQ5_K, dmin)), 0,
      gemm_ref_q5_k, gemm_q5_k_avx512},
     {"Q6_K", sizeof(BlockQ6_K), offsetof(BlockQ6_K, d), -1, 32, gemm_ref_q6_k, gemm_q6_k_avx512},
+};
+const KType kPrefillTypes[] = {
+    {"Q4_K", sizeof(BlockQ4_K), offsetof(BlockQ4_K, d), static_cast<long>(offsetof(BlockQ4_K, dmin)), 0,
+     gemm_ref_q4_k, gemm_q4_k_prefill_avx512},
+    {"Q5_K", sizeof(BlockQ5_K), offsetof(BlockQ5_K, d), static_cast<long>(offsetof(BlockQ5_K, dmin)), 0,
+     gemm_ref_q5_k, gemm_q5_k_prefill_avx512},
+    {"Q6_K", sizeof(BlockQ6_K), offsetof(BlockQ6_K, d), -1, 32, gemm_ref_q6_k, gemm_q6_k_prefill_avx512},
 };
 
 void put_half(uint8_t* p, float f) {
@@ -123,11 +131,12 @@ Exact exact(const Problem& p, int64_t r, int64_t t) {
   return e;
 }
 
-// The kernel, per super-block and token, forms integer lanes exactly, rounds
-// each to float once (vcvtdq2ps), scales it by fl(d x.d) (one rounding) and
-// adds it into one of 16 float lanes by FMA (one rounding; the min term is a
-// second FMA into the same lane, so a lane takes at most 2 nb additions).
-// The 16 lanes are then summed by a 4-level tree. Each term therefore carries
+// The decode kernel, per super-block and token, forms integer lanes exactly,
+// rounds each to float once (vcvtdq2ps), scales it by fl(d x.d) (one
+// rounding) and adds it into one of 16 float lanes by FMA (one rounding; the
+// min term is a second FMA into the same lane, so a lane takes at most 2 nb
+// additions). The 16 lanes are then summed by a 4-level tree. (The prefill
+// kernel does the same with one integer sum per super-block and no tree.) Each term therefore carries
 // at most 2 nb + 2 + 4 rounding factors (1 + e), |e| <= u = 2^-24, and
 // |kernel - dot| <= gamma_{2 nb + 6} S. The reference is within (nb + 8) u
 // S_ref of dot (test_quant_kquants.cpp), S_ref <= S. So |kernel - ref| <=
@@ -145,7 +154,7 @@ class KQuantAvx512 : public testing::TestWithParam<KType> {
 TEST_P(KQuantAvx512, MatchesReferenceWithinRounding) {
   const KType& k = GetParam();
   for (int64_t n_cols : {256, 2048, 11008}) {
-    const Problem p(k, 7, n_cols, 6, static_cast<uint32_t>(n_cols) + 3);
+    const Problem p(k, 21, n_cols, 11, static_cast<uint32_t>(n_cols) + 3);
     const std::vector<float> got = p.run(k.simd, 0, p.n_rows, 0, p.n_tokens, p.n_rows);
     const std::vector<float> ref = p.run(k.ref, 0, p.n_rows, 0, p.n_tokens, p.n_rows);
     for (int64_t t = 0; t < p.n_tokens; ++t)
@@ -164,7 +173,7 @@ TEST_P(KQuantAvx512, MatchesReferenceWithinRounding) {
 TEST_P(KQuantAvx512, ExtremeLevelsAndActivations) {
   const KType& k = GetParam();
   for (uint8_t fill : {uint8_t{0xff}, uint8_t{0x00}, uint8_t{0xaa}}) {
-    Problem p(k, 3, 512, 2, 5);
+    Problem p(k, 17, 512, 9, 5);
     for (size_t off = 0; off < p.w.size(); off += k.block_bytes) {
       std::memset(&p.w[off], fill, k.block_bytes);
       put_half(&p.w[off + k.d_offset], 0.01f);
@@ -193,42 +202,63 @@ TEST_P(KQuantAvx512, ExtremeLevelsAndActivations) {
 
 // Each (row, token) has the same bits whatever the token count, the token's
 // position in the call and the row range.
+// (19 tokens: the decode kernel's 4-token tiles and the prefill kernel's
+// 8-token tiles with every remainder; 37 rows: two 16-row panels and a part.)
 TEST_P(KQuantAvx512, SameBitsForAnyTokenCountAndRowRange) {
   const KType& k = GetParam();
-  const Problem p(k, 19, 1280, 9, 17);
-  const std::vector<float> all = p.run(k.simd, 0, p.n_rows, 0, 9, p.n_rows);
-  for (int64_t t0 = 0; t0 < 9; ++t0)
-    for (int64_t nt = 1; t0 + nt <= 9; ++nt) {
+  const int64_t n = 19;
+  const Problem p(k, 37, 1280, n, 17);
+  const std::vector<float> all = p.run(k.simd, 0, p.n_rows, 0, n, p.n_rows);
+  for (int64_t t0 = 0; t0 < n; ++t0)
+    for (int64_t nt = 1; t0 + nt <= n; ++nt) {
       const std::vector<float> y = p.run(k.simd, 0, p.n_rows, t0, nt, p.n_rows);
       for (int64_t t = 0; t < nt; ++t)
         for (int64_t r = 0; r < p.n_rows; ++r)
           ASSERT_EQ(y[t * p.n_rows + r], all[(t0 + t) * p.n_rows + r]) << "t0 " << t0 << " nt " << nt << " row " << r;
     }
-  for (int64_t split : {1, 5, 16, 18}) {
+  for (int64_t split : {1, 5, 16, 18, 33}) {
     std::vector<float> y(all.size(), 0.0f);
-    k.simd(p.w.data(), p.row_bytes, 0, split, p.n_cols, p.x.data(), 9, y.data(), p.n_rows);
-    k.simd(p.w.data(), p.row_bytes, split, p.n_rows, p.n_cols, p.x.data(), 9, y.data(), p.n_rows);
+    k.simd(p.w.data(), p.row_bytes, 0, split, p.n_cols, p.x.data(), n, y.data(), p.n_rows);
+    k.simd(p.w.data(), p.row_bytes, split, p.n_rows, p.n_cols, p.x.data(), n, y.data(), p.n_rows);
     for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], all[i]) << "split " << split << " at " << i;
+  }
+}
+
+// 70 tokens: past the decode kernel's 64-token repacking chunk and several
+// prefill tiles; each token as if computed alone.
+TEST_P(KQuantAvx512, ManyTokensMatchOneAtATime) {
+  const KType& k = GetParam();
+  const Problem p(k, 5, 768, 70, 29);
+  const std::vector<float> all = p.run(k.simd, 0, p.n_rows, 0, p.n_tokens, p.n_rows);
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    const std::vector<float> one = p.run(k.simd, 0, p.n_rows, t, 1, p.n_rows);
+    for (int64_t r = 0; r < p.n_rows; ++r) ASSERT_EQ(one[r], all[t * p.n_rows + r]) << "token " << t << " row " << r;
   }
 }
 
 TEST_P(KQuantAvx512, WritesOnlyItsRowsAndTokens) {
   const KType& k = GetParam();
-  const Problem p(k, 8, 512, 5, 23);
-  const int64_t ldy = 11;
-  const std::vector<float> y = p.run(k.simd, 2, 7, 0, p.n_tokens, ldy, -7.0f);
-  const std::vector<float> all = p.run(k.simd, 0, 8, 0, p.n_tokens, ldy, -7.0f);
+  const Problem p(k, 24, 512, 10, 23);
+  const int64_t ldy = 27;
+  const std::vector<float> y = p.run(k.simd, 2, 21, 0, p.n_tokens, ldy, -7.0f);
+  const std::vector<float> all = p.run(k.simd, 0, 24, 0, p.n_tokens, ldy, -7.0f);
   for (int64_t t = 0; t < p.n_tokens; ++t)
     for (int64_t r = 0; r < ldy; ++r) {
-      if (r >= 2 && r < 7)
+      if (r >= 2 && r < 21)
         EXPECT_EQ(y[t * ldy + r], all[t * ldy + r]);
       else
         EXPECT_EQ(y[t * ldy + r], -7.0f) << "row " << r << " token " << t;
     }
+  // No tokens, or no rows: nothing written.
+  std::vector<float> canary(static_cast<size_t>(ldy), -7.0f);
+  k.simd(p.w.data(), p.row_bytes, 0, 24, p.n_cols, p.x.data(), 0, canary.data(), ldy);
+  k.simd(p.w.data(), p.row_bytes, 5, 5, p.n_cols, p.x.data(), 1, canary.data(), ldy);
+  for (float v : canary) EXPECT_EQ(v, -7.0f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, KQuantAvx512, testing::ValuesIn(kTypes),
-                         [](const testing::TestParamInfo<KType>& i) { return std::string(i.param.name); });
+std::string type_name(const testing::TestParamInfo<KType>& i) { return i.param.name; }
+INSTANTIATE_TEST_SUITE_P(Decode, KQuantAvx512, testing::ValuesIn(kTypes), type_name);
+INSTANTIATE_TEST_SUITE_P(Prefill, KQuantAvx512, testing::ValuesIn(kPrefillTypes), type_name);
 
 }  // namespace
 }  // namespace nexus

@@ -37,6 +37,14 @@
 // take 290 ns (Q4_K, 1 token). From DRAM (4096 x 11008, 1 token, 2 threads)
 // the kernels ran at the machine's read rate of the moment (10-20 GB/s
 // under the other tenants' load).
+//
+// Tried and not kept: folding each token's 16 integer lanes to 4 before the
+// float work, four tokens' folds in one zmm (one convert / multiply / FMA
+// and, for the mins, one vpdpwssd per four tokens; a one-token path on xmm
+// with the same lanes). Best of 3 alternating runs, ns per super-block at 4 /
+// 8 tokens: Q2_K 15.0 -> 14.2 / 30.2 -> 28.6, Q4_K 13.9 -> 13.2 / 28.5 ->
+// 26.9, Q5_K 15.7 -> 14.1 / 32.1 -> 29.0, but Q3_K 14.7 -> 15.7, Q6_K 14.2 ->
+// 15.2, and 1 token 1-15% slower for every type: too mixed for the code.
 #include "kernels/x86/gemm_kquants_avx512.h"
 
 #include <immintrin.h>
