@@ -10,6 +10,7 @@
 #include "kernels/x86/gemm_float_avx512.h"
 #include "kernels/x86/gemm_kquants.h"
 #include "kernels/x86/gemm_kquants_avx512.h"
+#include "kernels/x86/gemm_kquants_prefill_avx512.h"
 #include "kernels/x86/gemm_legacy.h"
 #include "kernels/x86/gemm_prefill_avx512.h"
 #include "kernels/x86/gemm_quant_avx512.h"
@@ -47,11 +48,11 @@ constexpr TypeKernels kTable[] = {
     {GgmlType::Q3_K, A::Q8_K, dequantize_row_q3_k,
      {gemm_ref_q3_k, gemm_q3_k_avx2, gemm_q3_k_avx512, nullptr, nullptr}},
     {GgmlType::Q4_K, A::Q8_K, dequantize_row_q4_k,
-     {gemm_ref_q4_k, gemm_q4_k_avx2, gemm_q4_k_avx512, nullptr, nullptr}},
+     {gemm_ref_q4_k, gemm_q4_k_avx2, gemm_q4_k_avx512, gemm_q4_k_prefill_avx512, nullptr}},
     {GgmlType::Q5_K, A::Q8_K, dequantize_row_q5_k,
-     {gemm_ref_q5_k, gemm_q5_k_avx2, gemm_q5_k_avx512, nullptr, nullptr}},
+     {gemm_ref_q5_k, gemm_q5_k_avx2, gemm_q5_k_avx512, gemm_q5_k_prefill_avx512, nullptr}},
     {GgmlType::Q6_K, A::Q8_K, dequantize_row_q6_k,
-     {gemm_ref_q6_k, gemm_q6_k_avx2, gemm_q6_k_avx512, nullptr, nullptr}},
+     {gemm_ref_q6_k, gemm_q6_k_avx2, gemm_q6_k_avx512, gemm_q6_k_prefill_avx512, nullptr}},
     {GgmlType::IQ4_XS, A::Q8_K, dequantize_row_iq4_xs,
      {gemm_ref_iq4_xs, gemm_iq4_xs_avx2, gemm_iq4_xs_avx512, nullptr, nullptr}},
 };
