@@ -227,6 +227,39 @@ TEST(CliQuantize, OverridesAndThreadCount) {
   EXPECT_EQ(nexus::test::read_file(dir / "b.gguf"), nexus::test::read_file(dir / "c.gguf"));
 }
 
+// F16 and BF16 inputs are widened exactly: to F32 they give back
+// dequantize_row's floats, and to Q8_0 what quantize_row_ref makes of those.
+TEST(CliQuantize, HalfPrecisionInputs) {
+  for (const char* type : {"F16", "BF16"}) {
+    NEXUS_REQUIRE_SHARED(half, std::string("arch/llama-d256-") + type + ".gguf");
+    const TempDir dir;
+    for (const char* target : {"F32", "Q8_0"}) {
+      const Result r = quantize(half, dir / "out.gguf", target);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_EQ(r.err.find("requantizing"), std::string::npos) << r.err;
+      const GgufFile in(half), out(dir / "out.gguf");
+      const GgmlType want = target == std::string("F32") ? GgmlType::F32 : GgmlType::Q8_0;
+      for (const TensorInfo& t : out.tensors()) {
+        const TensorInfo& src = *in.find_tensor(t.name);
+        if (t.ne.size() == 1) {
+          EXPECT_EQ(t.type, src.type) << t.name;
+          continue;
+        }
+        ASSERT_EQ(t.type, want) << type << " -> " << target << " " << t.name;
+        std::vector<float> x(t.ne[0]);
+        std::vector<uint8_t> row(nexus::ggml_row_size(want, t.ne[0]));
+        const size_t src_row = nexus::ggml_row_size(src.type, t.ne[0]);
+        for (uint64_t i = 0; i < t.n_rows(); ++i) {
+          nexus::dequantize_row(src.type, src.data + i * src_row, x.data(), static_cast<int64_t>(t.ne[0]));
+          nexus::quantize_row_ref(want, x.data(), row.data(), static_cast<int64_t>(t.ne[0]));
+          ASSERT_EQ(std::memcmp(row.data(), t.data + i * row.size(), row.size()), 0)
+              << type << " -> " << target << " " << t.name << " row " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(CliQuantize, QuantizedInputNeedsAllowRequantize) {
   NEXUS_REQUIRE_SHARED(q4km, "arch/llama-d256-Q4_K_M.gguf");
   const TempDir dir;
