@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -26,6 +27,11 @@
 
 namespace nexus::cli {
 namespace {
+
+// Ctrl-C / SIGTERM: stop at the next tensor and let the writer remove its
+// temporary file, rather than die with a partial OUT.tmp on disk.
+volatile std::sig_atomic_t g_stop = 0;
+extern "C" void on_stop_signal(int) { g_stop = 1; }
 
 struct QuantizeArgs {
   std::string in, out, type, output_type, token_embd_type;
@@ -141,8 +147,18 @@ int run_quantize(const QuantizeArgs& a) {
                  std::string(ggml_type_name(in.find_tensor(plan.requantized.front())->type)).c_str());
 
   ProgressView view(plan);
-  const QuantizeTotals totals =
-      write_quantized(in, plan, opt, a.out, [&](size_t i, bool done) { view.update(i, done); });
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  QuantizeTotals totals;
+  try {
+    totals = write_quantized(in, plan, opt, a.out, [&](size_t i, bool done) {
+      if (g_stop) throw Error("interrupted: nothing was written to " + a.out);
+      view.update(i, done);
+    });
+  } catch (...) {
+    view.finish();  // the error message starts on a clean line
+    throw;
+  }
   view.finish();
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   uint64_t n_params = 0;
@@ -170,6 +186,9 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--token-embedding-type", a->token_embd_type, "type of token_embd.weight (overrides the mix)")
       ->check(tensor_type_name());
   sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->capture_default_str()->check(range(0, 4096));
+  std::string types = "Types (docs/quantize.md has the rules):\n";
+  for (const QuantMix& m : quant_mixes()) types += fmt::format("  {:<8}{}\n", m.name, m.description);
+  sub.footer(types);
   return [a] { return run_quantize(*a); };
 }
 
