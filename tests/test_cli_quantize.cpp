@@ -267,7 +267,8 @@ TEST(CliQuantize, QuantizedInputNeedsAllowRequantize) {
   std::ofstream(out) << "old";
   const Result refused = quantize(q4km, out, "Q8_0");
   EXPECT_EQ(refused.exit_code, 1) << refused.err;
-  EXPECT_NE(refused.err.find("is already quantized (output.weight is Q6_K, and 30 quantized tensors"), std::string::npos)
+  EXPECT_NE(refused.err.find("is already quantized (output.weight is Q6_K, and 30 quantized tensors"),
+            std::string::npos)
       << refused.err;
   EXPECT_NE(refused.err.find("pass --allow-requantize"), std::string::npos) << refused.err;
   EXPECT_EQ(nexus::test::read_file(out), "old");  // untouched

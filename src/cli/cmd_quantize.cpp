@@ -111,7 +111,8 @@ void check_output_folder(const std::string& out) {
   fs::path dir = fs::path(out).parent_path();
   if (dir.empty()) dir = ".";
   if (!fs::is_directory(dir)) throw Error(fmt::format("cannot write {}: folder {} does not exist", out, dir.string()));
-  if (access(dir.c_str(), W_OK) != 0) throw Error(fmt::format("cannot write {}: folder {} is not writable", out, dir.string()));
+  if (access(dir.c_str(), W_OK) != 0)
+    throw Error(fmt::format("cannot write {}: folder {} is not writable", out, dir.string()));
   if (fs::is_directory(out)) throw Error(fmt::format("cannot write {}: it is a folder", out));
 }
 
