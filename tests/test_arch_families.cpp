@@ -175,6 +175,24 @@ INSTANTIATE_TEST_SUITE_P(Files, ArchFamily, ::testing::ValuesIn(cases()), [](con
   return n;
 });
 
+// `nexus info`'s model line names the family and what of it the file uses.
+TEST(ArchFamilyDescribe, NamesWhatTheFileUses) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"arch/gemma2-d64-F32.gguf", "GEGLU FFN, post-attention/FFN norms, embeddings x sqrt(n_embd), attention soft-cap "
+                                   "50, final soft-cap 30, sliding window 8 on 13 of 26 layers, tied output"},
+      {"arch/phi3-d256-F32.gguf", "NEOX RoPE, RMSNorm, SwiGLU FFN, fused attn_qkv, fused gate+up"},
+      {"arch/starcoder2-d256-F32.gguf", "LayerNorm, GELU MLP, Q/K/V biases, output/FFN biases"},
+      {"arch/llama3rope-d256-F32.gguf", "llama: 2 layers, dim 256, 4 heads of 64 (2 KV), FFN 768, context 256, NORM "
+                                        "RoPE, rope_freqs factors"},
+  };
+  for (const auto& [file, want] : cases) {
+    NEXUS_REQUIRE_SHARED(path, file);
+    GgufFile gguf(path);
+    const std::string got = LlamaModel(gguf).describe();
+    EXPECT_NE(got.find(want), std::string::npos) << got;
+  }
+}
+
 // A copy of `src` with its metadata and tensors passed through `edit`:
 // key_edit may drop a key (return false); tensor_edit may drop a tensor
 // (return false) or change its shape (ne), its data then being the source's

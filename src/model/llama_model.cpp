@@ -123,10 +123,12 @@ LlamaModel::LlamaModel(const GgufFile& gguf) : config_(LlamaConfig::from_gguf(gg
       if (s.field) {
         L.*s.field = w;
       } else if (u.role == LayerTensor::Wqkv) {  // Q rows, then K, then V
+        fused_qkv_ = true;
         L.wq = rows_of(w, 0, c.n_embd_q());
         L.wk = rows_of(w, c.n_embd_q(), c.n_embd_kv());
         L.wv = rows_of(w, c.n_embd_q() + c.n_embd_kv(), c.n_embd_kv());
       } else {  // fused ffn_up: gate rows, then up rows
+        fused_gate_up_ = true;
         L.w_gate = rows_of(w, 0, c.n_ff);
         L.w_up = rows_of(w, c.n_ff, c.n_ff);
       }
@@ -158,6 +160,48 @@ uint64_t LlamaModel::weight_bytes() const {
   for (const LlamaLayer& L : layers_)
     for (auto m : LlamaLayer::all()) total += (L.*m).n_bytes();
   return total;
+}
+
+std::string LlamaModel::describe() const {
+  const LlamaConfig& c = config_;
+  const ArchTraits& t = *c.traits;
+  const LlamaLayer& L = layers_.front();
+  auto fmt_f = [](float v) {
+    std::string s = std::to_string(v);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (s.back() == '.') s.pop_back();
+    return s;
+  };
+  std::string s = c.arch + ": " + std::to_string(c.n_layer) + " layers, dim " + std::to_string(c.n_embd) + ", " +
+                  std::to_string(c.n_head) + " heads of " + std::to_string(c.head_dim) + " (" +
+                  std::to_string(c.n_head_kv) + " KV), FFN " + std::to_string(c.n_ff) + ", context " +
+                  std::to_string(c.n_ctx_train);
+  auto add = [&](bool on, const std::string& what) {
+    if (on) s += ", " + what;
+  };
+  s += t.rope == RopeType::Neox ? ", NEOX RoPE" : ", NORM RoPE";
+  add(has(rope_factors_), "rope_freqs factors");
+  add(c.rope_freq_scale != 1.0f, "linear RoPE scaling x" + fmt_f(1.0f / c.rope_freq_scale));
+  s += t.norm == NormType::Layer ? ", LayerNorm" : ", RMSNorm";
+  if (has(L.w_gate)) s += t.act == FfnAct::Silu ? ", SwiGLU FFN" : ", GEGLU FFN";
+  else s += t.act == FfnAct::Gelu ? ", GELU MLP" : ", SiLU MLP";
+  add(fused_qkv_, "fused attn_qkv");
+  add(fused_gate_up_, "fused gate+up");
+  add(has(L.bq), "Q/K/V biases");
+  add(has(L.bo) || has(L.b_down), "output/FFN biases");
+  add(has(L.q_norm), "QK-norm");
+  add(has(L.attn_post_norm), "post-attention/FFN norms");
+  add(c.embd_scale != 1.0f, "embeddings x sqrt(n_embd)");
+  add(c.attn_softcap > 0, "attention soft-cap " + fmt_f(c.attn_softcap));
+  add(c.final_softcap > 0, "final soft-cap " + fmt_f(c.final_softcap));
+  if (c.n_swa > 0) {
+    int32_t n = 0;
+    for (int32_t l = 0; l < c.n_layer; ++l) n += c.is_swa(l);
+    s += ", sliding window " + std::to_string(c.n_swa) + " on " + std::to_string(n) + " of " +
+         std::to_string(c.n_layer) + " layers";
+  }
+  s += output_.data == tok_embd_.data ? ", tied output" : ", untied output";
+  return s;
 }
 
 }  // namespace nexus

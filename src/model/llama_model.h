@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/tensor.h"
@@ -78,11 +79,16 @@ class LlamaModel {
   const std::vector<LlamaLayer>& layers() const { return layers_; }
   // Bytes of weights read per decoded token (for bandwidth accounting).
   uint64_t weight_bytes() const;
+  // One line for `nexus info`: the architecture and what of it this file
+  // uses ("qwen2: 2 layers, 4 heads of 64 (2 KV), NEOX RoPE, RMSNorm, SwiGLU
+  // FFN, Q/K/V biases, untied output").
+  std::string describe() const;
 
  private:
   LlamaConfig config_;
   WeightView tok_embd_, output_norm_, output_norm_b_, output_, rope_factors_;
   std::vector<LlamaLayer> layers_;
+  bool fused_qkv_ = false, fused_gate_up_ = false;  // bound from attn_qkv / a gate+up ffn_up (describe())
   // F32 matrices repacked for matmul (kernels/f32_panels.h); the views'
   // `panels` point into these. Shared, so a copied model stays valid.
   std::vector<std::shared_ptr<const float[]>> panels_;
