@@ -143,6 +143,21 @@ INSTANTIATE_TEST_SUITE_P(F32Models, BatchingOnModel,
                          ::testing::Values("stories260K.gguf", "TinyLLama-v0.F32.gguf"),
                          [](const auto& info) { return info.index == 0 ? "stories260K" : "TinyLLamaV0"; });
 
+// "arch/qwen2-d256-F32.gguf" -> "qwen2".
+std::string family_name(const char* path) {
+  const std::string s = std::string(path).substr(5);
+  return s.substr(0, s.find('-'));
+}
+
+// Every family (model/arch.h) through the same engine paths: biases, NEOX
+// RoPE, fused tensors, LayerNorm, GELU, rope_freqs, and gemma2's windowed,
+// soft-capped attention over the paged F16 cache and the prefix cache.
+INSTANTIATE_TEST_SUITE_P(Families, BatchingOnModel,
+                         ::testing::Values("arch/llama3rope-d256-F32.gguf", "arch/qwen2-d256-F32.gguf",
+                                           "arch/phi3-d256-F32.gguf", "arch/starcoder2-d256-F32.gguf",
+                                           "arch/gemma2-d64-F32.gguf"),
+                         [](const auto& info) { return family_name(info.param); });
+
 #define LOAD_STORIES(var)                               \
   NEXUS_REQUIRE_SHARED(var##_path, "stories260K.gguf"); \
   Loaded& var = load(var##_path)

@@ -11,6 +11,8 @@
 
 #include "cli/command.h"
 #include "gguf/gguf_file.h"
+#include "model/llama_model.h"
+#include "util/error.h"
 
 namespace nexus::cli {
 namespace {
@@ -82,6 +84,15 @@ int run_info(const InfoOptions& o) {
   fmt::print("\nsummary: {} tensors, {} parameters ({}), {} bytes of tensor data ({})", f.tensors().size(),
              params, human_count(params), bytes, human_bytes(bytes));
   fmt::print("{}\n", types.empty() ? "" : "; types: " + types);
+  // What Nexus makes of it: the family and the parts of it this file uses,
+  // or why it cannot run it.
+  if (f.get_string("general.architecture")) {
+    try {
+      fmt::print("\nmodel: {}\n", LlamaModel(f).describe());
+    } catch (const Error& e) {
+      fmt::print("\nmodel: not runnable: {}\n", e.what());
+    }
+  }
   return 0;
 }
 

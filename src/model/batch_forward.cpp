@@ -2,12 +2,15 @@
 // paged cache and attention_head_paged for K/V.
 #include "model/batch_forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "kernels/attention.h"
+#include "kernels/attention_window.h"
 #include "kernels/ops.h"
 #include "kernels/thread_pool.h"
+#include "model/cpu_ops.h"
 #include "model/forward_steps.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
@@ -15,6 +18,11 @@
 
 namespace nexus {
 namespace {
+
+// gemma3's windowed layers turn at another base: a second angle table.
+bool separate_swa_rope(const LlamaConfig& c) {
+  return c.n_swa > 0 && c.rope_freq_base_swa != c.rope_freq_base;
+}
 
 // Query heads per attention kernel call (kernels/attention.h); every choice
 // gives the same bits. Eight at head size 8, or 4 without GQA: in
@@ -24,7 +32,7 @@ namespace {
 // Q8_0 cache has only the per-head kernel.
 int32_t attention_heads_per_task(const LlamaConfig& c, KvType type) {
   const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv;
-  if (type == KvType::Q8_0) return 1;
+  if (type == KvType::Q8_0 || c.n_swa > 0 || c.attn_softcap > 0) return 1;
   if (hd == 4 && group == 1 && c.n_head % 16 == 0 && attention_heads16_hd4_supported()) return 16;
   if ((hd == 8 || (hd == 4 && group == 1)) && c.n_head % 8 == 0 && 8 % group == 0) return 8;
   return 1;
@@ -46,7 +54,7 @@ BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_th
   constexpr size_t kMaxLayerBytes = size_t{512} << 10;  // splits_by_token(): kept in L2
   const LlamaLayer& L = model.layers().front();
   size_t bytes = 0;
-  for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) bytes += w->n_bytes();
+  for (auto m : LlamaLayer::matrices()) bytes += (L.*m).n_bytes();
   small_layers_ = bytes <= kMaxLayerBytes;
   heads_per_task_ = attention_heads_per_task(c, cache.type());
 }
@@ -99,8 +107,14 @@ std::span<const float> BatchForward::forward(std::span<const SeqRun> runs) {
   a.resize(c, static_cast<size_t>(n));
 
   embed_tokens(model_, tokens_, a);
-  rope_cs_.resize(static_cast<size_t>(n) * c.n_rot);  // each token's angles, once for all layers
-  for (int32_t t = 0; t < n; ++t) rope_angles(pos_[t], c.n_rot, c.rope_freq_base, &rope_cs_[t * c.n_rot]);
+  // Each token's angles, once for all layers.
+  const float* factors = model_.rope_factors().f32();
+  rope_cs_.resize(static_cast<size_t>(n) * c.n_rot);
+  rope_tables(c, factors, pos_.data(), n, false, rope_cs_.data());
+  if (separate_swa_rope(c)) {
+    rope_cs_swa_.resize(static_cast<size_t>(n) * c.n_rot);
+    rope_tables(c, factors, pos_.data(), n, true, rope_cs_swa_.data());
+  }
   if (splits_by_token(runs)) {
     // Each thread takes a contiguous share of the batch's sequences through
     // every layer on its own (1-thread pool): one fork/join per pass.
@@ -133,41 +147,38 @@ bool BatchForward::splits_by_token(std::span<const SeqRun> runs) const {
 
 void BatchForward::run_layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool) {
   const LlamaConfig& c = model_.config();
-  Activations& a = *act_;
-  const int64_t E = c.n_embd, KV = c.n_embd_kv();
-  for (int32_t l = 0; l < c.n_layer; ++l) {
-    const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
-    attention_inputs(model_, L, a, r, pool);
-    for (int64_t t = r.begin; t < r.end; ++t) {
-      rope_apply(&a.q[t * E], c.n_head, c.head_dim, c.n_rot, &rope_cs_[t * c.n_rot]);
-      rope_apply(&a.k[t * KV], c.n_head_kv, c.head_dim, c.n_rot, &rope_cs_[t * c.n_rot]);
-    }
-    write_kv(l, runs, r);  // every token's K/V before any attention reads them
-    attention(l, runs, r, pool);
-    attention_output_and_ffn(model_, L, a, r, pool);
-  }
+  RopeTables cs{&rope_cs_[r.begin * c.n_rot], separate_swa_rope(c) ? &rope_cs_swa_[r.begin * c.n_rot] : nullptr};
+  auto attend = [&](int32_t layer, const float* q, const float* k, const float* v, float* out, int64_t) {
+    write_kv(layer, runs, r, k, v);  // every token's K/V before any attention reads them
+    attention(layer, runs, r, q, out, pool);
+  };
+  auto ops = cpu_ops(c, pool, cs, attend);
+  const LayerBuffers b = act_->rows_from(c, r.begin);
+  for (int32_t l = 0; l < c.n_layer; ++l) forward_layer(ops, c, model_.layers()[static_cast<size_t>(l)], l, b, r.size());
 }
 
-void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRange r) {
+void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* k,
+                            const float* v) {
   const int32_t bs = cache_.block_size();
   const int64_t KV = cache_.n_embd_kv();
   for (int64_t t = r.begin; t < r.end; ++t) {
     const int32_t p = pos_[t];
     const int32_t block = runs[static_cast<size_t>(run_of_[t])].block_table[static_cast<size_t>(p / bs)];
-    cache_.write(block, layer, p % bs, &act_->k[t * KV], &act_->v[t * KV]);
+    cache_.write(block, layer, p % bs, &k[(t - r.begin) * KV], &v[(t - r.begin) * KV]);
   }
 }
 
 // Causal attention with GQA (query head h reads KV head h / (n_head /
 // n_head_kv)): token t at position p attends to its sequence's positions
-// [0, p]. One task per token and heads_per_task_ query heads (1, 8 or 16,
+// [0, p], or [p - n_swa + 1, p] in a windowed layer. q, out: rows of r. One task per token and heads_per_task_ query heads (1, 8 or 16,
 // attention_heads_per_task); each task writes only its own output, so the
 // thread split does not change any result.
-void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, ThreadPool& pool) {
+void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* q_rows,
+                             float* out_rows, ThreadPool& pool) {
   const LlamaConfig& c = model_.config();
-  Activations& a = *act_;
-  const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv, Q = c.n_embd_q();
+  const float scale = c.attn_scale, cap = c.attn_softcap;
+  const int32_t window = c.is_swa(layer) ? c.n_swa : 0;
   const size_t esize = cache_.element_size();
   const auto* base = static_cast<const uint8_t*>(cache_.data());
   const KvType type = cache_.type();
@@ -194,8 +205,15 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenR
       kv.block_size = cache_.block_size();
       kv.block_stride = cache_.block_elems();
       kv.kv_stride = cache_.n_embd_kv();
-      const float* q = &a.q[t * c.n_embd + h * hd];
-      float* out = &a.att[t * c.n_embd + h * hd];
+      const int64_t row = static_cast<int64_t>(t) - r.begin;
+      const float* q = &q_rows[row * Q + h * hd];
+      float* out = &out_rows[row * Q + h * hd];
+      const int32_t n_keys = pos_[t] + 1, first = window > 0 ? std::max(0, n_keys - window) : 0;
+      if (first > 0 || cap > 0) {
+        const KvElem elem = type == KvType::F32 ? KvElem::F32 : type == KvType::F16 ? KvElem::F16 : KvElem::Q8_0;
+        attention_head_paged_window(q, kv, elem, first, n_keys, hd, scale, cap, out);
+        continue;
+      }
       if (heads_per_task == 16) {
         if (type == KvType::F16) attention_heads16_hd4_paged_f16(q, kv, pos_[t] + 1, scale, out);
         else attention_heads16_hd4_paged(q, kv, pos_[t] + 1, scale, out);

@@ -1,4 +1,4 @@
-// BatchForward: one forward pass of a LlamaModel over a batch made of several
+// BatchForward: one forward pass of a LlamaModel (any family: model/layer.h) over a batch made of several
 // sequences' token runs, reading and writing K/V in a paged KvCache -- the
 // model side of continuous batching (Yu et al. 2022, "Orca": iteration-level
 // scheduling; Kwon et al. 2023, "PagedAttention").
@@ -86,8 +86,10 @@ class BatchForward {
   void validate(std::span<const SeqRun> runs) const;
   // Every layer for the batch tokens r, products and attention on `pool`.
   void run_layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool);
-  void write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRange r);
-  void attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, ThreadPool& pool);
+  // The attention step of forward_layer for tokens r: k, v, q, out at row r.begin.
+  void write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* k, const float* v);
+  void attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* q, float* out,
+                 ThreadPool& pool);
 
   const LlamaModel& model_;
   KvCache& cache_;
@@ -100,7 +102,8 @@ class BatchForward {
   std::unique_ptr<Activations> act_;
   std::vector<int32_t> tokens_, pos_, run_of_, rows_;  // per batch token (rows_: per logits row)
   std::vector<float> logits_;
-  std::vector<float> rope_cs_;  // [n_tokens, n_rot]: rope_angles of each batch token
+  std::vector<float> rope_cs_;      // [n_tokens, n_rot]: RoPE angles of each batch token
+  std::vector<float> rope_cs_swa_;  // the same at the windowed layers' base, when it differs
 };
 
 }  // namespace nexus

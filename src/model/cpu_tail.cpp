@@ -5,8 +5,10 @@
 #include <string>
 
 #include "kernels/attention.h"
+#include "kernels/attention_window.h"
 #include "kernels/ops.h"
 #include "kernels/thread_pool.h"
+#include "model/cpu_ops.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
 #include "util/error.h"
@@ -48,31 +50,38 @@ std::span<const float> CpuTail::forward(std::span<const float> x, std::span<cons
   act_.resize(c, static_cast<size_t>(n));
   std::copy(x.begin(), x.end(), act_.x.begin());
 
+  const float* factors = model_.rope_factors().f32();
+  const bool swa_rope = c.n_swa > 0 && c.rope_freq_base_swa != c.rope_freq_base;
+  rope_cs_.resize(static_cast<size_t>(n) * c.n_rot);
+  rope_tables(c, factors, pos_.data(), n, false, rope_cs_.data());
+  if (swa_rope) {
+    rope_cs_swa_.resize(static_cast<size_t>(n) * c.n_rot);
+    rope_tables(c, factors, pos_.data(), n, true, rope_cs_swa_.data());
+  }
   const int32_t bs = cache_->block_size();
-  for (int32_t l = first_layer_; l < c.n_layer; ++l) {
-    const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
-    attention_inputs(model_, L, act_, {0, n}, *pool_);
-    for (int32_t t = 0; t < n; ++t) {
-      rope(&act_.q[t * E], c.n_head, c.head_dim, c.n_rot, pos_[t], c.rope_freq_base);
-      rope(&act_.k[t * KV], c.n_head_kv, c.head_dim, c.n_rot, pos_[t], c.rope_freq_base);
-    }
+  auto attend = [&](int32_t l, const float* q, const float* k, const float* v, float* out, int64_t) {
     for (int32_t t = 0; t < n; ++t) {
       const int32_t p = pos_[t];
       const int32_t block = runs[static_cast<size_t>(run_of_[t])].block_table[static_cast<size_t>(p / bs)];
-      cache_->write(block, l - first_layer_, p % bs, &act_.k[t * KV], &act_.v[t * KV]);
+      cache_->write(block, l - first_layer_, p % bs, &k[t * KV], &v[t * KV]);
     }
-    attention(l - first_layer_, runs);
-    attention_output_and_ffn(model_, L, act_, {0, n}, *pool_);
-  }
+    attention(l, runs, q, out);
+  };
+  auto ops = cpu_ops(c, *pool_, RopeTables{rope_cs_.data(), swa_rope ? rope_cs_swa_.data() : nullptr}, attend);
+  const LayerBuffers b = act_.rows_from(c, 0);
+  for (int32_t l = first_layer_; l < c.n_layer; ++l) forward_layer(ops, c, model_.layers()[static_cast<size_t>(l)], l, b, n);
   output_logits(model_, act_, rows_, logits_, *pool_);
   return logits_;
 }
 
-// As BatchForward::attention: one task per (token, head), GQA by h / group.
-void CpuTail::attention(int32_t layer, std::span<const SeqRun> runs) {
+// As BatchForward::attention: one task per (token, head), GQA by h / group;
+// a windowed layer or soft-capped scores take attention_head_paged_window.
+void CpuTail::attention(int32_t layer, std::span<const SeqRun> runs, const float* q, float* out) {
   const LlamaConfig& c = model_.config();
-  const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv, Q = c.n_embd_q();
+  const float scale = c.attn_scale, cap = c.attn_softcap;
+  const int32_t window = c.is_swa(layer) ? c.n_swa : 0;
+  const int32_t cache_layer = layer - first_layer_;
   const auto* base = static_cast<const uint8_t*>(cache_->data());
   const size_t esize = cache_->element_size();
   const int64_t n_tasks = static_cast<int64_t>(pos_.size()) * c.n_head;
@@ -82,14 +91,16 @@ void CpuTail::attention(int32_t layer, std::span<const SeqRun> runs) {
       const int32_t h = static_cast<int32_t>(task % c.n_head);
       const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
       PagedKv kv;
-      kv.k = base + (cache_->k_offset(0, layer) + kv_off) * esize;
-      kv.v = base + (cache_->v_offset(0, layer) + kv_off) * esize;
+      kv.k = base + (cache_->k_offset(0, cache_layer) + kv_off) * esize;
+      kv.v = base + (cache_->v_offset(0, cache_layer) + kv_off) * esize;
       kv.block_table = runs[static_cast<size_t>(run_of_[t])].block_table.data();
       kv.block_size = cache_->block_size();
       kv.block_stride = cache_->block_elems();
       kv.kv_stride = cache_->n_embd_kv();
-      attention_head_paged_f16(&act_.q[t * c.n_embd + h * hd], kv, pos_[t] + 1, hd, scale,
-                               &act_.att[t * c.n_embd + h * hd]);
+      const int64_t at = static_cast<int64_t>(t) * Q + h * hd;
+      const int32_t n_keys = pos_[t] + 1, first = window > 0 ? std::max(0, n_keys - window) : 0;
+      if (first > 0 || cap > 0) attention_head_paged_window(&q[at], kv, KvElem::F16, first, n_keys, hd, scale, cap, &out[at]);
+      else attention_head_paged_f16(&q[at], kv, n_keys, hd, scale, &out[at]);
     }
   });
 }

@@ -3,7 +3,7 @@
 // output head, run on the CPU from the residual stream the first part (the
 // GPU layers) produced, with their own paged KV cache.
 //
-// The steps are BatchForward's (forward_steps.h, attention_head_paged_f16
+// The steps are BatchForward's (model/layer.h forward_layer, attention_head_paged_f16
 // over an F16 KvCache), so with first_layer = 0 and the embedded tokens as
 // input its logits are BatchForward's bit for bit (tests/test_cpu_tail.cpp).
 // Its KvCache holds only the tail's layers; block ids are shared with the
@@ -42,7 +42,7 @@ class CpuTail {
   const KvCache& cache() const { return *cache_; }
 
  private:
-  void attention(int32_t layer, std::span<const SeqRun> runs);
+  void attention(int32_t layer, std::span<const SeqRun> runs, const float* q, float* out);
 
   const LlamaModel& model_;
   int32_t first_layer_;
@@ -52,6 +52,7 @@ class CpuTail {
   Activations act_;
   std::vector<int32_t> pos_, run_of_, rows_;
   std::vector<float> logits_;
+  std::vector<float> rope_cs_, rope_cs_swa_;  // [n, n_rot] angles (cpu_ops.h rope_tables)
 };
 
 }  // namespace nexus

@@ -3,17 +3,25 @@
 #include <string>
 
 #include "kernels/dequant.h"
+#include "kernels/family_ops.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/cpu_ops.h"
 #include "model/llama_model.h"
 #include "util/error.h"
 
 namespace nexus {
 
 void Activations::resize(const LlamaConfig& c, size_t n) {
-  for (auto* b : {&x, &xb, &xb2, &q, &att}) b->resize(n * c.n_embd);
+  for (auto* b : {&x, &xb, &xb2}) b->resize(n * c.n_embd);
+  for (auto* b : {&q, &att}) b->resize(n * c.n_embd_q());
   for (auto* b : {&k, &v}) b->resize(n * c.n_embd_kv());
   for (auto* b : {&hb, &hb2}) b->resize(n * c.n_ff);
+}
+
+LayerBuffers Activations::rows_from(const LlamaConfig& c, int64_t t) {
+  const int64_t E = c.n_embd, Q = c.n_embd_q(), KV = c.n_embd_kv(), F = c.n_ff;
+  return {&x[t * E], &xb[t * E], &xb2[t * E], &q[t * Q], &k[t * KV], &v[t * KV], &att[t * Q], &hb[t * F], &hb2[t * F]};
 }
 
 void check_token_ids(const LlamaConfig& c, std::span<const int32_t> tokens, const char* what) {
@@ -22,37 +30,14 @@ void check_token_ids(const LlamaConfig& c, std::span<const int32_t> tokens, cons
 }
 
 void embed_tokens(const LlamaModel& model, std::span<const int32_t> tokens, Activations& a) {
-  const int64_t E = model.config().n_embd;
-  for (size_t t = 0; t < tokens.size(); ++t)
-    dequantize_row(model.tok_embd().type, model.tok_embd().row(tokens[t]), &a.x[t * E], E);
-}
-
-void attention_inputs(const LlamaModel& model, const LlamaLayer& L, Activations& a, TokenRange r, ThreadPool& pool) {
   const LlamaConfig& c = model.config();
-  const int64_t E = c.n_embd, KV = c.n_embd_kv();
-  for (int64_t t = r.begin; t < r.end; ++t) rmsnorm(&a.xb[t * E], &a.x[t * E], L.attn_norm.f32(), E, c.rms_eps);
-  const MatmulOut qkv[] = {{&L.wq, &a.q[r.begin * E]}, {&L.wk, &a.k[r.begin * KV]}, {&L.wv, &a.v[r.begin * KV]}};
-  matmul_shared_input(qkv, &a.xb[r.begin * E], r.size(), pool);
-}
-
-void attention_output_and_ffn(const LlamaModel& model, const LlamaLayer& L, Activations& a, TokenRange r,
-                              ThreadPool& pool) {
-  const LlamaConfig& c = model.config();
-  const int64_t E = c.n_embd, F = c.n_ff, n = r.size();
-  float* x = &a.x[r.begin * E];
-  float* xb = &a.xb[r.begin * E];
-  float* xb2 = &a.xb2[r.begin * E];
-  float* hb = &a.hb[r.begin * F];
-  float* hb2 = &a.hb2[r.begin * F];
-  matmul(L.wo, &a.att[r.begin * E], xb2, n, pool);
-  for (int64_t i = 0; i < n * E; ++i) x[i] += xb2[i];
-
-  for (int64_t t = 0; t < n; ++t) rmsnorm(&xb[t * E], &x[t * E], L.ffn_norm.f32(), E, c.rms_eps);
-  const MatmulOut gate_up[] = {{&L.w_gate, hb}, {&L.w_up, hb2}};
-  matmul_shared_input(gate_up, xb, n, pool);
-  swiglu(hb, hb2, n * F);
-  matmul(L.w_down, hb, xb2, n, pool);
-  for (int64_t i = 0; i < n * E; ++i) x[i] += xb2[i];
+  const int64_t E = c.n_embd;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    float* x = &a.x[t * E];
+    dequantize_row(model.tok_embd().type, model.tok_embd().row(tokens[t]), x, E);
+    if (c.embd_scale != 1.0f)
+      for (int64_t i = 0; i < E; ++i) x[i] *= c.embd_scale;
+  }
 }
 
 void output_logits(const LlamaModel& model, Activations& a, std::span<const int32_t> rows, std::vector<float>& logits,
@@ -60,10 +45,25 @@ void output_logits(const LlamaModel& model, Activations& a, std::span<const int3
   const LlamaConfig& c = model.config();
   const int64_t E = c.n_embd;
   const int64_t n_out = static_cast<int64_t>(rows.size());
-  for (int64_t i = 0; i < n_out; ++i)
-    rmsnorm(&a.xb[i * E], &a.x[rows[i] * E], model.output_norm().f32(), E, c.rms_eps);
+  for (int64_t i = 0; i < n_out; ++i) {
+    if (c.traits->norm == NormType::Layer)
+      layernorm(&a.xb[i * E], &a.x[rows[i] * E], model.output_norm().f32(), model.output_norm_b().f32(), E, c.rms_eps);
+    else
+      rmsnorm(&a.xb[i * E], &a.x[rows[i] * E], model.output_norm().f32(), E, c.rms_eps);
+  }
   logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
   if (n_out > 0) matmul(model.output(), a.xb.data(), logits.data(), n_out, pool);
+  if (c.final_softcap > 0) softcap(logits.data(), static_cast<int64_t>(logits.size()), c.final_softcap);
+}
+
+void rope_tables(const LlamaConfig& c, const float* factors, const int32_t* pos, int64_t n, bool swa, float* cs) {
+  const float base = swa ? c.rope_freq_base_swa : c.rope_freq_base;
+  const float scale = swa ? 1.0f : c.rope_freq_scale;  // windowed layers are not scaled (llama.cpp gemma3)
+  const bool plain = !factors && scale == 1.0f;
+  for (int64_t t = 0; t < n; ++t) {
+    if (plain) rope_angles(pos[t], c.n_rot, base, &cs[t * c.n_rot]);
+    else rope_angles_scaled(pos[t], c.n_rot, base, scale, factors, &cs[t * c.n_rot]);
+  }
 }
 
 }  // namespace nexus

@@ -3,6 +3,7 @@
 #include "model/cuda/cuda_forward.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
@@ -15,6 +16,7 @@
 #include "model/cpu_tail.h"
 #include "model/forward_steps.h"
 #include "model/gpu_plan.h"
+#include "model/layer.h"
 #include "model/llama_model.h"
 #include "util/error.h"
 
@@ -26,11 +28,31 @@ using cuda::PinnedBuffer;
 
 namespace {
 
-struct GpuLayer {
-  const float* attn_norm = nullptr;
-  const float* ffn_norm = nullptr;
-  DeviceWeight wq, wk, wv, wo, w_gate, w_up, w_down;
-};
+using GpuLayer = LayerWeightsT<DeviceWeight>;
+
+// What of the model's description these kernels cannot compute yet, by
+// name ("" when they can): refused at construction, never run wrong.
+std::string unsupported_features(const LlamaModel& model) {
+  const LlamaConfig& c = model.config();
+  std::string s;
+  auto need = [&](bool cond, const char* what) {
+    if (cond) s += (s.empty() ? "" : ", ") + std::string(what);
+  };
+  bool biases = false;
+  for (const LlamaLayer& L : model.layers())
+    biases = biases || has(L.attn_norm_b) || has(L.bq) || has(L.bk) || has(L.bv) || has(L.bo) || has(L.ffn_norm_b) ||
+             has(L.b_up) || has(L.b_down);
+  need(c.traits->norm == NormType::Layer, "LayerNorm");
+  need(biases, "biases");
+  need(c.traits->rope == RopeType::Neox, "NEOX RoPE");
+  need(has(model.rope_factors()) || c.rope_freq_scale != 1.0f, "RoPE factors or scaling");
+  need(c.traits->act != FfnAct::Silu || !c.traits->gated_ffn, "GELU / plain FFN");
+  need(c.n_swa > 0, "sliding-window attention");
+  need(c.attn_softcap > 0 || c.final_softcap > 0, "logit soft-capping");
+  need(c.embd_scale != 1.0f, "embedding scale");
+  need(c.attn_scale != 1.0f / std::sqrt(static_cast<float>(c.head_dim)), "query scale");
+  return s;
+}
 
 }  // namespace
 
@@ -90,6 +112,7 @@ struct CudaForward::Impl {
     if (!w.f32()) throw Error(std::string("CUDA backend: ") + what + " must be F32");
     return static_cast<const float*>(upload(w, what).data);
   }
+  struct Ops;
 
   int32_t* dmeta(size_t off) { return meta.get() + off; }
   cuda::BatchMeta batch_meta() {
@@ -111,6 +134,8 @@ void CudaForward::Impl::setup() {
   if (opt.block_size < 1 || opt.block_size % 16 != 0)
     throw Error("CUDA backend: block size must be a positive multiple of 16");
   if (c.head_dim > 256) throw Error("CUDA backend: head size above 256");
+  if (const std::string missing = unsupported_features(model); !missing.empty())
+    throw Error("CUDA backend: " + c.arch + " needs " + missing + ", which the CUDA kernels do not implement yet");
   n_gpu = resolve_gpu_layers(opt.gpu_layers, c.n_layer);
   output_on_gpu = n_gpu == c.n_layer;
   const int32_t max_ctx = opt.max_ctx > 0 ? std::min(opt.max_ctx, c.n_ctx_train) : c.n_ctx_train;
@@ -132,16 +157,13 @@ void CudaForward::Impl::setup() {
   for (int32_t l = 0; l < n_gpu; ++l) {
     const LlamaLayer& L = model.layers()[static_cast<size_t>(l)];
     GpuLayer& G = layers[static_cast<size_t>(l)];
-    G.attn_norm = upload_norm(L.attn_norm, "attn_norm");
-    G.ffn_norm = upload_norm(L.ffn_norm, "ffn_norm");
-    G.wq = upload(L.wq, "attn_q");
-    G.wk = upload(L.wk, "attn_k");
-    G.wv = upload(L.wv, "attn_v");
-    G.wo = upload(L.wo, "attn_output");
-    G.w_gate = upload(L.w_gate, "ffn_gate");
-    G.w_up = upload(L.w_up, "ffn_up");
-    G.w_down = upload(L.w_down, "ffn_down");
-    for (const DeviceWeight* w : {&G.wq, &G.wk, &G.wv, &G.wo, &G.w_gate, &G.w_up, &G.w_down}) note(*w);
+    for (size_t i = 0; i < LlamaLayer::all().size(); ++i) {
+      const WeightView& w = L.*LlamaLayer::all()[i];
+      if (!has(w)) continue;
+      if (w.n_rows == 1 && !w.f32()) throw Error("CUDA backend: norm and bias tensors must be F32");
+      G.*GpuLayer::all()[i] = upload(w, "layer tensor");
+    }
+    for (auto m : GpuLayer::matrices()) note(G.*m);
   }
   if (output_on_gpu) {
     output_norm = upload_norm(model.output_norm(), "output_norm");
@@ -160,8 +182,9 @@ void CudaForward::Impl::setup() {
 
   const size_t T = static_cast<size_t>(opt.max_tokens), S = static_cast<size_t>(opt.max_seqs);
   const size_t E = static_cast<size_t>(c.n_embd), KV = static_cast<size_t>(c.n_embd_kv()),
-               F = static_cast<size_t>(c.n_ff);
-  for (auto* b : {&x, &xb, &xb2, &q, &att}) b->resize(T * E);
+               F = static_cast<size_t>(c.n_ff), Q = static_cast<size_t>(c.n_embd_q());
+  for (auto* b : {&x, &xb, &xb2}) b->resize(T * E);
+  for (auto* b : {&q, &att}) b->resize(T * Q);
   for (auto* b : {&k, &v}) b->resize(T * KV);
   for (auto* b : {&hb, &hb2}) b->resize(T * F);
   if (output_on_gpu) logits.resize(S * static_cast<size_t>(c.n_vocab));
@@ -253,30 +276,49 @@ int32_t CudaForward::Impl::stage(std::span<const SeqRun> runs, int32_t pad_to, b
   return n_out;
 }
 
+// forward_layer's operations as kernel launches on the stream (every one
+// graph-capturable); what unsupported_features() refuses is never reached.
+struct CudaForward::Impl::Ops {
+  using Weight = DeviceWeight;
+  Impl& m;
+  cuda::BatchMeta bm;
+
+  static const float* f32(const DeviceWeight& w) { return static_cast<const float*>(w.data); }
+  static int32_t i32(int64_t v) { return static_cast<int32_t>(v); }
+  [[noreturn]] static void missing(const char* what) {
+    throw Error(std::string("CUDA backend: ") + what + " is not implemented");
+  }
+  void rmsnorm(float* out, const float* x, const DeviceWeight& w, int64_t rows, int64_t width, float eps) {
+    cuda::rmsnorm(out, x, nullptr, f32(w), i32(rows), i32(width), eps, m.stream);
+  }
+  void layernorm(float*, const float*, const DeviceWeight&, const DeviceWeight&, int64_t, int64_t, float) {
+    missing("LayerNorm");
+  }
+  void matmul(std::initializer_list<Product<DeviceWeight>> ps, const float* x, int64_t n) {
+    for (const Product<DeviceWeight>& p : ps) m.mm->run(*p.w, x, p.out, i32(n));
+  }
+  void add_bias(float*, const DeviceWeight&, int64_t, int64_t) { missing("bias"); }
+  void rope(float* x, int32_t n_heads, int32_t, int64_t n) {
+    cuda::rope(x, bm.pos, i32(n), n_heads, m.c.head_dim, m.c.n_rot, m.c.rope_freq_base, m.stream);
+  }
+  void attention(int32_t layer, const float* q, const float* k, const float* v, float* out, int64_t n) {
+    cuda::kv_write(m.cache, bm, layer, k, v, i32(n), m.stream);
+    cuda::paged_attention(m.cache, bm, layer, q, out, i32(n), m.c.n_head, m.c.n_head_kv, m.c.head_dim, m.stream);
+  }
+  void glu(FfnAct act, float* gate, const float* up, int64_t count) {
+    if (act != FfnAct::Silu) missing("GEGLU");
+    cuda::swiglu(gate, up, count, m.stream);
+  }
+  void act(FfnAct, float*, int64_t) { missing("plain FFN activation"); }
+  void add(float* x, const float* y, int64_t count) { cuda::add_inplace(x, y, count, m.stream); }
+};
+
 // The step's kernels for n tokens; n_out logits rows (output head on the GPU).
 void CudaForward::Impl::enqueue(int32_t n, int32_t n_out, bool greedy) {
-  const int64_t E = c.n_embd, F = c.n_ff;
-  const cuda::BatchMeta bm = batch_meta();
+  Ops ops{*this, batch_meta()};
   cuda::gather_rows_f32(tok_embd, dmeta(off_tokens), n, x.get(), stream);
-  for (int32_t l = 0; l < n_gpu; ++l) {
-    const GpuLayer& G = layers[static_cast<size_t>(l)];
-    cuda::rmsnorm(xb.get(), x.get(), nullptr, G.attn_norm, n, c.n_embd, c.rms_eps, stream);
-    mm->run(G.wq, xb.get(), q.get(), n);
-    mm->run(G.wk, xb.get(), k.get(), n);
-    mm->run(G.wv, xb.get(), v.get(), n);
-    cuda::rope(q.get(), bm.pos, n, c.n_head, c.head_dim, c.n_rot, c.rope_freq_base, stream);
-    cuda::rope(k.get(), bm.pos, n, c.n_head_kv, c.head_dim, c.n_rot, c.rope_freq_base, stream);
-    cuda::kv_write(cache, bm, l, k.get(), v.get(), n, stream);
-    cuda::paged_attention(cache, bm, l, q.get(), att.get(), n, c.n_head, c.n_head_kv, c.head_dim, stream);
-    mm->run(G.wo, att.get(), xb2.get(), n);
-    cuda::add_inplace(x.get(), xb2.get(), n * E, stream);
-    cuda::rmsnorm(xb.get(), x.get(), nullptr, G.ffn_norm, n, c.n_embd, c.rms_eps, stream);
-    mm->run(G.w_gate, xb.get(), hb.get(), n);
-    mm->run(G.w_up, xb.get(), hb2.get(), n);
-    cuda::swiglu(hb.get(), hb2.get(), n * F, stream);
-    mm->run(G.w_down, hb.get(), xb2.get(), n);
-    cuda::add_inplace(x.get(), xb2.get(), n * E, stream);
-  }
+  const LayerBuffers b{x.get(), xb.get(), xb2.get(), q.get(), k.get(), v.get(), att.get(), hb.get(), hb2.get()};
+  for (int32_t l = 0; l < n_gpu; ++l) forward_layer(ops, c, layers[static_cast<size_t>(l)], l, b, n);
   if (!output_on_gpu || n_out == 0) return;
   cuda::rmsnorm(xb.get(), x.get(), dmeta(off_rows), output_norm, n_out, c.n_embd, c.rms_eps, stream);
   mm->run(output, xb.get(), logits.get(), n_out);

@@ -1,0 +1,79 @@
+#include "kernels/family_ops.h"
+
+#include <cmath>
+
+#include "kernels/quant_blocks.h"
+
+namespace nexus {
+
+void layernorm(float* out, const float* x, const float* w, const float* b, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(n);
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += (x[i] - mean) * (x[i] - mean);
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  const float m = static_cast<float>(mean);
+  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - m) * scale * w[i] + (b ? b[i] : 0.0f);
+}
+
+void add_bias_rows(float* x, const float* b, int64_t n_rows, int64_t n) {
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n; ++i) x[r * n + i] += b[i];
+}
+
+namespace {
+
+inline float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCoef = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+// ggml's CPU GELU reads a table of fp16 results indexed by the fp16 input
+// for |x| < 10 (GGML_GELU_FP16, on by default), so llama.cpp's activations
+// carry fp16 rounding there; computing it the same way keeps the gemma2 /
+// starcoder2 logits within float32 rounding of llama.cpp's (measured: exact
+// tanh GELU left gemma2-d64 8x farther, 0.008 RMS over 26 layers).
+inline float gelu1(float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return fp16_to_fp32(fp32_to_fp16(gelu_tanh(fp16_to_fp32(fp32_to_fp16(x)))));
+}
+
+}  // namespace
+
+void gelu(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = gelu1(x[i]);
+}
+
+void geglu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = gelu1(gate[i]) * up[i];
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+void rope_angles_scaled(int32_t pos, int32_t n_rot, float freq_base, float freq_scale, const float* factors,
+                        float* cs) {
+  for (int32_t i = 0; i < n_rot; i += 2) {
+    const double f = factors ? factors[i / 2] : 1.0;
+    const double theta = pos * std::pow(static_cast<double>(freq_base), -static_cast<double>(i) / n_rot) *
+                         static_cast<double>(freq_scale) / f;
+    cs[i] = static_cast<float>(std::cos(theta));
+    cs[i + 1] = static_cast<float>(std::sin(theta));
+  }
+}
+
+void rope_apply_neox(float* x, int32_t n_head, int32_t head_dim, int32_t n_rot, const float* cs) {
+  const int32_t half = n_rot / 2;
+  for (int32_t h = 0; h < n_head; ++h)
+    for (int32_t j = 0; j < half; ++j) {
+      float* v = x + h * head_dim;
+      const float c = cs[2 * j], s = cs[2 * j + 1], v0 = v[j], v1 = v[j + half];
+      v[j] = std::fma(v0, c, -(v1 * s));
+      v[j + half] = std::fma(v0, s, v1 * c);
+    }
+}
+
+}  // namespace nexus
