@@ -110,3 +110,14 @@ TEST(CliInfo, MissingFileFails) {
 }
 
 }  // namespace
+
+// general.file_type is shown by its llama-quantize name, and the tensor
+// types of a K-quant mix are listed.
+TEST(CliInfo, NamesTheFileTypeOfAQuantizedModel) {
+  NEXUS_REQUIRE_SHARED(path, "arch/llama-d256-Q4_K_M.gguf");
+  const RunResult r = run_info("-m '" + path + "' --no-tensors");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "file type: Q4_K_M (general.file_type 15)\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "types: F32 x9, Q4_K x")) << r.out;
+  EXPECT_TRUE(contains(r.out, "Q6_K x")) << r.out;
+}

@@ -337,4 +337,15 @@ TEST(CliQuantize, BadInputsFailClearly) {
   }
   // Nothing was left behind: no half-written file, no temporary.
   EXPECT_TRUE(std::filesystem::is_empty(dir.path));
+
+  // OUT naming the input itself (by any path) would replace the only copy.
+  const std::string own = dir / "own.gguf";
+  std::filesystem::copy_file(f32, own);
+  const std::string before = nexus::test::read_file(own);
+  for (const std::string& same : {own, dir.path + "/./own.gguf"}) {
+    const Result r = run_nexus("quantize " + quote(own) + " " + quote(same) + " Q4_K_M");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("is the input file"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(nexus::test::read_file(own), before);
 }

@@ -97,6 +97,10 @@ TEST(CliRun, SeedMinusOneIsRandomPrintedAndRepeatable) {
   EXPECT_EQ(again.out, a.out) << "--seed " << seed << " did not repeat the run";
   EXPECT_EQ(again.err.find("random"), std::string::npos) << again.err;  // a given seed is not printed
   EXPECT_EQ(run_nexus(args + " --seed 18446744073709551615").exit_code, 0);
+  // A greedy run draws nothing: no seed line to suggest its output is random.
+  const Result greedy = run_nexus("run -m " + quote(model) + " --temp 0 -n 4 -t 1 -p 'Once upon a time'");
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
+  EXPECT_EQ(greedy.err.find("seed"), std::string::npos) << greedy.err;
 }
 
 // bench and synth take -1 the same way (their defaults stay fixed: 0 and 1).

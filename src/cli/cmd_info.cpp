@@ -12,6 +12,7 @@
 #include "cli/command.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
+#include "model/quant_mix.h"
 #include "util/error.h"
 
 namespace nexus::cli {
@@ -84,6 +85,17 @@ int run_info(const InfoOptions& o) {
   fmt::print("\nsummary: {} tensors, {} parameters ({}), {} bytes of tensor data ({})", f.tensors().size(),
              params, human_count(params), bytes, human_bytes(bytes));
   fmt::print("{}\n", types.empty() ? "" : "; types: " + types);
+  // general.file_type is llama.cpp's LLAMA_FTYPE number: say which mix it is.
+  try {
+    if (const auto ftype = f.get_int("general.file_type")) {
+      std::string name = "unknown to nexus quantize";
+      for (const QuantMix& m : quant_mixes())
+        if (static_cast<int64_t>(m.ftype) == *ftype) name = std::string(m.name);
+      fmt::print("file type: {} (general.file_type {})\n", name, *ftype);
+    }
+  } catch (const Error&) {
+    // A general.file_type that is no integer: the metadata listing above shows it as it is.
+  }
   // What Nexus makes of it: the family and the parts of it this file uses,
   // or why it cannot run it.
   if (f.get_string("general.architecture")) {

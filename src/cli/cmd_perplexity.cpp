@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli/command.h"
+#include "cli/usage_error.h"
 #include "gguf/gguf_file.h"
 #include "model/kl_divergence.h"
 #include "model/llama_context.h"
@@ -93,7 +94,7 @@ int32_t context_size(const PerplexityArgs& a, int32_t n_ctx_train) {
     return n_ctx_train;
   }
   if (a.n_ctx > n_ctx_train)
-    throw Error(fmt::format("-c {} exceeds the training context of {} tokens (nexus runs no position past it): "
+    throw UsageError(fmt::format("-c: {} exceeds the training context of {} tokens (nexus runs no position past it): "
                             "pass -c {} or less",
                             a.n_ctx, n_ctx_train, n_ctx_train));
   return a.n_ctx;

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/usage_error.h"
 #include "gguf/gguf_file.h"
 #include "model/quantize_model.h"
 #include "util/error.h"
@@ -121,6 +122,11 @@ int run_quantize(const QuantizeArgs& a) {
   const auto t0 = Clock::now();
   if (!std::filesystem::exists(a.in)) throw Error("input model file not found: " + a.in);
   check_output_folder(a.out);
+  // Writing the output renames a temporary file over OUT: with OUT the input
+  // itself, the only full-precision copy would be gone.
+  std::error_code same_ec;
+  if (std::filesystem::equivalent(a.in, a.out, same_ec))
+    throw UsageError("output: " + a.out + " is the input file; write the quantized model to another path");
   const GgufFile in(a.in);
   QuantizeOptions opt;
   opt.mix = find_quant_mix(a.type);

@@ -80,7 +80,7 @@ int run(RunArgs& a) {
   }
   GgufFile gguf(a.model);
   check_ctx_size(a.n_ctx, LlamaConfig::from_gguf(gguf).n_ctx_train);
-  a.sampling.seed = resolve_seed(a.seed, "nexus run");
+  a.sampling.seed = resolve_seed(a.seed, a.sampling.temperature > 0 ? "nexus run" : nullptr);
   if (!a.prompt_opt->count()) a.prompt = read_stdin_prompt();
   if (a.device == "cuda") {
     CudaRunArgs ca;

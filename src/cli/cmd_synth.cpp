@@ -114,7 +114,10 @@ std::function<int()> setup(CLI::App& sub) {
       ->capture_default_str()
       ->check(CLI::Validator(
           [](std::string& t) -> std::string {
-            return parse_type(t) ? "" : "unsupported type '" + t + "' (supported: F32, F16, BF16, Q8_0, Q4_0)";
+            return parse_type(t) ? ""
+                                   : "unsupported type '" + t +
+                                         "' (supported: F32, F16, BF16, Q8_0, Q4_0; for the other types synth "
+                                         "F16, then nexus quantize)";
           },
           ""));
   sub.add_option("--vocab-from", a->vocab_from, "GGUF whose tokenizer.* keys are copied (sets the vocabulary size)")

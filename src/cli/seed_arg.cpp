@@ -35,8 +35,10 @@ uint64_t resolve_seed(const std::string& text, const char* who) {
   if (parse_seed(text, seed)) return seed;
   std::random_device rd;
   seed = uint64_t{rd()} << 32 | rd();
-  std::fprintf(stderr, "%s: seed %llu (random; --seed %llu repeats it)\n", who, static_cast<unsigned long long>(seed),
-               static_cast<unsigned long long>(seed));
+  if (who) {
+    const auto n = static_cast<unsigned long long>(seed);
+    std::fprintf(stderr, "%s: seed %llu (random; --seed %llu repeats it)\n", who, n, n);
+  }
   return seed;
 }
 

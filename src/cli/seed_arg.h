@@ -16,7 +16,8 @@ namespace nexus::cli {
 CLI::Option* add_seed_option(CLI::App& sub, std::string& text, const std::string& help);
 
 // The seed `text` (checked by add_seed_option) names. For "-1", a fresh random
-// seed, printed to stderr as "WHO: seed N (random; --seed N repeats it)".
+// seed, printed to stderr as "WHO: seed N (random; --seed N repeats it)"
+// unless `who` is null (a greedy run, whose output no seed changes).
 uint64_t resolve_seed(const std::string& text, const char* who);
 
 }  // namespace nexus::cli
