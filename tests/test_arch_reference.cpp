@@ -36,90 +36,19 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "gguf/gguf_file.h"
 #include "model/llama_context.h"
 #include "model/llama_model.h"
+#include "support/arch_ref.h"
 #include "support/test_support.h"
 
 using namespace nexus;
+using namespace nexus::test;
 
 namespace {
-
-struct ArchRef {
-  std::vector<int32_t> prompt_ids, greedy_ids;
-  std::vector<std::vector<float>> logits;  // [32][n_vocab]
-};
-
-ArchRef load_ref(const std::string& path) {
-  std::ifstream in(path);
-  const nlohmann::json j = nlohmann::json::parse(in);
-  ArchRef r;
-  r.prompt_ids = j.at("prompt_ids").get<std::vector<int32_t>>();
-  r.greedy_ids = j.at("greedy_ids").get<std::vector<int32_t>>();
-  r.logits = j.at("logits").get<std::vector<std::vector<float>>>();
-  return r;
-}
-
-struct Diff {
-  double rms = 0, max = 0;
-};
-
-Diff diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  double sum = 0, max = 0;
-  size_t n = 0;
-  for (size_t k = 0; k < a.size(); ++k)
-    for (size_t i = 0; i < a[k].size(); ++i) {
-      const double d = std::abs(static_cast<double>(a[k][i]) - b[k][i]);
-      sum += d * d;
-      max = std::max(max, d);
-      ++n;
-    }
-  return {std::sqrt(sum / static_cast<double>(n)), max};
-}
-
-int32_t argmax(std::span<const float> v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-// Top-1 minus top-2 of a logits row.
-float margin(const std::vector<float>& v) {
-  std::vector<float> s = v;
-  std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<>());
-  return s[0] - s[1];
-}
-
-// Teacher-forced logits of every step, [steps][n_vocab].
-std::vector<std::vector<float>> teacher_forced(const LlamaModel& model, const ArchRef& ref) {
-  std::vector<int32_t> tokens = ref.prompt_ids;
-  const size_t steps = ref.greedy_ids.size();
-  tokens.insert(tokens.end(), ref.greedy_ids.begin(), ref.greedy_ids.end() - 1);
-  LlamaContext ctx(model, static_cast<int32_t>(tokens.size()) + 1, 2);
-  const std::span<const float> all = ctx.eval_all(tokens);
-  const size_t n_vocab = static_cast<size_t>(model.config().n_vocab);
-  std::vector<std::vector<float>> out;
-  for (size_t k = 0; k < steps; ++k) {
-    const size_t row = ref.prompt_ids.size() - 1 + k;
-    out.emplace_back(all.begin() + static_cast<ptrdiff_t>(row * n_vocab),
-                     all.begin() + static_cast<ptrdiff_t>((row + 1) * n_vocab));
-  }
-  return out;
-}
-
-std::vector<int32_t> free_running(const LlamaModel& model, const ArchRef& ref) {
-  LlamaContext ctx(model, static_cast<int32_t>(ref.prompt_ids.size() + ref.greedy_ids.size()) + 1, 2);
-  std::span<const float> logits = ctx.eval(ref.prompt_ids);
-  std::vector<int32_t> out;
-  while (out.size() < ref.greedy_ids.size()) {
-    const int32_t id = argmax(logits);
-    out.push_back(id);
-    logits = ctx.eval(std::span<const int32_t>(&id, 1));
-  }
-  return out;
-}
 
 struct Case {
   std::string type;
@@ -143,22 +72,22 @@ TEST_P(ArchReference, MatchesLlamaCppLogitsAndGreedyIds) {
   const Case& c = GetParam();
   NEXUS_REQUIRE_SHARED(model_path, "arch/llama-d256-" + c.type + ".gguf");
   NEXUS_REQUIRE_SHARED(ref_path, "arch/llama-d256-" + c.type + ".ref.json");
-  const ArchRef ref = load_ref(ref_path);
+  const ArchRef ref = load_arch_ref(ref_path);
   GgufFile gguf(model_path);
   LlamaModel model(gguf);
 
-  const Diff d = diff(teacher_forced(model, ref), ref.logits);
+  const LogitDiff d = logit_diff(teacher_forced_logits(model, ref), ref.logits);
   std::printf("%-7s logits vs llama.cpp: RMS %.5f, max %.5f (bound %.4f RMS)\n", c.type.c_str(), d.rms, d.max,
               c.rms_tol);
   EXPECT_LE(d.rms, c.rms_tol);
   EXPECT_LE(d.max, 5 * c.rms_tol);
 
-  const std::vector<int32_t> got = free_running(model, ref);
+  const std::vector<int32_t> got = free_running_greedy(model, ref);
   size_t agree = 0;
   while (agree < got.size() && got[agree] == ref.greedy_ids[agree]) ++agree;
   size_t near_tie = ref.greedy_ids.size();
   for (size_t k = 0; k < ref.logits.size(); ++k)
-    if (margin(ref.logits[k]) < 5 * c.rms_tol) {
+    if (top2_margin(ref.logits[k]) < 5 * c.rms_tol) {
       near_tie = k;
       break;
     }
