@@ -240,8 +240,9 @@ TEST_P(MatmulTest, MatchesFloat64Reference) {
         // Any batch size agrees bit for bit with one token (dot_row) while
         // the same instruction set runs it; the prefill kernels (from 8 or 16
         // tokens) sum in another order.
-        if (matmul_isa(type, n_tokens) == matmul_isa(type, 1))
+        if (matmul_isa(type, n_tokens) == matmul_isa(type, 1)) {
           EXPECT_EQ(y[t * n_rows + r], dot_row(w.view.type, w.view.row(r), &x[t * n_cols], n_cols));
+        }
       }
   }
 }

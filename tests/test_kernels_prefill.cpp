@@ -180,7 +180,7 @@ TEST_P(PrefillTest, MatchesReferenceKernels) {
   const auto tables = prefill_kernels(GetParam());
   if (tables.empty()) GTEST_SKIP() << "no prefill kernels for this CPU (" << cpu_features().describe() << ")";
   const GgmlType type = GetParam();
-  const int64_t n_rows = 40, n_cols = 2048, n_tokens = 130, n_blocks = n_cols / 32;
+  const int64_t n_rows = 40, n_cols = 2048, n_tokens = 130;
   const Problem p = make_problem(type, n_rows, n_cols, n_tokens, 3);
   const QuantWeight& w = p.w;
   const std::vector<BlockQ8Act>& xq = p.xq;
