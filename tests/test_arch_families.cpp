@@ -79,27 +79,7 @@ TEST_P(ArchFamily, MatchesLlamaCppLogitsAndGreedyIds) {
   LlamaModel model(gguf);
   EXPECT_EQ(model.config().arch, c.arch);
 
-  const LogitDiff d = logit_diff(teacher_forced_logits(model, ref), ref.logits);
-  std::printf("%-20s logits vs llama.cpp: RMS %.5f, max %.5f (bound %.4f RMS)\n", c.file.c_str(), d.rms, d.max,
-              c.rms_tol);
-  EXPECT_LE(d.rms, c.rms_tol);
-  EXPECT_LE(d.max, 5 * c.rms_tol);
-
-  const std::vector<int32_t> got = free_running_greedy(model, ref);
-  size_t agree = 0;
-  while (agree < got.size() && got[agree] == ref.greedy_ids[agree]) ++agree;
-  if (c.exact_greedy) {
-    EXPECT_EQ(got, ref.greedy_ids) << c.file << ": greedy ids part from llama.cpp's at step " << agree;
-    return;
-  }
-  size_t near_tie = ref.greedy_ids.size();
-  for (size_t k = 0; k < ref.logits.size(); ++k)
-    if (top2_margin(ref.logits[k]) < 5 * c.rms_tol) {
-      near_tie = k;
-      break;
-    }
-  EXPECT_GE(agree, std::min<size_t>(24, near_tie)) << c.file << ": greedy ids part from llama.cpp's at step " << agree
-                                                   << " (first near-tie of the reference at step " << near_tie << ")";
+  expect_matches_reference(model, ref, c.file, c.rms_tol, c.exact_greedy);
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, ArchFamily, ::testing::ValuesIn(cases()), [](const auto& info) {

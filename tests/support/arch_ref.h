@@ -41,4 +41,13 @@ std::vector<std::vector<float>> teacher_forced_logits(const LlamaModel& model, c
 // Nexus's own greedy ids from the prompt, as many as the reference has.
 std::vector<int32_t> free_running_greedy(const LlamaModel& model, const ArchRef& ref);
 
+// The comparison both reference tests make, as GoogleTest expectations:
+// teacher-forced logits within rms_tol RMS and 5 x rms_tol at most (printed
+// under `label`); free-running greedy ids equal to the reference's for every
+// step (exact_greedy), or else for at least 24 steps or up to the first step
+// where the reference's top-2 margin is below 5 x rms_tol (a near-tie either
+// side may break).
+void expect_matches_reference(const LlamaModel& model, const ArchRef& ref, const std::string& label, double rms_tol,
+                              bool exact_greedy);
+
 }  // namespace nexus::test
