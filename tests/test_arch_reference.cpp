@@ -28,8 +28,9 @@
 // difference may be 5x the RMS bound.
 //
 // Free-running greedy: F32's ids must equal greedy_ids at every step; the
-// others' for at least 24 of the 32 steps, or up to the first step where the reference's top-2 margin is
-// below the largest-difference bound (a near-tie either side may break).
+// others' for at least 24 of the 32 steps, or up to the first step where the
+// reference's top-2 margin is below the largest-difference bound (a near-tie
+// either side may break).
 #include <gtest/gtest.h>
 
 #include <algorithm>
