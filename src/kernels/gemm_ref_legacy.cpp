@@ -108,20 +108,16 @@ float iq4_xs_dot(const BlockIq4Xs& w, const BlockQ8K& x, float acc) {
 
 }  // namespace
 
-void gemm_ref_q4_1(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                   int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_ref_q4_1) {
   blocks32_ref<Q4_1Values>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
-void gemm_ref_q5_0(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                   int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_ref_q5_0) {
   blocks32_ref<Q5_0Values>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
-void gemm_ref_q5_1(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                   int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_ref_q5_1) {
   blocks32_ref<Q5_1Values>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
-void gemm_ref_iq4_nl(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                     int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_ref_iq4_nl) {
   blocks32_ref<Iq4NlValues>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
 

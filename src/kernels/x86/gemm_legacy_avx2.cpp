@@ -85,6 +85,20 @@ inline __m256 min_term(const BlockQ8Act& x) {
   return _mm256_zextps128_ps256(_mm_set_ss(x.d * static_cast<float>(x.qsum)));
 }
 
+// The per-token step of the types with a minimum (Q4_1, Q5_1): levels q
+// (u8) against each token's block into acc, m times its d * sum into mins.
+template <int T>
+inline void tokens_with_min(__m256i q, float dw, __m256 mw, const BlockQ8Act* xb, int64_t stride, __m256* acc,
+                            __m256* mins) {
+#pragma GCC unroll 4  // keeps the T accumulators in registers
+  for (int t = 0; t < T; ++t) {
+    const BlockQ8Act& x = xb[t * stride];
+    const __m256 p = _mm256_cvtepi32_ps(dot_u8s8(q, load32(x.qs)));
+    acc[t] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * x.d), acc[t]);
+    mins[t] = _mm256_fmadd_ps(mw, min_term(x), mins[t]);
+  }
+}
+
 // Per type: the block and one step (one block of one weight row against T
 // tokens' blocks, `stride` blocks apart) into acc[0..T); Q4_1 / Q5_1's min
 // terms into mins[0..T), a chain of their own (measured, 1 token: Q4_1 9.3
@@ -97,13 +111,7 @@ struct Q4_1 {
     const __m256i q = nibbles(wb.qs);
     const float dw = half(wb.d);
     const __m256 mw = _mm256_set1_ps(half(wb.m));
-#pragma GCC unroll 4  // keeps the T accumulators in registers
-    for (int t = 0; t < T; ++t) {
-      const Act& x = xb[t * stride];
-      const __m256 p = _mm256_cvtepi32_ps(dot_u8s8(q, load32(x.qs)));
-      acc[t] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * x.d), acc[t]);
-      mins[t] = _mm256_fmadd_ps(mw, min_term(x), mins[t]);
-    }
+    tokens_with_min<T>(q, dw, mw, xb, stride, acc, mins);
   }
 };
 
@@ -115,13 +123,7 @@ struct Q5_1 {
     const __m256i q = _mm256_or_si256(nibbles(wb.qs), fifth_bits(wb.qh));
     const float dw = half(wb.d);
     const __m256 mw = _mm256_set1_ps(half(wb.m));
-#pragma GCC unroll 4  // keeps the T accumulators in registers
-    for (int t = 0; t < T; ++t) {
-      const Act& x = xb[t * stride];
-      const __m256 p = _mm256_cvtepi32_ps(dot_u8s8(q, load32(x.qs)));
-      acc[t] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * x.d), acc[t]);
-      mins[t] = _mm256_fmadd_ps(mw, min_term(x), mins[t]);
-    }
+    tokens_with_min<T>(q, dw, mw, xb, stride, acc, mins);
   }
 };
 
@@ -226,24 +228,19 @@ void rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_
 
 }  // namespace
 
-void gemm_q4_1_avx2(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                    int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_q4_1_avx2) {
   rows<Q4_1>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
-void gemm_q5_0_avx2(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                    int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_q5_0_avx2) {
   rows<Q5_0>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
-void gemm_q5_1_avx2(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                    int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_q5_1_avx2) {
   rows<Q5_1>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
-void gemm_iq4_nl_avx2(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                      int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_iq4_nl_avx2) {
   rows<Iq4Nl>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
-void gemm_iq4_xs_avx2(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                      int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_iq4_xs_avx2) {
   rows<Iq4Xs>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
 

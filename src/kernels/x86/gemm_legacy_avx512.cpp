@@ -136,6 +136,20 @@ inline __m512i quad_dot(__m512i start, __m512i wa, __m512i wb, const QuadAct& x)
   return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, wa, _mm512_load_si512(x.a)), wb, _mm512_load_si512(x.b));
 }
 
+// The per-token step of the types with a minimum (Q4_1, Q5_1): the scaled
+// integer sum plus m times the activation block's d * sum (QuadAct::extra).
+template <int T>
+inline void tokens_with_min(__m512i wa, __m512i wb, __m512 dw, __m512 mw, const QuadAct* a, int64_t stride,
+                            __m512* acc) {
+#pragma GCC unroll 4  // keeps the T accumulators in registers
+  for (int t = 0; t < T; ++t) {
+    const QuadAct& x = a[t * stride];
+    const __m512i s = quad_dot(_mm512_setzero_si512(), wa, wb, x);
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_load_ps(x.dx)), acc[t]);
+    acc[t] = _mm512_fmadd_ps(mw, _mm512_load_ps(reinterpret_cast<const float*>(x.extra)), acc[t]);
+  }
+}
+
 // Per type: its unit (a quad of blocks, or a super-block) and one step: one
 // unit of one weight row against T tokens' QuadActs (stride apart) into acc.
 struct Q4_1 {
@@ -149,13 +163,7 @@ struct Q4_1 {
     static constexpr Words kDm = scale_words({0, 10, 20, 30, 1, 11, 21, 31});
     const __m512i dm = permute_words(kDm, _mm512_loadu_si512(p));
     const __m512 dw = low_halves(dm), mw = high_halves(dm);
-#pragma GCC unroll 4  // keeps the T accumulators in registers
-    for (int t = 0; t < T; ++t) {
-      const QuadAct& x = a[t * stride];
-      const __m512i s = quad_dot(_mm512_setzero_si512(), wa, wb, x);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_load_ps(x.dx)), acc[t]);
-      acc[t] = _mm512_fmadd_ps(mw, _mm512_load_ps(reinterpret_cast<const float*>(x.extra)), acc[t]);
-    }
+    tokens_with_min<T>(wa, wb, dw, mw, a, stride, acc);
   }
 };
 
@@ -171,13 +179,7 @@ struct Q5_1 {
     add_fifth_bits(heads, kQh, wa, wb);
     const __m512i dm = permute_words(kDm, heads);
     const __m512 dw = low_halves(dm), mw = high_halves(dm);
-#pragma GCC unroll 4  // keeps the T accumulators in registers
-    for (int t = 0; t < T; ++t) {
-      const QuadAct& x = a[t * stride];
-      const __m512i s = quad_dot(_mm512_setzero_si512(), wa, wb, x);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_load_ps(x.dx)), acc[t]);
-      acc[t] = _mm512_fmadd_ps(mw, _mm512_load_ps(reinterpret_cast<const float*>(x.extra)), acc[t]);
-    }
+    tokens_with_min<T>(wa, wb, dw, mw, a, stride, acc);
   }
 };
 
@@ -342,24 +344,19 @@ void rows512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t
 
 }  // namespace
 
-void gemm_q4_1_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                      int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_q4_1_avx512) {
   rows512<Q4_1, BlockQ8Act>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
-void gemm_q5_0_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                      int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_q5_0_avx512) {
   rows512<Q5_0, BlockQ8Act>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
-void gemm_q5_1_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                      int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_q5_1_avx512) {
   rows512<Q5_1, BlockQ8Act>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
-void gemm_iq4_nl_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                        int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_iq4_nl_avx512) {
   rows512<Iq4Nl, BlockQ8Act>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
-void gemm_iq4_xs_avx512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_cols, const void* x,
-                        int64_t n_tokens, float* y, int64_t ldy) {
+NEXUS_GEMM_KERNEL(gemm_iq4_xs_avx512) {
   rows512<Iq4Xs, BlockQ8K>(w, row_bytes, r0, r1, n_cols, x, n_tokens, y, ldy);
 }
 
