@@ -159,3 +159,65 @@ TEST_F(ServerErrors, MalformedHttpGets400) {
   auto c2 = connect();
   EXPECT_EQ(c2->get("/health").status, 200);
 }
+
+// RFC 9112 request framing (server/request_framing.h): a request whose body
+// length is ambiguous gets its error and the connection closes, so nothing
+// it carries is read as a second request (request smuggling).
+TEST_F(ServerErrors, AmbiguousFramingIsRefusedAndNothingIsSmuggled) {
+  const std::string smuggled = "GET /v1/models/SMUGGLED HTTP/1.1\r\nHost: x\r\n\r\n";
+  struct Case {
+    std::string transfer_encoding;
+    std::string extra;  // more header lines
+    int status;
+    std::string says;
+  };
+  const Case cases[] = {
+      {"xchunked", "", 400, "must end with chunked (it is 'xchunked')"},
+      {"identity", "", 400, "must end with chunked"},
+      {"gzip", "", 400, "must end with chunked (it is 'gzip')"},
+      {"chunked, xchunked", "", 400, "must end with chunked"},
+      {"chunked, chunked", "", 400, "chunked more than once"},
+      {"gzip, chunked", "", 501, "Transfer-Encoding 'gzip' is not implemented"},
+      // Beast's parser refuses this one itself ("bad Content-Length"), before
+      // the header check; either way a 400 and the connection closes.
+      {"chunked", "Content-Length: 5\r\n", 400, "Content-Length"},
+  };
+  for (const Case& c : cases) {
+    auto conn = connect();
+    conn->write_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + c.transfer_encoding +
+                    "\r\n" + c.extra + "\r\n" + smuggled);
+    std::string reply;
+    for (std::string part = conn->read_raw_some(); !part.empty(); part = conn->read_raw_some()) reply += part;
+    EXPECT_EQ(reply.rfind("HTTP/1.1 " + std::to_string(c.status), 0), 0u) << c.transfer_encoding << "\n" << reply;
+    EXPECT_NE(reply.find(c.says), std::string::npos) << reply;
+    EXPECT_NE(reply.find("\"error\""), std::string::npos) << reply;  // the JSON error body
+    EXPECT_NE(reply.find("Connection: close"), std::string::npos) << reply;
+    // One response only: the smuggled GET was never parsed.
+    EXPECT_EQ(reply.find("HTTP/1.1", 1), std::string::npos) << c.transfer_encoding << "\n" << reply;
+    EXPECT_EQ(reply.find("SMUGGLED"), std::string::npos) << reply;
+  }
+  // A plain chunked body is still read.
+  auto ok = connect();
+  const std::string body = R"({"prompt":"x","max_tokens":1})";
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  ok->write_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Transfer-Encoding: chunked\r\n\r\n" + std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n");
+  EXPECT_EQ(ok->read_raw_some().rfind("HTTP/1.1 200", 0), 0u);
+}
+
+TEST_F(ServerErrors, Http11WithoutHostGets400) {
+  auto c = connect();
+  c->write_raw("GET /health HTTP/1.1\r\n\r\n");
+  std::string reply;
+  for (std::string part = c->read_raw_some(); !part.empty(); part = c->read_raw_some()) reply += part;
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  EXPECT_NE(reply.find("needs a Host header"), std::string::npos) << reply;
+  auto twice = connect();
+  twice->write_raw("GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n");
+  EXPECT_NE(twice->read_raw_some().find("more than one Host"), std::string::npos);
+  // HTTP/1.0 has no Host requirement.
+  auto old = connect();
+  old->write_raw("GET /health HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(old->read_raw_some().rfind("HTTP/1.1 200", 0), 0u);
+}

@@ -1,6 +1,7 @@
 #include "server/http_session.h"
 
 #include "server/realtime_session.h"
+#include "server/request_framing.h"
 #include "server/sse.h"
 
 #include <boost/asio/post.hpp>
@@ -125,6 +126,16 @@ void HttpSession::do_read() {
 void HttpSession::on_header(beast::error_code ec) {
   if (ec) return on_read_error(ec);
   const auto& req = parser_->get();
+  // Framing is checked before any body byte is read: a request whose body
+  // length is ambiguous gets its error and the connection closes, so no
+  // byte of it is ever read as another request.
+  if (std::optional<ApiError> bad = request_framing_error(req.base(), req.version())) {
+    method_ = std::string(req.method_string());
+    target_ = std::string(req.target());
+    start_ = std::chrono::steady_clock::now();
+    keep_alive_ = false;
+    return send_reply(error_reply(*bad));
+  }
   if (beast::iequals(req[http::field::expect], "100-continue")) enqueue("HTTP/1.1 100 Continue\r\n\r\n");
   if (parser_->is_done()) return on_body({});
   stream_.expires_after(ctx_.opts.idle_timeout);
