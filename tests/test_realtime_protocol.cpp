@@ -92,6 +92,16 @@ TEST(RealtimeProtocol, ErrorsCarryTheEventTypeOnceKnown) {
   EXPECT_EQ(event_of(R"({"type":"session.update","session":1})"), "session.update");
 }
 
+// The unknown type is quoted whole, its control characters as \xNN.
+TEST(RealtimeProtocol, ErrorMessagesKeepTheEventTypePastANulByte) {
+  try {
+    parse_client_event(R"({"type":"response\u0000.explode"})");
+    ADD_FAILURE() << "parsed";
+  } catch (const EventError& e) {
+    EXPECT_EQ(e.message, R"(Unknown event type 'response\x00.explode'.)");
+  }
+}
+
 TEST(RealtimeProtocol, ResolvesParamsWithOverrides) {
   const json session{{"temperature", 0.5}, {"max_tokens", 7}, {"return_tokens", true}, {"system", "s"}};
   ResolvedParams p = resolve_params(session, json{{"max_tokens", 3}, {"stop", "x"}}, "m", 512);

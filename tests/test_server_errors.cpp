@@ -221,3 +221,20 @@ TEST_F(ServerErrors, Http11WithoutHostGets400) {
   old->write_raw("GET /health HTTP/1.0\r\n\r\n");
   EXPECT_EQ(old->read_raw_some().rfind("HTTP/1.1 200", 0), 0u);
 }
+
+// Client text quoted in an error message is kept whole, NUL bytes included
+// (std::runtime_error::what() would stop at the first), with control
+// characters shown as \xNN (issue 26, finding 4).
+TEST_F(ServerErrors, ErrorMessagesKeepClientTextPastANulByte) {
+  auto c = connect();
+  const HttpResponse model = c->post(
+      "/v1/chat/completions", R"({"model":"fake-model\u0000evil","messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(model.status, 400);
+  const std::string m = json::parse(model.body)["error"]["message"];
+  EXPECT_NE(m.find(R"(The model 'fake-model\x00evil' does not exist)"), std::string::npos) << m;
+  const HttpResponse role =
+      c->post("/v1/chat/completions", R"({"messages":[{"role":"us\u0000er\nx","content":"x"}]})");
+  EXPECT_EQ(role.status, 400);
+  const std::string r = json::parse(role.body)["error"]["message"];
+  EXPECT_NE(r.find(R"('us\x00er\x0ax' is not one of)"), std::string::npos) << r;
+}

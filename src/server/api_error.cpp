@@ -4,9 +4,26 @@
 
 namespace nexus::server {
 
+std::string printable(std::string_view client_text) {
+  std::string out;
+  out.reserve(client_text.size());
+  for (const char ch : client_text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 std::string error_body(const ApiError& e) {
   nlohmann::json err = {
-      {"message", e.what()},
+      {"message", e.message},
       {"type", e.type},
       {"param", e.param.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.param)},
       {"code", e.code.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.code)},

@@ -9,6 +9,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace nexus::server {
 
@@ -17,15 +18,22 @@ struct ApiError : std::runtime_error {
            std::string type = "invalid_request_error")
       : std::runtime_error(message),
         status(status),
+        message(std::move(message)),
         param(std::move(param)),
         code(std::move(code)),
         type(std::move(type)) {}
 
-  int status;         // HTTP status: 400, 404, 405, 413, 429, 500, ...
+  int status;           // HTTP status: 400, 404, 405, 413, 429, 500, ...
+  std::string message;  // whole, NUL bytes included (what() stops at the first)
   std::string param;  // "" = null
   std::string code;   // "" = null
   std::string type;   // "invalid_request_error", "not_found_error", "server_error", ...
 };
+
+// Client text quoted in an error message: control characters (NUL, newline,
+// ESC, DEL, ...) as \xNN, so a message never carries them raw and is never
+// cut short by one. Everything else, UTF-8 included, is kept.
+std::string printable(std::string_view client_text);
 
 // The JSON body for an error (no trailing newline).
 std::string error_body(const ApiError& e);

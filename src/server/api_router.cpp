@@ -65,7 +65,7 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
     // is the id, so an alias with a '/' in it works too.
     const std::string id(p.substr(8));
     if (id == backend_.model_id()) return HttpReply{200, model.dump(), {}};
-    return error_reply(ApiError(404, "The model '" + id + "' does not exist; this server serves '" +
+    return error_reply(ApiError(404, "The model '" + printable(id) + "' does not exist; this server serves '" +
                                          backend_.model_id() + "'.",
                                 "model", "model_not_found"));
   }

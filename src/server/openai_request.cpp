@@ -182,7 +182,7 @@ void parse_messages(const json& body, ApiRequest& r) {
     if (rs == "developer") rs = "system";
     if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool") {
       throw bad_request(fmt::format("Invalid '{}.role': '{}' is not one of system, developer, user, assistant, tool.",
-                                    name, rs),
+                                    name, printable(rs)),
                         name + ".role", "invalid_value");
     }
     std::string content = message_content(m, i, rs);

@@ -52,7 +52,7 @@ void check_max_tokens(std::optional<int64_t> max_tokens, int32_t n_ctx, const st
 
 GenerationRequest build_generation(const ApiRequest& req, const Backend& backend) {
   if (!req.model.empty() && req.model != backend.model_id()) {
-    throw bad_request(fmt::format("The model '{}' does not exist; this server serves '{}'.", req.model,
+    throw bad_request(fmt::format("The model '{}' does not exist; this server serves '{}'.", printable(req.model),
                                   backend.model_id()),
                       "model", "model_not_found");
   }

@@ -114,7 +114,7 @@ ClientEvent parse_client_event(std::string_view frame) {
         known = true;
       }
     }
-    if (!known) throw EventError("unknown_event", fmt::format("Unknown event type '{}'.", out.type_name));
+    if (!known) throw EventError("unknown_event", fmt::format("Unknown event type '{}'.", printable(out.type_name)));
     parse_fields(ev, out);
   } catch (EventError& e) {
     e.event = out.type_name;  // the error event names what it answers
@@ -149,11 +149,11 @@ ResolvedParams resolve_params(const json& session, const json& overrides, const 
     out.request = parse_api_request(Endpoint::Completions, body.dump());
     check_max_tokens(out.request.max_tokens, n_ctx);
   } catch (const ApiError& e) {
-    throw EventError(e.code.empty() ? "invalid_value" : e.code, e.what());
+    throw EventError(e.code.empty() ? "invalid_value" : e.code, e.message);
   }
   if (!out.request.model.empty() && out.request.model != model_id) {
     throw EventError("model_not_found",
-                     fmt::format("The model '{}' does not exist; this server serves '{}'.", out.request.model, model_id));
+                     fmt::format("The model '{}' does not exist; this server serves '{}'.", printable(out.request.model), model_id));
   }
   return out;
 }

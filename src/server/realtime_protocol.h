@@ -35,8 +35,10 @@ namespace nexus::server::realtime {
 // A rejected client event: becomes an `error` server event; the connection
 // stays open. Codes are listed in docs/protocol.md.
 struct EventError : std::runtime_error {
-  EventError(std::string code, std::string message) : std::runtime_error(message), code(std::move(code)) {}
+  EventError(std::string code, std::string message)
+      : std::runtime_error(message), code(std::move(code)), message(std::move(message)) {}
   std::string code;
+  std::string message;  // whole, NUL bytes included (what() stops at the first)
   std::string event;  // the client event's "type" as sent, once known ("" before)
 };
 

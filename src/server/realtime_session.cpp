@@ -186,7 +186,7 @@ void RealtimeSession::handle_event(std::string_view text) {
         return;
     }
   } catch (const EventError& e) {
-    send(realtime::error_event(e.code, e.what(), e.event.empty() ? type : e.event));
+    send(realtime::error_event(e.code, e.message, e.event.empty() ? type : e.event));
   }
 }
 
@@ -233,10 +233,10 @@ void RealtimeSession::create_response(const json& overrides) {
       // The queued input can never fit: drop it, or every later
       // response.create would fail the same way.
       conv_.discard_pending();
-      throw EventError(e.code, std::string(e.what()) + " The pending input was discarded; the conversation keeps its " +
+      throw EventError(e.code, e.message + " The pending input was discarded; the conversation keeps its " +
                                    std::to_string(kept) + " tokens.");
     }
-    throw EventError(e.code.empty() ? "invalid_value" : e.code, e.what());
+    throw EventError(e.code.empty() ? "invalid_value" : e.code, e.message);
   }
   g.session = engine_session_;
   relay_ = std::make_shared<RealtimeRelay>(ctx_.gate, shared_from_this());
@@ -282,7 +282,7 @@ void RealtimeSession::finish_response(const GenerationEvent& ev) {
     try {
       create_response(redirect_overrides_);
     } catch (const EventError& e) {
-      send(realtime::error_event(e.code, e.what(), "response.redirect"));
+      send(realtime::error_event(e.code, e.message, "response.redirect"));
     }
   }
   if (close_after_output_ && !writing_) begin_close();
