@@ -63,8 +63,9 @@
 // A gemma3 pattern mistake (the global layer run as local, every layer
 // global, or the local layers on the global RoPE base) changes the float64
 // logits by 0.75 to 3.3 relative, about 150x gemma3's bound or more, and so
-// does leaving out QK-norm (0.97 gemma3, 1.2 qwen3): checked below, so the
-// comparison would catch them.
+// does leaving out QK-norm (0.97 gemma3, 1.2 qwen3); the local layers given
+// the global RoPE scaling, or a window one position wider, move them by
+// 1.7 and 2.6: checked below, so the comparison would catch them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -211,6 +212,8 @@ struct Variant {
   // float32 rounding of llama.cpp.
   bool fp16_gelu = false;
   bool no_qk_norm = false;  // q_norm / k_norm skipped (the QK-norm mistake check)
+  bool local_scaled = false;  // the global layers' linear RoPE factor applied to the local ones too
+  int window_extra = 0;       // a window this many positions wider (off by one: 1)
 };
 
 // x rounded to the nearest fp16 value (ties to even; |x| < 65504).
@@ -279,7 +282,8 @@ std::vector<Vec> reference_logits(const Weights& w, const std::vector<int32_t>& 
     if (var.pattern == Variant::GlobalAsLocal) sliding = gemma && s.window > 0;
     if (var.pattern == Variant::AllGlobal) sliding = false;
     const double base = gemma && (sliding != var.local_on_global_base) ? 10000.0 : s.rope_base;
-    const double pscale = gemma && sliding ? 1.0 : 1.0 / s.rope_scale;
+    const double pscale = gemma && sliding && !var.local_scaled ? 1.0 : 1.0 / s.rope_scale;
+    const int window = s.window + var.window_extra;
 
     std::vector<Vec> q(T), k(T), v(T);
     for (int t = 0; t < T; ++t) {
@@ -302,7 +306,7 @@ std::vector<Vec> reference_logits(const Weights& w, const std::vector<int32_t>& 
       Vec att(static_cast<size_t>(H) * D, 0.0);
       for (int hh = 0; hh < H; ++hh) {
         const int kh = hh / (H / HK);
-        const int j0 = sliding ? std::max(0, t - s.window + 1) : 0;
+        const int j0 = sliding ? std::max(0, t - window + 1) : 0;
         Vec sc;
         double mx = -1e300;
         for (int j = j0; j <= t; ++j) {
@@ -487,6 +491,8 @@ TEST(ArchFloat64, Gemma3PatternMistakesAreFarOutsideTheBound) {
       {"every layer global (no window)", {Variant::AllGlobal, false}},
       {"local layers on the global RoPE base", {Variant::Right, true}},
       {"no QK-norm", {Variant::Right, false, false, true}},
+      {"local layers with the global RoPE scaling", {Variant::Right, false, false, false, true}},
+      {"window one position wider (i - j <= window)", {Variant::Right, false, false, false, false, 1}},
   };
   for (const auto& [what, var] : wrong) {
     const Diff d = diff64(right, reference_logits(w, tokens, var));
