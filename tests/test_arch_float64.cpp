@@ -78,6 +78,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
@@ -420,7 +421,7 @@ constexpr double kGeluFp16ModelledBound = 1e-3;  // gemma3 vs the fp16-rounded G
 
 void check_family(const Shape& s, const char* label) {
   const Weights w = make_weights(s, 0x5eed0000 + static_cast<uint64_t>(s.n_layer));
-  const std::string path = write_gguf(w, fmt::format("nexus-f64-{}-{}l", label, s.n_layer));
+  const std::string path = write_gguf(w, fmt::format("nexus-f64-{}-{}l-{}", label, s.n_layer, ::getpid()));
   const std::vector<int32_t> tokens = prompt_tokens(s.n_vocab, 20);
   const std::vector<std::vector<float>> got = nexus_logits(path, tokens);
 
