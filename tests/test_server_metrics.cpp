@@ -32,8 +32,11 @@ TEST_F(MetricsRoute, ServesTheBackendsTextWithThePrometheusContentType) {
   const HttpResponse r = c->get("/metrics");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.header("content-type"), kTextFormat);
-  EXPECT_EQ(r.body, FakeBackend::kMetricsText);
-  EXPECT_EQ(c->get("/metrics?x=1").body, FakeBackend::kMetricsText);  // query ignored
+  // The backend's text first, then the HTTP server's own counters.
+  EXPECT_EQ(r.body.rfind(FakeBackend::kMetricsText, 0), 0u) << r.body;
+  EXPECT_NE(r.body.find("\nnexus_http_connections_accepted_total 1\n"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("\nnexus_http_accept_errors_total 0\n"), std::string::npos) << r.body;
+  EXPECT_EQ(c->get("/metrics?x=1").body.rfind(FakeBackend::kMetricsText, 0), 0u);  // query ignored
 }
 
 TEST_F(MetricsRoute, OtherMethodsAre405WithAllow) {

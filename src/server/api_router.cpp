@@ -75,7 +75,8 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
   }
   if (path == "/metrics") {
     if (!get) return method_not_allowed(method, path, "GET");
-    return HttpReply{200, backend_.metrics_text(), {}, "text/plain; version=0.0.4; charset=utf-8"};
+    return HttpReply{200, backend_.metrics_text() + (server_metrics_ ? server_metrics_() : std::string()), {},
+                     "text/plain; version=0.0.4; charset=utf-8"};
   }
   return error_reply(ApiError(404, "Unknown path: " + std::string(path), "", "not_found", "not_found_error"));
 }

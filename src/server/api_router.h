@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,10 +52,15 @@ class ApiRouter {
 
   Backend& backend() const { return backend_; }
 
+  // More Prometheus text for GET /metrics, after the backend's (the HTTP
+  // server's own counters); called on an I/O thread.
+  void set_server_metrics(std::function<std::string()> f) { server_metrics_ = std::move(f); }
+
  private:
   RouteResult completion(Endpoint endpoint, std::string_view body) const;
 
   Backend& backend_;
+  std::function<std::string()> server_metrics_;
   int64_t created_;  // unix seconds at startup, reported by /v1/models
 };
 

@@ -1,5 +1,7 @@
 #include "server/http_server.h"
 
+#include <algorithm>
+#include <chrono>
 #include <future>
 #include <optional>
 #include <thread>
@@ -8,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/strand.hpp>
 #include <fmt/format.h>
@@ -33,13 +36,30 @@ struct HttpServer::Impl {
   void do_accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](boost::system::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-      if (!ec) {
-        ctx.connections_accepted.fetch_add(1, std::memory_order_relaxed);
-        boost::system::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);  // SSE chunks are small; send them now
-        std::make_shared<HttpSession>(std::move(socket), ctx)->start();
-      }
-      // On errors such as EMFILE, keep accepting: the next attempt may work.
+      if (ec) return accept_failed(ec);
+      accept_backoff = std::chrono::milliseconds(0);
+      ctx.connections_accepted.fetch_add(1, std::memory_order_relaxed);
+      boost::system::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);  // SSE chunks are small; send them now
+      std::make_shared<HttpSession>(std::move(socket), ctx)->start();
+      do_accept();
+    });
+  }
+
+  // accept() failed: out of descriptors (EMFILE, ENFILE), buffers (ENOBUFS)
+  // or the like. The pending connection stays in the listen queue, so an
+  // immediate retry fails the same way and spins a core; wait instead, 10 ms
+  // doubling to 1 s while it keeps failing, and retry. Counted, and logged
+  // when the wait starts or grows.
+  void accept_failed(boost::system::error_code ec) {
+    ctx.accept_errors.fetch_add(1, std::memory_order_relaxed);
+    accept_backoff = std::clamp(accept_backoff * 2, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+    if (ctx.opts.log && accept_backoff != last_logged_backoff)
+      ctx.opts.log(fmt::format("accept failed: {}; retrying in {} ms", ec.message(), accept_backoff.count()));
+    last_logged_backoff = accept_backoff;
+    accept_timer.expires_after(accept_backoff);
+    accept_timer.async_wait([this](boost::system::error_code wait_ec) {
+      if (wait_ec || !acceptor.is_open()) return;
       do_accept();
     });
   }
@@ -52,6 +72,8 @@ struct HttpServer::Impl {
   // operation is pending (stop() still has handlers to post then).
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   tcp::acceptor acceptor;
+  net::steady_timer accept_timer{acceptor.get_executor()};  // on the acceptor's strand
+  std::chrono::milliseconds accept_backoff{0}, last_logged_backoff{0};
   std::vector<std::thread> threads;
   std::string host;
   uint16_t port = 0;
@@ -140,6 +162,20 @@ void HttpServer::stop() {
 uint16_t HttpServer::port() const { return impl_->port; }
 const std::string& HttpServer::host() const { return impl_->host; }
 uint64_t HttpServer::connections_accepted() const { return impl_->ctx.connections_accepted.load(); }
+
+std::string ServerContext::server_metrics_text() const {
+  return fmt::format(
+      "# HELP nexus_http_connections_accepted_total TCP connections the HTTP server accepted.\n"
+      "# TYPE nexus_http_connections_accepted_total counter\n"
+      "nexus_http_connections_accepted_total {}\n"
+      "# HELP nexus_http_accept_errors_total accept() calls that failed (out of descriptors, ...); each is "
+      "followed by a wait of 10 ms doubling to 1 s.\n"
+      "# TYPE nexus_http_accept_errors_total counter\n"
+      "nexus_http_accept_errors_total {}\n",
+      connections_accepted.load(std::memory_order_relaxed), accept_errors.load(std::memory_order_relaxed));
+}
+
+uint64_t HttpServer::accept_errors() const { return impl_->ctx.accept_errors.load(); }
 uint64_t HttpServer::requests_served() const { return impl_->ctx.requests_served.load(); }
 
 }  // namespace nexus::server

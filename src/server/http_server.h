@@ -69,6 +69,10 @@ class HttpServer {
   uint16_t port() const;
   const std::string& host() const;
   uint64_t connections_accepted() const;
+  // accept() calls that failed (out of descriptors, ...); after each the
+  // acceptor waits 10 ms doubling to 1 s before it tries again, instead of
+  // retrying at once (which spins a core while the limit holds).
+  uint64_t accept_errors() const;
   uint64_t requests_served() const;  // requests answered (or abandoned by their client)
 
  private:

@@ -53,10 +53,15 @@ struct PostGate {
 
 // State shared by the server and its sessions.
 struct ServerContext {
-  ServerContext(Backend& backend, HttpServerOptions o) : router(backend), opts(std::move(o)) {}
+  ServerContext(Backend& backend, HttpServerOptions o) : router(backend), opts(std::move(o)) {
+    router.set_server_metrics([this] { return server_metrics_text(); });
+  }
+  // nexus_http_connections_accepted_total, nexus_http_accept_errors_total.
+  std::string server_metrics_text() const;
   ApiRouter router;
   HttpServerOptions opts;
   std::atomic<uint64_t> connections_accepted{0};
+  std::atomic<uint64_t> accept_errors{0};  // accept() failures (EMFILE, ...), each followed by a wait
   std::atomic<uint64_t> requests_served{0};
   // HttpServer::drain(): new requests get 503, running ones go on.
   std::atomic<bool> draining{false};
