@@ -75,22 +75,26 @@ std::optional<double> get_number(const json& obj, const char* name, double lo, d
   return d;
 }
 
-// Integers; integral floats (2.0) are accepted, values beyond int64 saturate.
+// An integer field. Values a 64-bit integer cannot hold (2^64, 1e30) are a
+// 400 naming the field, never clamped; an integral float (3.0) is accepted.
 std::optional<int64_t> get_integer(const json& obj, const char* name) {
   const json* v = field(obj, name);
   if (!v) return std::nullopt;
+  const auto out_of_range = [&] {
+    return bad_request(fmt::format("Invalid '{}': {} is outside the range of a 64-bit integer.", name, v->dump()),
+                       name, "invalid_value");
+  };
   if (v->is_number_unsigned()) {
     const uint64_t u = v->get<uint64_t>();
-    return u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
-               ? std::numeric_limits<int64_t>::max()
-               : static_cast<int64_t>(u);
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) throw out_of_range();
+    return static_cast<int64_t>(u);
   }
   if (v->is_number_integer()) return v->get<int64_t>();
   if (v->is_number_float()) {
     const double d = v->get<double>();
     if (std::isfinite(d) && d == std::floor(d)) {
-      if (d >= 9.2e18) return std::numeric_limits<int64_t>::max();
-      if (d <= -9.2e18) return std::numeric_limits<int64_t>::min();
+      // [-2^63, 2^63): the doubles that convert exactly.
+      if (d >= 9223372036854775808.0 || d < -9223372036854775808.0) throw out_of_range();
       return static_cast<int64_t>(d);
     }
   }
@@ -220,8 +224,10 @@ void parse_sampling(const json& body, ApiRequest& r) {
     s.repeat_penalty = static_cast<float>(*v);
   }
   if (auto v = get_integer(body, "top_k")) {
-    if (*v < 0) throw bad_request("Invalid 'top_k': expected a value >= 0.", "top_k", "invalid_value");
-    s.top_k = static_cast<int32_t>(std::min<int64_t>(*v, std::numeric_limits<int32_t>::max()));
+    if (*v < 0 || *v > std::numeric_limits<int32_t>::max())
+      throw bad_request(fmt::format("Invalid 'top_k': expected a value from 0 to {}.", std::numeric_limits<int32_t>::max()),
+                        "top_k", "invalid_value");
+    s.top_k = static_cast<int32_t>(*v);
   }
   if (auto v = get_integer(body, "seed")) s.seed = static_cast<uint64_t>(*v);
 }

@@ -1,7 +1,6 @@
 #include "server/prompt_builder.h"
 
 #include <algorithm>
-#include <limits>
 
 #include <fmt/format.h>
 
@@ -34,11 +33,9 @@ std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend
 
 void check_max_tokens(std::optional<int64_t> max_tokens, int32_t n_ctx, const std::string& param) {
   if (!max_tokens) return;
-  // Values beyond int64 arrive saturated (openai_request.cpp): name them by
-  // their size, not by the saturated number the client never sent.
+  // (Values beyond int64 were refused when the request was parsed.)
   const int64_t v = *max_tokens;
-  const bool saturated = v == std::numeric_limits<int64_t>::max() || v == std::numeric_limits<int64_t>::min();
-  const std::string shown = saturated ? (v > 0 ? "a value beyond 2^63" : "a value below -2^63") : std::to_string(v);
+  const std::string shown = std::to_string(v);
   if (v <= 0) {
     throw bad_request(fmt::format("Invalid '{}': expected a value >= 1, but got {}.", param, shown), param,
                       "invalid_value");
