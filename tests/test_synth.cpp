@@ -16,6 +16,7 @@
 #include "model/llama_model.h"
 #include "model/synth.h"
 #include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace nexus {
@@ -260,6 +261,137 @@ TEST(Synth, CopiesEveryTokenizerKeyFromTheVocabularyFile) {
   EXPECT_EQ(*out.get_int("llama.vocab_size"), 32000);
   const LlamaModel model(out);
   EXPECT_EQ(model.config().n_vocab, 32000);
+}
+
+// --arch: each family's tensors and keys, as the loader reads them.
+class SynthEachFamily : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SynthEachFamily, WritesTheFamilysTensorsAndKeysAndEvaluates) {
+  const std::string arch = GetParam();
+  SynthOptions opt;
+  opt.shape = tiny_shape();
+  if (arch == "qwen3" || arch == "gemma2") opt.shape.head_dim = 32;  // explicit key_length (Q wider than n_embd)
+  synth_set_arch(opt.shape, arch);
+  if (arch == "gemma2" || arch == "gemma3") opt.shape.n_swa = 3;  // shorter than the prompt: the window matters
+  opt.type = GgmlType::Q8_0;
+  const std::string path = synth_to(test::make_temp_dir(), opt);
+
+  const GgufFile f(path);
+  EXPECT_EQ(*f.get_string("general.architecture"), arch);
+  const LlamaModel model(f);  // refuses missing, misshapen and unused tensors
+  const LlamaConfig& c = model.config();
+  EXPECT_EQ(c.arch, arch);
+  EXPECT_EQ(c.n_embd, 64);
+  EXPECT_EQ(c.n_layer, 2);
+  EXPECT_EQ(c.n_head_kv, 2);
+  EXPECT_EQ(c.head_dim, opt.shape.head_size());
+  EXPECT_EQ(synth_param_count(opt.shape), [&] {
+    uint64_t n = 0;
+    for (const TensorInfo& t : f.tensors()) n += t.n_elements();
+    return n;
+  }());
+  auto has = [&](const char* name) { return f.find_tensor(name) != nullptr; };
+  const std::string d = model.describe();
+  if (arch == "qwen2") {
+    EXPECT_TRUE(has("blk.1.attn_q.bias") && has("blk.1.attn_k.bias") && has("blk.1.attn_v.bias"));
+    EXPECT_NE(d.find("Q/K/V biases"), std::string::npos) << d;
+  } else if (arch == "qwen3") {
+    EXPECT_EQ(*f.get_int("qwen3.attention.key_length"), 32);
+    EXPECT_TRUE(has("blk.0.attn_q_norm.weight") && has("blk.0.attn_k_norm.weight"));
+    EXPECT_EQ(f.find_tensor("blk.0.attn_q.weight")->ne[1], 128u);  // 4 heads of 32
+  } else if (arch == "phi3") {
+    EXPECT_TRUE(has("blk.0.attn_qkv.weight"));
+    EXPECT_FALSE(has("blk.0.attn_q.weight") || has("blk.0.ffn_gate.weight"));
+    EXPECT_EQ(f.find_tensor("blk.0.ffn_up.weight")->ne[1], 2u * 96);  // gate rows, then up rows
+    EXPECT_NE(d.find("fused attn_qkv, fused gate+up"), std::string::npos) << d;
+  } else if (arch == "gemma2") {
+    EXPECT_TRUE(has("blk.0.post_attention_norm.weight") && has("blk.0.post_ffw_norm.weight"));
+    EXPECT_EQ(c.attn_softcap, 50.0f);
+    EXPECT_EQ(c.final_softcap, 30.0f);
+    EXPECT_EQ(c.n_swa, 3);
+    EXPECT_TRUE(c.is_swa(0) && !c.is_swa(1));
+  } else if (arch == "gemma3") {
+    EXPECT_TRUE(has("blk.0.attn_q_norm.weight") && has("blk.0.post_ffw_norm.weight"));
+    EXPECT_EQ(c.n_swa, 3);
+  } else if (arch == "starcoder2") {
+    EXPECT_TRUE(has("blk.0.attn_norm.bias") && has("blk.0.ffn_up.bias") && has("output_norm.bias"));
+    EXPECT_FALSE(has("blk.0.ffn_gate.weight"));
+    EXPECT_TRUE(f.get_float("starcoder2.attention.layer_norm_epsilon").has_value());
+    const TensorInfo* b = f.find_tensor("blk.0.ffn_down.bias");
+    for (uint64_t i = 0; i < b->n_elements(); ++i) ASSERT_EQ(reinterpret_cast<const float*>(b->data)[i], 0.0f);
+    EXPECT_NE(d.find("LayerNorm, GELU MLP"), std::string::npos) << d;
+  }
+  expect_logits_sane(run_model(path));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SynthEachFamily,
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3",
+                                           "starcoder2"));
+
+TEST(Synth, ArchNamesAreTheLoadersFamilies) {
+  const auto& names = synth_arch_names();
+  EXPECT_EQ(names.size(), 8u);
+  for (const std::string& n : names) EXPECT_NE(find_arch(n), nullptr) << n;
+  SynthShape s = tiny_shape();
+  EXPECT_THROW(synth_set_arch(s, "gpt2"), Error);
+  synth_set_arch(s, "gemma2");
+  EXPECT_EQ(s.n_swa, 4096);
+  synth_set_arch(s, "llama");  // a change of family drops gemma2's window and caps
+  EXPECT_EQ(s.n_swa, 0);
+  EXPECT_EQ(s.attn_softcap, 0.0f);
+}
+
+TEST(Synth, FamilyPresetsHaveTheRealModelsShapes) {
+  const std::map<std::string, std::pair<std::string, uint64_t>> expected = {
+      // family, published parameter count (qwen3-1.7b: the model card's 1.4B
+      // non-embedding plus the tied 151936 x 2048 embedding)
+      {"qwen2.5-1.5b", {"qwen2", 1543714304u}},  {"qwen3-1.7b", {"qwen3", 1720574976u}},
+      {"phi3-mini", {"phi3", 3821079552u}},      {"gemma2-2b", {"gemma2", 2614341888u}},
+      {"gemma3-1b", {"gemma3", 999885952u}},     {"starcoder2-3b", {"starcoder2", 3030371328u}},
+  };
+  for (const auto& [name, want] : expected) {
+    const SynthShape s = synth_preset(name);
+    EXPECT_EQ(s.arch, want.first) << name;
+    EXPECT_NO_THROW(synth_validate(s)) << name;
+    EXPECT_EQ(synth_param_count(s), want.second) << name;
+  }
+  const SynthShape g = synth_preset("gemma2-2b");
+  EXPECT_EQ(g.head_size(), 256);
+  EXPECT_EQ(g.n_swa, 4096);
+  EXPECT_EQ(g.attn_softcap, 50.0f);
+  EXPECT_EQ(synth_preset("tinyllama-1.1b").arch, "llama");
+}
+
+// The command: --arch in any case, `nexus info` names the family, `nexus run` generates.
+TEST(SynthCli, EachFamilyRunsThroughInfoAndRun) {
+  NEXUS_REQUIRE_SHARED(vocab, "tokenizers/ggml-vocab-llama-spm.gguf");
+  const std::string dir = test::make_temp_dir();
+  for (const std::string arch : {"llama", "Qwen2", "qwen3", "PHI3", "gemma2", "gemma3", "starcoder2"}) {
+    std::string lower = arch;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const std::string out = dir + "/" + lower + ".gguf";
+    const test::CommandResult w =
+        test::run_nexus("synth --arch " + arch + " --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 96 --ctx 64 " +
+                        "--type Q8_0 --vocab-from " + test::shell_quote(vocab) + " -o " + test::shell_quote(out));
+    ASSERT_EQ(w.exit_code, 0) << arch << ": " << w.err;
+    EXPECT_NE(w.out.find("(" + lower + ")"), std::string::npos) << w.out;
+    const test::CommandResult info = test::run_nexus("info --no-tensors " + test::shell_quote(out));
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    EXPECT_NE(info.out.find("\"" + lower + "\""), std::string::npos) << info.out;  // general.architecture
+    EXPECT_NE(info.out.find("model: " + lower + ": 2 layers"), std::string::npos) << info.out;
+    const test::CommandResult run =
+        test::run_nexus("run -m " + test::shell_quote(out) + " -n 4 --temp 0 -t 1 --ignore-eos -p hello");
+    ASSERT_EQ(run.exit_code, 0) << arch << ": " << run.err;
+    EXPECT_NE(run.err.find("generation: 4 tokens"), std::string::npos) << arch << ": " << run.err;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SynthCli, UnknownArchIsAUsageErrorListingTheFamilies) {
+  const test::CommandResult r = test::run_nexus("synth --arch gpt2 --preset tinyllama-1.1b -o /dev/null");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown architecture 'gpt2'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("llama|mistral|qwen2|qwen3|phi3|gemma2|gemma3|starcoder2"), std::string::npos) << r.err;
 }
 
 }  // namespace

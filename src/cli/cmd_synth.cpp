@@ -1,5 +1,5 @@
-// `nexus synth`: writes a llama-architecture GGUF model with random weights in
-// a chosen shape (src/model/synth.h), for benchmarks.
+// `nexus synth`: writes a GGUF model of a chosen family (--arch) with random
+// weights in a chosen shape (src/model/synth.h), for benchmarks.
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -18,8 +18,8 @@ namespace nexus::cli {
 namespace {
 
 struct SynthArgs {
-  std::string preset, type = "F32", vocab_from, out, name;
-  std::optional<int32_t> dim, layers, heads, kv_heads, ffn, vocab, ctx;
+  std::string preset, arch, type = "F32", vocab_from, out, name;
+  std::optional<int32_t> dim, layers, heads, kv_heads, head_dim, ffn, vocab, ctx;
   std::optional<bool> tied;
   std::string seed = "1";  // -1: random (printed)
   int32_t threads = 0;
@@ -48,11 +48,13 @@ int run_synth(const SynthArgs& a) {
     opt.shape.n_ctx = 2048;
   }
   SynthShape& s = opt.shape;
+  if (!a.arch.empty()) synth_set_arch(s, a.arch);  // lower case: checked by the option
   if (a.dim) s.n_embd = *a.dim;
   if (a.layers) s.n_layer = *a.layers;
   if (a.heads) s.n_head = *a.heads;
   if (a.kv_heads) s.n_head_kv = *a.kv_heads;
   else if (a.preset.empty()) s.n_head_kv = s.n_head;
+  if (a.head_dim) s.head_dim = *a.head_dim;
   if (a.ffn) s.n_ff = *a.ffn;
   if (a.vocab) s.n_vocab = *a.vocab;
   if (a.ctx) s.n_ctx = *a.ctx;
@@ -80,9 +82,10 @@ int run_synth(const SynthArgs& a) {
                  a.vocab_from.c_str());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const SynthShape& w = r.shape;
-  std::printf("wrote %s: %.2f MiB, %.3f M params, %s, dim %d, layers %d, heads %d/%d, ffn %d, vocab %d, ctx %d%s (%.1f s)\n",
-              a.out.c_str(), r.file_bytes / 1048576.0, r.n_params / 1e6, type_name.c_str(), w.n_embd, w.n_layer,
-              w.n_head, w.n_head_kv, w.n_ff, w.n_vocab, w.n_ctx, w.tied ? ", tied embeddings" : "", secs);
+  std::printf("wrote %s (%s): %.2f MiB, %.3f M params, %s, dim %d, layers %d, heads %d/%d of %d, ffn %d, vocab %d, ctx %d%s (%.1f s)\n",
+              a.out.c_str(), w.arch.c_str(), r.file_bytes / 1048576.0, r.n_params / 1e6, type_name.c_str(), w.n_embd,
+              w.n_layer, w.n_head, w.n_head_kv, w.head_size(), w.n_ff, w.n_vocab, w.n_ctx,
+              w.tied ? ", tied embeddings" : "", secs);
   if (r.n_fallback_f16)
     std::printf("note: %d matrices have rows that are not a multiple of the %s block size: stored as F16\n",
                 r.n_fallback_f16, type_name.c_str());
@@ -102,10 +105,24 @@ std::function<int()> setup(CLI::App& sub) {
                        : "unknown preset '" + name + "' (known: " + presets + ")";
           },
           ""));
+  std::string archs;
+  for (const std::string& n : synth_arch_names()) archs += (archs.empty() ? "" : "|") + n;
+  sub.add_option("--arch", a->arch, "model family, any case: " + archs + " (default: the preset's, else llama)")
+      ->transform(CLI::Validator(
+          [archs](std::string& name) -> std::string {
+            std::transform(name.begin(), name.end(), name.begin(),
+                           [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+            const auto& known = synth_arch_names();
+            return std::find(known.begin(), known.end(), name) != known.end()
+                       ? ""
+                       : "unknown architecture '" + name + "' (known: " + archs + ")";
+          },
+          ""));
   sub.add_option("--dim", a->dim, "hidden size (overrides the preset)");
   sub.add_option("--layers", a->layers, "number of layers");
   sub.add_option("--heads", a->heads, "query heads");
   sub.add_option("--kv-heads", a->kv_heads, "key/value heads (default: the preset's, or --heads)");
+  sub.add_option("--head-dim", a->head_dim, "per-head size (default: the preset's, or dim / heads)");
   sub.add_option("--ffn", a->ffn, "FFN hidden size");
   sub.add_option("--vocab", a->vocab, "vocabulary size when there is no --vocab-from");
   sub.add_option("--ctx", a->ctx, "training context written to the metadata (default 2048)");
@@ -129,7 +146,7 @@ std::function<int()> setup(CLI::App& sub) {
   return [a] { return run_synth(*a); };
 }
 
-CommandRegistrar reg{{"synth", "write a llama-shaped GGUF model with random weights (for benchmarks)", setup}};
+CommandRegistrar reg{{"synth", "write a GGUF model of any family with random weights (for benchmarks)", setup}};
 
 }  // namespace
 }  // namespace nexus::cli

@@ -156,4 +156,47 @@ const char* tensor_name(ModelTensor t) {
   return "?";
 }
 
+TensorShape tensor_shape(LayerTensor t, const TensorDims& d) {
+  const int64_t E = d.n_embd, Q = d.n_q, KV = d.n_kv, F = d.n_ff;
+  switch (t) {
+    case L::AttnNorm:
+    case L::AttnNormB:
+    case L::Bo:
+    case L::AttnPostNorm:
+    case L::FfnNorm:
+    case L::FfnNormB:
+    case L::BDown:
+    case L::FfnPostNorm: return {1, E};
+    case L::Wq: return {Q, E};
+    case L::Wk:
+    case L::Wv: return {KV, E};
+    case L::Wqkv: return {Q + 2 * KV, E};
+    case L::Bq: return {1, Q};
+    case L::Bk:
+    case L::Bv: return {1, KV};
+    case L::QNorm:
+    case L::KNorm: return {1, d.head_dim};
+    case L::Wo: return {E, Q};
+    case L::WGate:
+    case L::WUp: return {F, E};
+    case L::WUpFused: return {2 * F, E};
+    case L::BUp: return {1, F};
+    case L::WDown: return {E, F};
+  }
+  return {0, 0};
+}
+
+TensorShape tensor_shape(ModelTensor t, const TensorDims& d) {
+  switch (t) {
+    case M::TokEmbd:
+    case M::Output: return {d.n_vocab, d.n_embd};
+    case M::OutputNorm:
+    case M::OutputNormB: return {1, d.n_embd};
+    case M::RopeFreqs:
+    case M::RopeLong:
+    case M::RopeShort: return {1, d.n_rot / 2};
+  }
+  return {0, 0};
+}
+
 }  // namespace nexus

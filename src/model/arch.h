@@ -73,4 +73,16 @@ std::span<const TensorUse<ModelTensor>> model_tensors(const ArchTraits& a);
 const char* tensor_name(LayerTensor t);
 const char* tensor_name(ModelTensor t);
 
+// The dimensions tensor shapes derive from: n_q = n_head * head_dim (query
+// width), n_kv = n_head_kv * head_dim (key = value width).
+struct TensorDims {
+  int64_t n_embd, n_q, n_kv, n_ff, head_dim, n_vocab, n_rot;
+};
+// [rows, cols] (GGUF ne = {cols, rows}); a norm weight or bias has 1 row.
+struct TensorShape {
+  int64_t rows, cols;
+};
+TensorShape tensor_shape(LayerTensor t, const TensorDims& d);
+TensorShape tensor_shape(ModelTensor t, const TensorDims& d);
+
 }  // namespace nexus

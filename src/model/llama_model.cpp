@@ -48,37 +48,39 @@ struct Slot {
   int64_t rows, cols;
 };
 
-// Where each layer tensor goes and its shape under config c (fused ones
-// are bound whole into a scratch view and split after).
+// Where each layer tensor goes and its shape under config c (arch.cpp's
+// tensor_shape; fused ones are bound whole into a scratch view and split after).
 Slot layer_slot(LayerTensor t, const LlamaConfig& c) {
-  const int64_t E = c.n_embd, Q = c.n_embd_q(), KV = c.n_embd_kv(), F = c.n_ff, D = c.head_dim;
+  const TensorShape sh = tensor_shape(
+      t, {c.n_embd, c.n_embd_q(), c.n_embd_kv(), c.n_ff, c.head_dim, c.n_vocab, c.n_rot});
   using L = LayerTensor;
+  WeightView LlamaLayer::* field = nullptr;
   switch (t) {
-    case L::AttnNorm: return {&LlamaLayer::attn_norm, 1, E};
-    case L::AttnNormB: return {&LlamaLayer::attn_norm_b, 1, E};
-    case L::Wq: return {&LlamaLayer::wq, Q, E};
-    case L::Wk: return {&LlamaLayer::wk, KV, E};
-    case L::Wv: return {&LlamaLayer::wv, KV, E};
-    case L::Wqkv: return {nullptr, Q + 2 * KV, E};
-    case L::Bq: return {&LlamaLayer::bq, 1, Q};
-    case L::Bk: return {&LlamaLayer::bk, 1, KV};
-    case L::Bv: return {&LlamaLayer::bv, 1, KV};
-    case L::QNorm: return {&LlamaLayer::q_norm, 1, D};
-    case L::KNorm: return {&LlamaLayer::k_norm, 1, D};
-    case L::Wo: return {&LlamaLayer::wo, E, Q};
-    case L::Bo: return {&LlamaLayer::bo, 1, E};
-    case L::AttnPostNorm: return {&LlamaLayer::attn_post_norm, 1, E};
-    case L::FfnNorm: return {&LlamaLayer::ffn_norm, 1, E};
-    case L::FfnNormB: return {&LlamaLayer::ffn_norm_b, 1, E};
-    case L::WGate: return {&LlamaLayer::w_gate, F, E};
-    case L::WUp: return {&LlamaLayer::w_up, F, E};
-    case L::WUpFused: return {nullptr, 2 * F, E};
-    case L::BUp: return {&LlamaLayer::b_up, 1, F};
-    case L::WDown: return {&LlamaLayer::w_down, E, F};
-    case L::BDown: return {&LlamaLayer::b_down, 1, E};
-    case L::FfnPostNorm: return {&LlamaLayer::ffn_post_norm, 1, E};
+    case L::AttnNorm: field = &LlamaLayer::attn_norm; break;
+    case L::AttnNormB: field = &LlamaLayer::attn_norm_b; break;
+    case L::Wq: field = &LlamaLayer::wq; break;
+    case L::Wk: field = &LlamaLayer::wk; break;
+    case L::Wv: field = &LlamaLayer::wv; break;
+    case L::Wqkv: break;
+    case L::Bq: field = &LlamaLayer::bq; break;
+    case L::Bk: field = &LlamaLayer::bk; break;
+    case L::Bv: field = &LlamaLayer::bv; break;
+    case L::QNorm: field = &LlamaLayer::q_norm; break;
+    case L::KNorm: field = &LlamaLayer::k_norm; break;
+    case L::Wo: field = &LlamaLayer::wo; break;
+    case L::Bo: field = &LlamaLayer::bo; break;
+    case L::AttnPostNorm: field = &LlamaLayer::attn_post_norm; break;
+    case L::FfnNorm: field = &LlamaLayer::ffn_norm; break;
+    case L::FfnNormB: field = &LlamaLayer::ffn_norm_b; break;
+    case L::WGate: field = &LlamaLayer::w_gate; break;
+    case L::WUp: field = &LlamaLayer::w_up; break;
+    case L::WUpFused: break;
+    case L::BUp: field = &LlamaLayer::b_up; break;
+    case L::WDown: field = &LlamaLayer::w_down; break;
+    case L::BDown: field = &LlamaLayer::b_down; break;
+    case L::FfnPostNorm: field = &LlamaLayer::ffn_post_norm; break;
   }
-  return {nullptr, 0, 0};
+  return {field, sh.rows, sh.cols};
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "kernels/thread_pool.h"
+#include "model/arch.h"
 #include "model/quantize_ref.h"
 #include "util/error.h"
 
@@ -71,60 +72,79 @@ uint32_t file_type_of(GgmlType t) {
   }
 }
 
+// One tensor of the model: its name, [rows, cols] and what fills it.
+struct Entry {
+  std::string name;
+  int64_t n_rows, n_cols;
+  float std;       // > 0: random matrix ~ N(0, std^2)
+  float constant;  // std == 0: every value (1 for a norm weight, 0 for a bias)
+};
+
+// The tensors of family s.arch, from arch.cpp's table: every Required one;
+// of the Optional ones output.weight (unless tied) and attn_qkv (phi3 files
+// carry the fused one; its separate Q/K/V alternative is then left out).
+std::vector<Entry> tensor_list(const SynthShape& s) {
+  const ArchTraits* arch = find_arch(s.arch);
+  if (!arch) throw Error(fmt::format("synth: unknown architecture '{}' (known: {})", s.arch, supported_arch_names()));
+  const int64_t D = s.head_size();
+  const TensorDims dims{s.n_embd, s.n_head * D, s.n_head_kv * D, s.n_ff, D, s.n_vocab, D};
+  std::vector<Entry> list;
+  auto add = [&](std::string name, TensorShape sh) {
+    const bool bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    if (sh.rows > 1) list.push_back({std::move(name), sh.rows, sh.cols, 1.0f / std::sqrt(static_cast<float>(sh.cols)), 0});
+    else list.push_back({std::move(name), 1, sh.cols, 0.0f, bias ? 0.0f : 1.0f});
+  };
+  for (const TensorUse<ModelTensor>& u : model_tensors(*arch))
+    if (u.need == Need::Required || (u.role == ModelTensor::Output && !s.tied))
+      add(tensor_name(u.role), tensor_shape(u.role, dims));
+  for (int32_t l = 0; l < s.n_layer; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    for (const TensorUse<LayerTensor>& u : layer_tensors(*arch))
+      if (u.need == Need::Required || u.role == LayerTensor::Wqkv)
+        add(b + tensor_name(u.role), tensor_shape(u.role, dims));
+  }
+  return list;
+}
+
 // What to write into one tensor.
 struct Plan {
-  std::string name;
+  Entry e;
   GgmlType type;
-  int64_t n_rows, n_cols;
-  float std;  // 0 = all ones (a norm weight)
 };
 
 std::vector<Plan> plan_tensors(const SynthShape& s, GgmlType type, int32_t* n_fallback) {
   std::vector<Plan> p;
-  const int64_t E = s.n_embd, KV = static_cast<int64_t>(s.n_embd / s.n_head) * s.n_head_kv, F = s.n_ff;
-  auto matrix = [&](std::string name, int64_t rows, int64_t cols) {
-    GgmlType t = type;
-    if (cols % ggml_type_traits(static_cast<uint32_t>(t))->block_size != 0) {
-      t = GgmlType::F16;
-      ++*n_fallback;
+  for (Entry& e : tensor_list(s)) {
+    GgmlType t = GgmlType::F32;  // norms and biases
+    if (e.std > 0) {
+      t = type;
+      if (e.n_cols % ggml_type_traits(static_cast<uint32_t>(t))->block_size != 0) {
+        t = GgmlType::F16;
+        ++*n_fallback;
+      }
     }
-    p.push_back({std::move(name), t, rows, cols, 1.0f / std::sqrt(static_cast<float>(cols))});
-  };
-  auto norm = [&](std::string name) { p.push_back({std::move(name), GgmlType::F32, 1, E, 0.0f}); };
-  matrix("token_embd.weight", s.n_vocab, E);
-  norm("output_norm.weight");
-  if (!s.tied) matrix("output.weight", s.n_vocab, E);
-  for (int32_t l = 0; l < s.n_layer; ++l) {
-    const std::string b = fmt::format("blk.{}.", l);
-    norm(b + "attn_norm.weight");
-    matrix(b + "attn_q.weight", E, E);
-    matrix(b + "attn_k.weight", KV, E);
-    matrix(b + "attn_v.weight", KV, E);
-    matrix(b + "attn_output.weight", E, E);
-    norm(b + "ffn_norm.weight");
-    matrix(b + "ffn_gate.weight", F, E);
-    matrix(b + "ffn_up.weight", F, E);
-    matrix(b + "ffn_down.weight", E, F);
+    p.push_back({std::move(e), t});
   }
   return p;
 }
 
 // Fills one tensor's bytes: each row from its own generator seeded by
 // (seed, tensor, row), so the bytes do not depend on how rows are split.
-void fill_tensor(const Plan& t, size_t index, uint64_t seed, std::span<uint8_t> dst, ThreadPool& pool) {
-  const size_t row_bytes = ggml_row_size(t.type, static_cast<uint64_t>(t.n_cols));
+void fill_tensor(const Plan& plan, size_t index, uint64_t seed, std::span<uint8_t> dst, ThreadPool& pool) {
+  const Entry& t = plan.e;
+  const size_t row_bytes = ggml_row_size(plan.type, static_cast<uint64_t>(t.n_cols));
   pool.parallel_for(t.n_rows, [&](int64_t begin, int64_t end) {
     std::vector<float> row(static_cast<size_t>(t.n_cols));
     for (int64_t r = begin; r < end; ++r) {
       if (t.std == 0.0f) {
-        std::fill(row.begin(), row.end(), 1.0f);
+        std::fill(row.begin(), row.end(), t.constant);
       } else {
         uint64_t s = seed ^ (0x51ed2701f3a5c7b9ULL * (index + 1));
         s = splitmix64(s) + static_cast<uint64_t>(r);
         Xoshiro256 rng(s);
         fill_normal(rng, row.data(), t.n_cols, t.std);
       }
-      quantize_row_ref(t.type, row.data(), dst.data() + static_cast<size_t>(r) * row_bytes, t.n_cols);
+      quantize_row_ref(plan.type, row.data(), dst.data() + static_cast<size_t>(r) * row_bytes, t.n_cols);
     }
   });
 }
@@ -132,8 +152,39 @@ void fill_tensor(const Plan& t, size_t index, uint64_t seed, std::span<uint8_t> 
 }  // namespace
 
 const std::vector<std::string>& synth_preset_names() {
-  static const std::vector<std::string> names = {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "stories260k-shape"};
+  static const std::vector<std::string> names = {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b", "stories260k-shape",
+                                                 "qwen2.5-1.5b",   "qwen3-1.7b",   "phi3-mini",    "gemma2-2b",
+                                                 "gemma3-1b",      "starcoder2-3b"};
   return names;
+}
+
+const std::vector<std::string>& synth_arch_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    const std::string all = supported_arch_names();  // "llama, mistral, ..."
+    for (size_t b = 0; b < all.size();) {
+      size_t e = all.find(", ", b);
+      if (e == std::string::npos) e = all.size();
+      v.push_back(all.substr(b, e - b));
+      b = e + 2;
+    }
+    return v;
+  }();
+  return names;
+}
+
+void synth_set_arch(SynthShape& s, std::string_view arch) {
+  if (!find_arch(arch))
+    throw Error(fmt::format("synth: unknown architecture '{}' (known: {})", arch, supported_arch_names()));
+  if (s.arch != arch) s.n_swa = 0, s.attn_softcap = s.final_softcap = 0.0f;
+  s.arch = std::string(arch);
+  if (arch == "gemma2") {
+    if (s.attn_softcap == 0) s.attn_softcap = 50.0f;
+    if (s.final_softcap == 0) s.final_softcap = 30.0f;
+    if (s.n_swa == 0) s.n_swa = 4096;
+  } else if (arch == "gemma3") {
+    if (s.n_swa == 0) s.n_swa = 512;
+  }
 }
 
 SynthShape synth_preset(std::string_view name) {
@@ -150,6 +201,29 @@ SynthShape synth_preset(std::string_view name) {
     s.rms_eps = 1e-6f;
   } else if (name == "stories260k-shape") {  // Karpathy's stories260K
     s.n_embd = 64, s.n_layer = 5, s.n_head = 8, s.n_head_kv = 4, s.n_ff = 172, s.n_vocab = 512;
+  } else if (name == "qwen2.5-1.5b") {  // Qwen2.5-1.5B: Q/K/V biases, tied
+    s.n_embd = 1536, s.n_layer = 28, s.n_head = 12, s.n_head_kv = 2, s.n_ff = 8960, s.n_vocab = 151936;
+    s.tied = true, s.rms_eps = 1e-6f, s.rope_freq_base = 1000000.0f;
+    synth_set_arch(s, "qwen2");
+  } else if (name == "qwen3-1.7b") {  // Qwen3-1.7B: QK-norm, head 128, tied
+    s.n_embd = 2048, s.n_layer = 28, s.n_head = 16, s.n_head_kv = 8, s.head_dim = 128, s.n_ff = 6144;
+    s.n_vocab = 151936, s.tied = true, s.rms_eps = 1e-6f, s.rope_freq_base = 1000000.0f;
+    synth_set_arch(s, "qwen3");
+  } else if (name == "phi3-mini") {  // Phi-3-mini-4k (3.8B): fused attn_qkv and gate+up
+    s.n_embd = 3072, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 32, s.n_ff = 8192, s.n_vocab = 32064;
+    synth_set_arch(s, "phi3");
+  } else if (name == "gemma2-2b") {  // Gemma 2 2B: head 256, post-norms, soft-caps, window 4096
+    s.n_embd = 2304, s.n_layer = 26, s.n_head = 8, s.n_head_kv = 4, s.head_dim = 256, s.n_ff = 9216;
+    s.n_vocab = 256000, s.tied = true, s.rms_eps = 1e-6f;
+    synth_set_arch(s, "gemma2");
+  } else if (name == "gemma3-1b") {  // Gemma 3 1B: head 256, QK-norm, window 512
+    s.n_embd = 1152, s.n_layer = 26, s.n_head = 4, s.n_head_kv = 1, s.head_dim = 256, s.n_ff = 6912;
+    s.n_vocab = 262144, s.tied = true, s.rms_eps = 1e-6f, s.rope_freq_base = 1000000.0f;
+    synth_set_arch(s, "gemma3");
+  } else if (name == "starcoder2-3b") {  // StarCoder2-3B: LayerNorm with biases, GELU MLP, tied
+    s.n_embd = 3072, s.n_layer = 30, s.n_head = 24, s.n_head_kv = 2, s.n_ff = 12288, s.n_vocab = 49152;
+    s.tied = true, s.rope_freq_base = 999999.4f;
+    synth_set_arch(s, "starcoder2");
   } else {
     std::string known;
     for (const std::string& n : synth_preset_names()) known += (known.empty() ? "" : ", ") + n;
@@ -169,20 +243,23 @@ void synth_validate(const SynthShape& s) {
   positive("n_ff", s.n_ff);
   positive("n_vocab", s.n_vocab);
   positive("n_ctx", s.n_ctx);
-  if (s.n_embd % s.n_head != 0)
+  if (!find_arch(s.arch))
+    throw Error(fmt::format("synth: unknown architecture '{}' (known: {})", s.arch, supported_arch_names()));
+  if (s.head_dim < 0 || s.head_dim > (1 << 16)) throw Error(fmt::format("synth: head_dim = {} is out of range", s.head_dim));
+  if (s.n_swa < 0) throw Error("synth: the sliding window must not be negative");
+  if (!(s.attn_softcap >= 0) || !(s.final_softcap >= 0)) throw Error("synth: soft-caps must not be negative");
+  if (s.head_dim == 0 && s.n_embd % s.n_head != 0)
     throw Error(fmt::format("synth: n_embd {} is not a multiple of n_head {}", s.n_embd, s.n_head));
   if (s.n_head % s.n_head_kv != 0)
     throw Error(fmt::format("synth: n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv));
-  if ((s.n_embd / s.n_head) % 2 != 0) throw Error("synth: head dimension must be even (RoPE rotates pairs)");
+  if (s.head_size() % 2 != 0) throw Error("synth: head dimension must be even (RoPE rotates pairs)");
   if (!(s.rms_eps > 0) || !(s.rope_freq_base > 0)) throw Error("synth: rms_eps and rope_freq_base must be positive");
 }
 
 uint64_t synth_param_count(const SynthShape& s) {
-  const uint64_t E = static_cast<uint64_t>(s.n_embd), F = static_cast<uint64_t>(s.n_ff);
-  const uint64_t KV = E / static_cast<uint64_t>(s.n_head) * static_cast<uint64_t>(s.n_head_kv);
-  const uint64_t V = static_cast<uint64_t>(s.n_vocab);
-  const uint64_t per_layer = 2 * E * E + 2 * KV * E + 3 * E * F + 2 * E;
-  return V * E * (s.tied ? 1 : 2) + E + per_layer * static_cast<uint64_t>(s.n_layer);
+  uint64_t n = 0;
+  for (const Entry& e : tensor_list(s)) n += static_cast<uint64_t>(e.n_rows) * static_cast<uint64_t>(e.n_cols);
+  return n;
 }
 
 SynthResult synth_model(const SynthOptions& opt, const std::string& out_path) {
@@ -205,30 +282,42 @@ SynthResult synth_model(const SynthOptions& opt, const std::string& out_path) {
   synth_validate(s);
 
   const std::string type_name(ggml_type_name(opt.type));
-  w.set_string("general.architecture", "llama");
+  const ArchTraits& arch = *find_arch(s.arch);  // checked by synth_validate
+  const std::string a = s.arch + ".";
+  w.set_string("general.architecture", s.arch);
   w.set_string("general.name", opt.name.empty() ? fmt::format("synth {}x{} {}", s.n_embd, s.n_layer, type_name)
                                                 : opt.name);
   w.set_string("general.description", "synthetic random weights (nexus synth): a benchmark shape, not a trained model");
   w.set_u32("general.file_type", file_type);
   w.set_u32("general.quantization_version", 2);
   w.set_u64("nexus.synth.seed", opt.seed);
-  w.set_u32("llama.vocab_size", static_cast<uint32_t>(s.n_vocab));
-  w.set_u32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
-  w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
-  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
-  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
-  w.set_f32("llama.rope.freq_base", s.rope_freq_base);
+  w.set_u32(a + "vocab_size", static_cast<uint32_t>(s.n_vocab));
+  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_size()));
+  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  if (s.head_dim > 0 || s.arch == "qwen3") {  // qwen3 files always carry it
+    w.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_size()));
+    w.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.head_size()));
+  }
+  w.set_f32(a + (arch.norm == NormType::Rms ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon"),
+            s.rms_eps);
+  w.set_f32(a + "rope.freq_base", s.rope_freq_base);
+  if (s.n_swa > 0) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.n_swa));
+  if (arch.softcaps) {
+    if (s.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
+    if (s.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", s.final_softcap);
+  }
   for (auto& [key, value] : tokenizer_kv) w.set(key, value);
 
   const std::vector<Plan> plan = plan_tensors(s, opt.type, &res.n_fallback_f16);
   for (const Plan& t : plan) {
-    std::vector<uint64_t> ne = {static_cast<uint64_t>(t.n_cols)};
-    if (t.std != 0.0f) ne.push_back(static_cast<uint64_t>(t.n_rows));
-    w.add_tensor(t.name, t.type, std::move(ne));
+    std::vector<uint64_t> ne = {static_cast<uint64_t>(t.e.n_cols)};
+    if (t.e.std != 0.0f) ne.push_back(static_cast<uint64_t>(t.e.n_rows));
+    w.add_tensor(t.e.name, t.type, std::move(ne));
   }
   res.n_params = synth_param_count(s);
   res.file_bytes = w.file_size();
