@@ -13,13 +13,7 @@
 namespace nexus {
 namespace {
 
-// A Q5 block's fifth bits: bit j of qh belongs to value j, bit j + 16 to
-// value j + 16 (ggml's xh_0 / xh_1).
-uint32_t load_qh(const uint8_t (&qh)[4]) {
-  uint32_t v;
-  std::memcpy(&v, qh, sizeof v);
-  return v;
-}
+// Value j's and value j + 16's fifth bit (q5_fifth_bits), as +16 (ggml's xh_0 / xh_1).
 inline int fifth_low(uint32_t qh, int j) { return static_cast<int>((qh >> j) << 4 & 0x10); }
 inline int fifth_high(uint32_t qh, int j) { return static_cast<int>((qh >> (j + 12)) & 0x10); }
 
@@ -48,7 +42,7 @@ void dequantize_row_q5_0(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ5_0*>(src);
   for (int64_t i = 0; i < n / 32; ++i, dst += 32) {
     const float d = fp16_to_fp32(b[i].d);
-    const uint32_t qh = load_qh(b[i].qh);
+    const uint32_t qh = q5_fifth_bits(b[i].qh);
     for (int j = 0; j < 16; ++j) {
       dst[j] = static_cast<float>(((b[i].qs[j] & 0x0f) | fifth_low(qh, j)) - 16) * d;
       dst[j + 16] = static_cast<float>(((b[i].qs[j] >> 4) | fifth_high(qh, j)) - 16) * d;
@@ -60,7 +54,7 @@ void dequantize_row_q5_1(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ5_1*>(src);
   for (int64_t i = 0; i < n / 32; ++i, dst += 32) {
     const float d = fp16_to_fp32(b[i].d), m = fp16_to_fp32(b[i].m);
-    const uint32_t qh = load_qh(b[i].qh);
+    const uint32_t qh = q5_fifth_bits(b[i].qh);
     for (int j = 0; j < 16; ++j) {
       dst[j] = static_cast<float>((b[i].qs[j] & 0x0f) | fifth_low(qh, j)) * d + m;
       dst[j + 16] = static_cast<float>((b[i].qs[j] >> 4) | fifth_high(qh, j)) * d + m;

@@ -19,12 +19,6 @@
 namespace nexus {
 namespace {
 
-uint32_t load_qh(const uint8_t (&qh)[4]) {
-  uint32_t v;
-  std::memcpy(&v, qh, sizeof v);
-  return v;
-}
-
 // Signed integer value j (0..31) of a weight block, as its dot product uses it.
 struct Q4_1Values {
   using Block = BlockQ4_1;
@@ -34,14 +28,14 @@ struct Q5_0Values {
   using Block = BlockQ5_0;
   static int at(const Block& b, int j) {
     const int nibble = j < 16 ? b.qs[j] & 0x0f : b.qs[j - 16] >> 4;
-    return (nibble | static_cast<int>((load_qh(b.qh) >> j & 1) << 4)) - 16;
+    return (nibble | static_cast<int>((q5_fifth_bits(b.qh) >> j & 1) << 4)) - 16;
   }
 };
 struct Q5_1Values {
   using Block = BlockQ5_1;
   static int at(const Block& b, int j) {
     const int nibble = j < 16 ? b.qs[j] & 0x0f : b.qs[j - 16] >> 4;
-    return nibble | static_cast<int>((load_qh(b.qh) >> j & 1) << 4);
+    return nibble | static_cast<int>((q5_fifth_bits(b.qh) >> j & 1) << 4);
   }
 };
 struct Iq4NlValues {

@@ -70,6 +70,14 @@ struct BlockQ5_1 {
 };
 static_assert(sizeof(BlockQ5_1) == 24);
 
+// A Q5_0 / Q5_1 block's fifth bits as one word: bit j is value j's, bit
+// j + 16 value j + 16's (ggml reads qh as a little-endian uint32).
+inline uint32_t q5_fifth_bits(const uint8_t (&qh)[4]) {
+  uint32_t v;
+  std::memcpy(&v, qh, sizeof v);
+  return v;
+}
+
 struct BlockIq4Nl {
   uint16_t d;
   uint8_t qs[16];
