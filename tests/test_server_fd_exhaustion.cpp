@@ -71,7 +71,22 @@ uint64_t metric(const std::string& text, const std::string& name) {
 
 }  // namespace
 
+// Sanitizer builds: the sanitizers' runtime checks whether memory is readable
+// by writing it to a pipe (IsAccessibleMemoryRange); with no descriptor left
+// that fails, and UBSan then reports a false "invalid vptr" in Boost's
+// destructors and stops the server. The release build runs this test.
+#if defined(__SANITIZE_ADDRESS__)
+#define NEXUS_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
+#define NEXUS_SANITIZED 1
+#endif
+#endif
+
 TEST(ServerFdExhaustion, AcceptBacksOffWithoutSpinningAndRecovers) {
+#ifdef NEXUS_SANITIZED
+  GTEST_SKIP() << "sanitizer runtimes need free descriptors for their own checks (see above); run in release";
+#endif
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
   ServeProcess server(model);
   ASSERT_NE(server.port, 0);
