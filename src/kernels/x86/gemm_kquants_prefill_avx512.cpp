@@ -66,6 +66,7 @@
 
 #include "kernels/act_quant.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/next_panel.h"
 
 namespace nexus {
 namespace {
@@ -314,28 +315,13 @@ void pack_acts(const BlockQ8K* x, int64_t n_tokens, int64_t nb, std::vector<Act<
     }
 }
 
-// The next panel's weight rows come from DRAM (the weights stream once per
-// step): fetch their cache lines while this panel computes, a few per
-// super-block step, rather than stall in pack_panel's loads (as
-// gemm_prefill_avx512.cpp's NextPanel).
-struct NextPanel {
-  const char* row[kRows] = {};
-  int n_rows = 0, m = 0;
-  int64_t lines = 0, line = 0, per_step = 0;
-
-  NEXUS_ALWAYS_INLINE void step() {
-    for (int64_t i = 0; i < per_step && line < lines; ++i) {
-      _mm_prefetch(row[m] + 64 * line, _MM_HINT_T0);
-      if (++m == n_rows) m = 0, ++line;
-    }
-  }
-};
+using Prefetch = NextPanel<kRows>;  // the next panel, fetched during this one (next_panel.h)
 
 // One panel against T tokens (T <= kTokens) of one tile: y[t * ldy + row] for
 // the panel's rows in `rows`.
 template <class W, int T>
 void panel_tile(const Panel<W>* panel, const Act<W>* act, int64_t nb, float* y, int64_t ldy, __mmask16 rows,
-                NextPanel& next) {
+                Prefetch& next) {
   constexpr int kGroups = 64 / W::kSub;  // 4-value groups per sub-block
   __m512 acc[T];
 #pragma GCC unroll 8
@@ -388,7 +374,7 @@ void panel_tile(const Panel<W>* panel, const Act<W>* act, int64_t nb, float* y, 
 }
 
 template <class W>
-using TileFn = void (*)(const Panel<W>*, const Act<W>*, int64_t, float*, int64_t, __mmask16, NextPanel&);
+using TileFn = void (*)(const Panel<W>*, const Act<W>*, int64_t, float*, int64_t, __mmask16, Prefetch&);
 
 template <class W, int... T>
 constexpr auto make_tile_table(std::integer_sequence<int, T...>) {
@@ -409,15 +395,8 @@ void prefill_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, in
     const int n_rows = static_cast<int>(std::min<int64_t>(kRows, r1 - row0));
     pack_panel<W>(w, row_bytes, row0, n_rows, nb, panel.data());
     const __mmask16 rows = static_cast<__mmask16>((1u << n_rows) - 1);
-    NextPanel next;
-    next.n_rows = static_cast<int>(std::min<int64_t>(kRows, r1 - row0 - kRows));
-    if (next.n_rows > 0) {
-      for (int m = 0; m < next.n_rows; ++m)
-        next.row[m] = reinterpret_cast<const char*>(w + (row0 + kRows + m) * static_cast<int64_t>(row_bytes));
-      // + 2: a row need not start on a line boundary.
-      next.lines = static_cast<int64_t>(static_cast<size_t>(nb) * sizeof(typename W::B) / 64) + 2;
-      next.per_step = (next.lines * next.n_rows + n_tiles * nb - 1) / (n_tiles * nb);
-    }
+    Prefetch next = Prefetch::rows(w, row_bytes, row0 + kRows, r1, static_cast<size_t>(nb) * sizeof(typename W::B),
+                                   n_tiles * nb);
     for (int64_t tile = 0; tile < n_tiles; ++tile) {
       const int64_t t0 = tile * kTokens;
       const int n = static_cast<int>(std::min<int64_t>(kTokens, n_tokens - t0));

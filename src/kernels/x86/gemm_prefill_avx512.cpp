@@ -44,6 +44,7 @@
 
 #include "kernels/x86/gemm_prefill_avx512.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/next_panel.h"
 
 namespace nexus {
 namespace {
@@ -164,30 +165,13 @@ inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* p) {
   return acc;
 }
 
-// The next panel's weight rows come from DRAM (the weights stream once per
-// step): fetch their cache lines while this panel computes, a few per block
-// step of panel_tile, rather than stall in pack_panel's loads. Measured:
-// 24 distinct 5632x2048 Q8_0 weights (160 MB) streamed at n=128 on one thread
-// run at the in-cache speed (5.4 ms each); in bench-model pp128 Q4_0 the
-// samples in pack_panel went 1429/1736 -> 899/1391 (shared, noisy machine).
-struct NextPanel {
-  const char* row[kRows] = {};
-  int n_rows = 0, m = 0;
-  int64_t lines = 0, line = 0, per_step = 0;
-
-  inline void step() {
-    for (int64_t i = 0; i < per_step && line < lines; ++i) {
-      _mm_prefetch(row[m] + 64 * line, _MM_HINT_T0);
-      if (++m == n_rows) m = 0, ++line;
-    }
-  }
-};
+using Prefetch = NextPanel<kRows>;  // the next panel, fetched during this one (next_panel.h)
 
 // One panel against T tokens (T <= kTokens) of one activation tile: y[t * ldy
 // + row] for the panel's rows in `rows`.
 template <int T>
 void panel_tile(const uint8_t* panel, int64_t n_blocks, const int8_t* xa, const float* dx, const int32_t* corr,
-                float* y, int64_t ldy, __mmask16 rows, NextPanel& next) {
+                float* y, int64_t ldy, __mmask16 rows, Prefetch& next) {
   // Fully unrolled so that acc[] and s[] live in zmm registers (GCC keeps
   // them in memory and copies them around otherwise).
   __m512 acc[T];
@@ -218,7 +202,7 @@ void panel_tile(const uint8_t* panel, int64_t n_blocks, const int8_t* xa, const 
 }
 
 using TileFn = void (*)(const uint8_t*, int64_t, const int8_t*, const float*, const int32_t*, float*, int64_t, __mmask16,
-                       NextPanel&);
+                       Prefetch&);
 
 template <int... T>
 constexpr auto make_tile_table(std::integer_sequence<int, T...>) {
@@ -239,15 +223,8 @@ void prefill_rows(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, in
     const int n_rows = static_cast<int>(std::min<int64_t>(kRows, r1 - row0));
     pack_panel<Block>(w, row_bytes, row0, n_rows, n_blocks, panel);
     const __mmask16 rows = static_cast<__mmask16>((1u << n_rows) - 1);
-    NextPanel next;
-    next.n_rows = static_cast<int>(std::min<int64_t>(kRows, r1 - row0 - kRows));
-    if (next.n_rows > 0) {
-      for (int m = 0; m < next.n_rows; ++m)
-        next.row[m] = reinterpret_cast<const char*>(w + (row0 + kRows + m) * static_cast<int64_t>(row_bytes));
-      // +1: a row need not start on a line boundary.
-      next.lines = static_cast<int64_t>(static_cast<size_t>(n_blocks) * sizeof(Block) / 64) + 2;
-      next.per_step = (next.lines * next.n_rows + n_tiles * n_blocks - 1) / (n_tiles * n_blocks);
-    }
+    Prefetch next = Prefetch::rows(w, row_bytes, row0 + kRows, r1, static_cast<size_t>(n_blocks) * sizeof(Block),
+                                   n_tiles * n_blocks);
     for (int64_t tile = 0; tile < n_tiles; ++tile) {
       const int64_t t0 = tile * kTokens;
       const int n = static_cast<int>(std::min<int64_t>(kTokens, n_tokens - t0));
