@@ -19,20 +19,13 @@
 #include "kernels/act_quant.h"
 #include "kernels/weight_kernels.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/simd256.h"
 
 namespace nexus {
 namespace {
 
 constexpr int kTile = 4;
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 // One block of one weight row against T tokens' blocks, into acc[0..T).
 template <class Isa, int T>

@@ -29,6 +29,7 @@
 
 #include "kernels/act_quant.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/simd256.h"
 #include "kernels/x86/gemm_legacy.h"
 
 namespace nexus {
@@ -39,14 +40,6 @@ constexpr int kTokens = 4;  // tokens per register tile
 // gemm_body.h (measured there).
 constexpr size_t kPrefetchBytes = 2048;
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
 inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
@@ -109,8 +102,8 @@ struct Q4_1 {
   template <int T>
   static void step(const Block& wb, const Act* xb, int64_t stride, __m256* acc, __m256* mins) {
     const __m256i q = nibbles(wb.qs);
-    const float dw = half(wb.d);
-    const __m256 mw = _mm256_set1_ps(half(wb.m));
+    const float dw = half_to_float(wb.d);
+    const __m256 mw = _mm256_set1_ps(half_to_float(wb.m));
     tokens_with_min<T>(q, dw, mw, xb, stride, acc, mins);
   }
 };
@@ -121,8 +114,8 @@ struct Q5_1 {
   template <int T>
   static void step(const Block& wb, const Act* xb, int64_t stride, __m256* acc, __m256* mins) {
     const __m256i q = _mm256_or_si256(nibbles(wb.qs), fifth_bits(wb.qh));
-    const float dw = half(wb.d);
-    const __m256 mw = _mm256_set1_ps(half(wb.m));
+    const float dw = half_to_float(wb.d);
+    const __m256 mw = _mm256_set1_ps(half_to_float(wb.m));
     tokens_with_min<T>(q, dw, mw, xb, stride, acc, mins);
   }
 };
@@ -133,7 +126,7 @@ struct Q5_0 {
   template <int T>
   static void step(const Block& wb, const Act* xb, int64_t stride, __m256* acc, __m256* /*mins*/) {
     const __m256i q = _mm256_or_si256(nibbles(wb.qs), fifth_bits(wb.qh));  // value + 16
-    const float dw = half(wb.d);
+    const float dw = half_to_float(wb.d);
 #pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) {
       const Act& x = xb[t * stride];
@@ -151,7 +144,7 @@ struct Iq4Nl {
   static void step(const Block& wb, const Act* xb, int64_t stride, __m256* acc, __m256* /*mins*/) {
     const __m256i v = iq4_levels(wb.qs);
     const __m256i av = _mm256_sign_epi8(v, v);
-    const float dw = half(wb.d);
+    const float dw = half_to_float(wb.d);
 #pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t) {
       const Act& x = xb[t * stride];
@@ -182,7 +175,7 @@ struct Iq4Xs {
         isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc));
       }
     }
-    const float dw = half(wb.d);
+    const float dw = half_to_float(wb.d);
 #pragma GCC unroll 4  // keeps the T accumulators in registers
     for (int t = 0; t < T; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(dw * xb[t * stride].d), acc[t]);
