@@ -1,6 +1,8 @@
 // The kernel table (weight_kernels.h): one row per weight type.
 #include "kernels/weight_kernels.h"
 
+#include <array>
+
 #include "kernels/act_quant.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dequant.h"
@@ -101,10 +103,25 @@ bool cpu_supports(Isa isa) {
   return false;
 }
 
+namespace {
+
+// kTable's rows by type id, built once: matmul() asks on every product.
+constexpr size_t kMaxTypeId = 64;
+
+const std::array<const TypeKernels*, kMaxTypeId>& rows_by_id() {
+  static const std::array<const TypeKernels*, kMaxTypeId> rows = [] {
+    std::array<const TypeKernels*, kMaxTypeId> r{};
+    for (const TypeKernels& k : kTable) r[static_cast<size_t>(k.type)] = &k;
+    return r;
+  }();
+  return rows;
+}
+
+}  // namespace
+
 const TypeKernels* type_kernels(GgmlType type) {
-  for (const TypeKernels& k : kTable)
-    if (k.type == type) return &k;
-  return nullptr;
+  const auto id = static_cast<size_t>(type);
+  return id < kMaxTypeId ? rows_by_id()[id] : nullptr;
 }
 
 std::span<const TypeKernels> all_type_kernels() { return kTable; }
