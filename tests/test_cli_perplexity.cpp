@@ -16,6 +16,8 @@
 
 namespace {
 
+using nexus::test::number_after;
+
 using Result = nexus::test::CommandResult;
 using nexus::test::run_nexus;
 const auto quote = nexus::test::shell_quote;
@@ -104,16 +106,6 @@ HandResult hand_perplexity(const std::string& model_path, std::string text, int 
   r.ppl = std::exp(mean);
   r.uncertainty = r.ppl * std::sqrt((sum2 / count - mean * mean) / (count - 1));
   return r;
-}
-
-// The first number after `label` in `text` (NaN when absent).
-double number_after(const std::string& text, const std::string& label) {
-  const size_t at = text.find(label);
-  if (at == std::string::npos) return std::nan("");
-  std::smatch m;
-  const std::string rest = text.substr(at + label.size());
-  if (!std::regex_search(rest, m, std::regex(R"([-+]?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?)"))) return std::nan("");
-  return std::stod(m[0]);
 }
 
 // The `[i]x.xxxx,` running estimates of stdout.

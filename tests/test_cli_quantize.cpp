@@ -26,6 +26,8 @@
 
 namespace {
 
+using nexus::test::number_after;
+
 using nexus::GgmlType;
 using nexus::GgufFile;
 using nexus::TensorInfo;
@@ -42,16 +44,6 @@ struct TempDir {
 };
 
 std::string story_path() { return std::string(NEXUS_SOURCE_DIR) + "/tests/data/quantize-story.txt"; }
-
-// The first number after `label` in `text` (NaN when absent).
-double number_after(const std::string& text, const std::string& label) {
-  const size_t at = text.find(label);
-  if (at == std::string::npos) return std::nan("");
-  std::smatch m;
-  const std::string rest = text.substr(at + label.size());
-  if (!std::regex_search(rest, m, std::regex(R"([-+]?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?)"))) return std::nan("");
-  return std::stod(m[0]);
-}
 
 // Mean KLD of `model` from `base` over the first chunks of the story.
 double mean_kld(const std::string& model, const std::string& base) {

@@ -1,5 +1,6 @@
 #include "support/test_support.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <sys/wait.h>
 
@@ -7,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <random>
+#include <regex>
 
 namespace nexus::test {
 
@@ -60,6 +62,15 @@ CommandResult run_nexus(const std::string& args, const std::string& stdin_text) 
   r.err = read_file(err);
   std::filesystem::remove_all(dir);
   return r;
+}
+
+double number_after(const std::string& text, const std::string& label) {
+  const size_t at = text.find(label);
+  if (at == std::string::npos) return std::nan("");
+  std::smatch m;
+  const std::string rest = text.substr(at + label.size());
+  if (!std::regex_search(rest, m, std::regex(R"([-+]?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?)"))) return std::nan("");
+  return std::stod(m[0]);
 }
 
 }  // namespace nexus::test

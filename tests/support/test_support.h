@@ -24,6 +24,10 @@ std::string make_temp_dir();
 // The whole contents of a file ("" when it cannot be read).
 std::string read_file(const std::string& path);
 
+// The first number (decimal, optional exponent) after `label` in `text`;
+// NaN when `label` or a number after it is absent.
+double number_after(const std::string& text, const std::string& label);
+
 // `s` quoted for a POSIX shell.
 std::string shell_quote(const std::string& s);
 
