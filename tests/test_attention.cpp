@@ -77,6 +77,20 @@ TEST(FastExp, EightLanesMatchScalarAndStd) {
   EXPECT_EQ(y[1], 0.0f);
 }
 
+TEST(FastTanh, WithinTwoMillionthsOfStd) {
+  // Dense near 0 (the Taylor branch and its seam at 0.25), then out to where
+  // tanh is 1 in float.
+  for (float x = -12.0f; x <= 12.0f; x += (std::abs(x) < 0.5f ? 1.0f / 4096 : 1.0f / 64)) {
+    const double ref = std::tanh(static_cast<double>(x));
+    EXPECT_NEAR(tanh_fast(x), ref, 2e-6 * std::abs(ref) + 1e-30) << x;
+  }
+  for (float x : {1e-20f, -1e-20f, 0.0f, 0.25f, -0.25f, 100.0f, -1e30f})
+    EXPECT_NEAR(tanh_fast(x), std::tanh(static_cast<double>(x)), 2e-6 * std::abs(std::tanh(x))) << x;
+  EXPECT_EQ(tanh_fast(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_EQ(tanh_fast(-std::numeric_limits<float>::infinity()), -1.0f);
+  EXPECT_TRUE(std::isnan(tanh_fast(std::numeric_limits<float>::quiet_NaN())));
+}
+
 // The paged kernels against attention_head over the same keys laid out
 // contiguously: blocks scattered in a shuffled order must give the same bits
 // (F32), and fp16 storage must give the bits of the contiguous kernel over

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -88,6 +89,23 @@ inline __m512 exp_nonpos16(__m512 x) {
   return _mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
 }
 #endif
+
+// tanh(x) from exp_nonpos, branch-free so that loops over it vectorize (the
+// gemma2 soft-caps run it over every logit of a 256k vocabulary each token;
+// libm's tanhf there cost 5% of a decode step). |x| >= 0.25: tanh|x| =
+// (1 - e) / (1 + e) with e = e^(-2|x|); below, where 1 - e would cancel,
+// the Taylor series of tanh to x^9 (truncation < 1e-8 relative). Relative
+// error < 2e-6 everywhere (tested against std::tanh); NaN stays NaN.
+inline float tanh_fast(float x) {
+  const float a = std::abs(x);
+  const float e = exp_nonpos(-2.0f * a);
+  const float q = (1.0f - e) / (1.0f + e);
+  const float a2 = a * a;
+  const float p =
+      a * (1.0f + a2 * (-1.0f / 3 + a2 * (2.0f / 15 + a2 * (-17.0f / 315 + a2 * (62.0f / 2835)))));
+  const float t = a < 0.25f ? p : (a == a ? q : a);
+  return std::copysign(t, x);
+}
 
 // out[i] = e^((x[i] - max) * scale) for i < n, with max >= every x[i] and
 // scale > 0; returns the sum of out (accumulated in double, 8 lanes).
