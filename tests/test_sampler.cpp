@@ -375,6 +375,12 @@ TEST(Sampler, RejectsBadParameters) {
   bad([](SamplingParams& p) { p.repeat_penalty = 0.0f; });
   bad([](SamplingParams& p) { p.repeat_last_n = -2; });
   bad([](SamplingParams& p) { p.frequency_penalty = INFINITY; });
+  bad([](SamplingParams& p) { p.logit_bias = {{10, 1.0f}}; });  // id outside the vocabulary of 10
+  bad([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; });
+  bad([](SamplingParams& p) { p.logit_bias = {{3, 100.5f}}; });
+  bad([](SamplingParams& p) { p.logit_bias = {{3, NAN}}; });
+  bad([](SamplingParams& p) { p.logprobs = 21; });
+  bad([](SamplingParams& p) { p.logprobs = -2; });
   EXPECT_THROW(Sampler(SamplingParams{}, 0), nexus::Error);
   Sampler s(greedy(), 3);
   std::vector<float> wrong(4, 0.0f);
@@ -480,4 +486,20 @@ TEST(Sampler, TopPNucleusOnALargeVocabulary) {
     ++checked;
   }
   EXPECT_EQ(checked, 8);
+}
+
+TEST(Sampler, LogitBiasShiftsTheChoiceAndLeavesConstLogitsAlone) {
+  const std::vector<float> logits = {0.0f, 3.0f, 1.0f, 2.5f};
+  SamplingParams p = greedy();
+  p.logit_bias = {{3, 0.75f}};  // 3.25 beats 3.0
+  Sampler s(p, 4);
+  EXPECT_TRUE(s.edits_logits());
+  std::vector<float> scratch;
+  EXPECT_EQ(s.sample(std::span<const float>(logits), {}, scratch), 3);
+  EXPECT_EQ(logits[3], 2.5f);     // the caller's row is untouched
+  EXPECT_EQ(scratch[3], 3.25f);   // the row the choice was made from
+  p.logit_bias = {{1, -100.0f}};  // bans the argmax
+  Sampler ban(p, 4);
+  EXPECT_EQ(ban.sample(std::span<const float>(logits), {}, scratch), 3);
+  EXPECT_FALSE(Sampler(greedy(), 4).edits_logits());
 }

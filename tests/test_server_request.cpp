@@ -95,11 +95,39 @@ TEST(ServerRequest, UnsupportedFieldsAreRefusedOnlyWhenTheyAskForSomething) {
                                         "tools":[],"response_format":{"type":"text"},"functions":null,"logit_bias":{}})"));
   EXPECT_NO_THROW(parse_api_request(Endpoint::Completions, R"({"prompt":"x","logprobs":null,"echo":false,
                                                               "best_of":1,"suffix":""})"));
-  for (const char* body : {R"({"prompt":"x","logprobs":1})", R"({"prompt":"x","echo":true})",
+  for (const char* body : {R"({"prompt":"x","echo":true})",
                            R"({"prompt":"x","suffix":"end"})", R"({"prompt":"x","best_of":2})",
                            R"({"prompt":"x","response_format":{"type":"json_schema"}})",
-                           R"({"prompt":"x","response_format":"json"})", R"({"prompt":"x","logit_bias":{"339":-100}})"})
+                           R"({"prompt":"x","response_format":"json"})"})
     EXPECT_EQ(parse_error(Endpoint::Completions, body).code, "unsupported_parameter") << body;
+}
+
+TEST(ServerRequest, LogprobsAndLogitBias) {
+  const char* chat = R"({"messages":[{"role":"user","content":"x"}],)";
+  auto chat_req = [&](const std::string& rest) { return parse_api_request(Endpoint::ChatCompletions, chat + rest); };
+  EXPECT_EQ(chat_req(R"("logprobs":true})").sampling.logprobs, 0);
+  EXPECT_EQ(chat_req(R"("logprobs":true,"top_logprobs":20})").sampling.logprobs, 20);
+  EXPECT_EQ(chat_req(R"("logprobs":false})").sampling.logprobs, -1);
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","logprobs":5})").sampling.logprobs, 5);
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x"})").sampling.logprobs, -1);
+
+  for (const char* rest : {R"("logprobs":true,"top_logprobs":21})", R"("logprobs":true,"top_logprobs":-1})",
+                           R"("top_logprobs":3})"})
+    EXPECT_EQ(parse_error(Endpoint::ChatCompletions, chat + std::string(rest)).param, "top_logprobs") << rest;
+  EXPECT_EQ(parse_error(Endpoint::ChatCompletions, chat + std::string(R"("logprobs":3})")).param, "logprobs");
+  for (const char* body : {R"({"prompt":"x","logprobs":6})", R"({"prompt":"x","logprobs":-1})",
+                           R"({"prompt":"x","logprobs":true})", R"({"prompt":"x","logprobs":1e30})"})
+    EXPECT_EQ(parse_error(Endpoint::Completions, body).param, "logprobs") << body;
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","top_logprobs":2})").param, "top_logprobs");
+
+  const ApiRequest b = parse_api_request(Endpoint::Completions, R"({"prompt":"x","logit_bias":{"339":-100,"7":2.5}})");
+  ASSERT_EQ(b.logit_bias.size(), 2u);
+  EXPECT_EQ(b.logit_bias[0], (std::pair<int64_t, float>{339, -100.0f}));
+  EXPECT_EQ(b.logit_bias[1], (std::pair<int64_t, float>{7, 2.5f}));
+  for (const char* body : {R"({"prompt":"x","logit_bias":{"a":1}})", R"({"prompt":"x","logit_bias":{"-1":1}})",
+                           R"({"prompt":"x","logit_bias":{"5":101}})", R"({"prompt":"x","logit_bias":{"5":"1"}})",
+                           R"({"prompt":"x","logit_bias":[1]})", R"({"prompt":"x","logit_bias":{"99999999999999999999":1}})"})
+    EXPECT_EQ(parse_error(Endpoint::Completions, body).param, "logit_bias") << body;
 }
 
 TEST(ServerRequest, ChatMessages) {

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,12 +86,26 @@ struct Timings {
   double e2e_s = 0;        // submit -> final event (seconds)
 };
 
+// A sampled token's log-probability as reported to clients (OpenAI's
+// logprobs), and the most likely alternatives at that step. piece: the
+// token's bytes (special tokens rendered as their text; a byte-fallback
+// token may be part of a UTF-8 character).
+struct TokenLogprob {
+  int32_t id = -1;
+  std::string piece;
+  float logprob = 0.0f;           // natural log (sampling/logprobs.h)
+  std::vector<TokenLogprob> top;  // best first; empty in the alternatives themselves
+};
+
 // One event per generated step: `text` is the newly finished text (valid UTF-8,
 // stop strings withheld, possibly empty). The last event has done = true,
 // a finish reason, usage and timings; it may carry text too.
 struct GenerationEvent {
   std::string text;
   int32_t token = -1;           // the sampled token, -1 on the final event if none
+  // Of `token`, when the request asked (sampling.logprobs >= 0); absent for
+  // an end-of-generation token that ends the output (it has no text).
+  std::optional<TokenLogprob> logprob;
   bool done = false;
   FinishReason finish = FinishReason::Stop;
   std::string error;            // set when finish == Error

@@ -44,7 +44,26 @@ void Sequence::on_admitted(Clock::time_point now) {
   usage_.cached_tokens = std::max(n_cached_first, 0);
 }
 
-int32_t Sequence::sample(std::span<const float> logits) { return sampler_.sample(logits, tokens, penalized_); }
+int32_t Sequence::sample(std::span<const float> logits) {
+  const int32_t id = sampler_.sample(logits, tokens, penalized_);
+  if (const int32_t k = job_.req.sampling.logprobs; k >= 0)
+    logprobs_ = token_logprobs(sampler_.edits_logits() ? std::span<const float>(penalized_) : logits, id, k);
+  return id;
+}
+
+std::optional<TokenLogprob> Sequence::reported_logprob(int32_t id) const {
+  if (job_.req.sampling.logprobs < 0 || logprobs_.chosen.id != id) return std::nullopt;
+  auto entry = [&](const LogprobEntry& e) {
+    TokenLogprob t;
+    t.id = e.id;
+    t.logprob = e.logprob;
+    if (e.id < tok_.n_vocab()) t.piece = tok_.token_to_piece(e.id, true);
+    return t;
+  };
+  TokenLogprob out = entry(logprobs_.chosen);
+  for (const LogprobEntry& e : logprobs_.top) out.top.push_back(entry(e));
+  return out;
+}
 
 bool Sequence::on_token(int32_t id, int32_t n_ctx, Clock::time_point now) {
   if (n_generated_++ == 0) {
@@ -72,6 +91,7 @@ bool Sequence::on_token(int32_t id, int32_t n_ctx, Clock::time_point now) {
     ev.text = flush_text(hit_stop);
     reason = FinishReason::Stop;
   } else {
+    ev.logprob = reported_logprob(id);
     // A model vocabulary larger than the tokenizer's has ids without text.
     StopMatcher::Result r = stop_.feed(id < tok_.n_vocab() ? decoder_.push(id) : std::string());
     ev.text = std::move(r.text);

@@ -20,6 +20,7 @@
 
 #include "engine/engine.h"
 #include "engine/scheduler.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
@@ -81,13 +82,16 @@ class Sequence : public SchedSeq {
 
  private:
   void deliver_final(GenerationEvent& ev, FinishReason reason);
+  // The event's logprob of `id` (the token just sampled), when asked for.
+  std::optional<TokenLogprob> reported_logprob(int32_t id) const;
   std::string flush_text(bool& hit_stop);
 
   GenerationJob job_;
   const Tokenizer& tok_;
   EngineMetrics* metrics_;
   Sampler sampler_;
-  std::vector<float> penalized_;  // the logits a penalty edits (sample())
+  std::vector<float> penalized_;  // the logits logit_bias or a penalty edits (sample())
+  Logprobs logprobs_;             // of the last sampled token, when the request asked
   StreamDecoder decoder_;
   StopMatcher stop_;
   Usage usage_;

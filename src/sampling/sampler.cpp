@@ -127,12 +127,22 @@ void Sampler::validate(const SamplingParams& p) {
     throw Error(fmt::format("sampling: repeat_penalty must be > 0 (got {})", p.repeat_penalty));
   if (p.repeat_last_n < -1)
     throw Error(fmt::format("sampling: repeat_last_n must be >= -1 (got {})", p.repeat_last_n));
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      throw Error(fmt::format("sampling: logit_bias of token {} must be in [-100, 100] (got {})", id, bias));
+  }
+  if (p.logprobs < -1 || p.logprobs > kMaxTopLogprobs)
+    throw Error(fmt::format("sampling: logprobs must be in [-1, {}] (got {})", kMaxTopLogprobs, p.logprobs));
 }
 
 Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
     : params_(params), n_vocab_(n_vocab) {
   validate(params);
   if (n_vocab <= 0) throw Error(fmt::format("sampling: n_vocab must be positive (got {})", n_vocab));
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (id < 0 || id >= n_vocab)
+      throw Error(fmt::format("sampling: logit_bias token {} is outside the vocabulary [0, {})", id, n_vocab));
+  }
   seed_ = params.seed ? *params.seed : fresh_seed();
   rng_.seed(seed_);
   // counts_ and weight_by_id_ are sized on first use: two [n_vocab] arrays
@@ -146,6 +156,7 @@ double Sampler::uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-
 
 void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {
   const SamplingParams& p = params_;
+  for (const auto& [id, bias] : p.logit_bias) logits[id] += bias;
   if (p.repeat_last_n == 0) return;
   if (p.repeat_penalty == 1.0f && p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f) return;
   size_t n = history.size();
@@ -352,15 +363,15 @@ int32_t Sampler::draw_weights(float temperature, IdOf id_of) {
   return first_max();
 }
 
-bool Sampler::penalizes() const {
+bool Sampler::edits_logits() const {
   const SamplingParams& p = params_;
-  return p.repeat_last_n != 0 &&
-         (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
+  return !p.logit_bias.empty() ||
+         (p.repeat_last_n != 0 && (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f));
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history,
                         std::vector<float>& scratch) {
-  if (penalizes()) {
+  if (edits_logits()) {
     scratch.assign(logits.begin(), logits.end());
     return sample(std::span<float>(scratch), history);
   }

@@ -1,6 +1,7 @@
 // Sampler: picks the next token from a row of logits.
 //
 // The chain follows llama.cpp's default order (common/sampling.cpp):
+//   0. logit_bias: bias added to the named tokens' logits.
 //   1. penalties over the last repeat_last_n tokens of the history
 //      (prompt + generated so far):
 //        repeat_penalty (CTRL, Keskar et al. 2019): logit > 0 ? logit / p : logit * p
@@ -50,22 +51,26 @@ class Sampler {
 
   // Throws nexus::Error naming the first bad field: temperature, top_p,
   // min_p, penalties must be finite; temperature >= 0; top_k >= 0;
-  // top_p and min_p in [0, 1]; repeat_penalty > 0; repeat_last_n >= -1.
+  // top_p and min_p in [0, 1]; repeat_penalty > 0; repeat_last_n >= -1;
+  // logit_bias values in [-100, 100]; logprobs in [-1, kMaxTopLogprobs].
+  // The constructor also refuses logit_bias ids outside [0, n_vocab).
   static void validate(const SamplingParams& params);
 
-  // logits: [n_vocab], modified in place by the penalties.
+  // logits: [n_vocab], modified in place by logit_bias and the penalties.
   // history: prompt + generated tokens; ids outside [0, n_vocab) are ignored.
   // Returns a token id in [0, n_vocab). Throws nexus::Error when
   // logits.size() != n_vocab.
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
 
   // The same choice for logits that must stay as they are: they are copied
-  // into `scratch` only when a penalty applies (greedy and the samplers
-  // read them in place), which spares a copy of n_vocab floats per token.
+  // into `scratch` only when logit_bias or a penalty applies (greedy and the
+  // samplers read them in place), which spares a copy of n_vocab floats per
+  // token. The logits the choice was made from are then `scratch` when
+  // edits_logits(), else `logits`.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history, std::vector<float>& scratch);
 
-  // True when repeat/frequency/presence penalties change the logits.
-  bool penalizes() const;
+  // True when logit_bias or the repeat/frequency/presence penalties change the logits.
+  bool edits_logits() const;
 
   uint64_t seed() const { return seed_; }
   const SamplingParams& params() const { return params_; }

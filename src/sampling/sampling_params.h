@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nexus {
@@ -21,7 +22,19 @@ struct SamplingParams {
   float frequency_penalty = 0.0f; // OpenAI: logit -= count * frequency_penalty
   float presence_penalty = 0.0f;  // OpenAI: logit -= (count > 0) * presence_penalty
   std::optional<uint64_t> seed;   // same seed + same request = same output
+  // OpenAI logit_bias: (token id, bias) pairs added to the logits before
+  // everything else (llama.cpp's chain order); bias in [-100, 100] (-100
+  // bans the token in practice, +100 all but forces it); ids in the vocabulary.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // Log-probabilities reported with each sampled token: -1 = none; k >= 0 =
+  // the chosen token's and the k most likely tokens' (k <= kMaxTopLogprobs),
+  // from the logits after logit_bias and the penalties, before temperature
+  // and the filters (what the model, as adjusted by the request, predicts;
+  // vLLM's default reading of OpenAI's field).
+  int32_t logprobs = -1;
 };
+
+constexpr int32_t kMaxTopLogprobs = 20;  // OpenAI's chat limit for top_logprobs
 
 struct StopParams {
   int32_t max_tokens = 256;        // generated tokens, at most

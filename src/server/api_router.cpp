@@ -93,6 +93,7 @@ RouteResult ApiRouter::completion(Endpoint endpoint, std::string_view body) cons
     meta.model = backend_.model_id();
     meta.id = make_response_id(endpoint);
     meta.created = unix_now();
+    meta.logprobs = g.request.sampling.logprobs;
     g.formatter = std::make_unique<CompletionFormatter>(std::move(meta));
     return g;
   } catch (const ApiError& e) {

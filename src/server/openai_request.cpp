@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -232,6 +233,57 @@ void parse_sampling(const json& body, ApiRequest& r) {
   if (auto v = get_integer(body, "seed")) s.seed = static_cast<uint64_t>(*v);
 }
 
+// logprobs: chat takes `logprobs` (bool) + `top_logprobs` (0..20); legacy
+// completions take `logprobs` as the number of alternatives (0..5), as
+// OpenAI's references define them.
+void parse_logprobs(const json& body, ApiRequest& r) {
+  if (r.endpoint == Endpoint::ChatCompletions) {
+    const bool on = get_bool(body, "logprobs").value_or(false);
+    const auto top = get_integer(body, "top_logprobs");
+    if (top && (*top < 0 || *top > kMaxTopLogprobs))
+      throw bad_request(fmt::format("Invalid 'top_logprobs': expected a value from 0 to {}, but got {}.", kMaxTopLogprobs, *top),
+                        "top_logprobs", "invalid_value");
+    if (top && *top > 0 && !on)
+      throw bad_request("Invalid 'top_logprobs': 'logprobs' must be set to true when 'top_logprobs' is used.",
+                        "top_logprobs", "invalid_value");
+    r.sampling.logprobs = on ? static_cast<int32_t>(top.value_or(0)) : -1;
+    return;
+  }
+  if (field(body, "top_logprobs"))
+    throw bad_request("Invalid 'top_logprobs': a chat completions parameter; completions take 'logprobs' (0 to 5).",
+                      "top_logprobs", "invalid_value");
+  if (const json* v = field(body, "logprobs"); v && v->is_boolean()) throw type_error("logprobs", "an integer", *v);
+  if (const auto k = get_integer(body, "logprobs")) {
+    if (*k < 0 || *k > 5)
+      throw bad_request(fmt::format("Invalid 'logprobs': expected a value from 0 to 5, but got {}.", *k), "logprobs",
+                        "invalid_value");
+    r.sampling.logprobs = static_cast<int32_t>(*k);
+  }
+}
+
+// logit_bias: {"<token id>": bias in [-100, 100]}; the ids' range against
+// the vocabulary is checked in prompt_builder.
+void parse_logit_bias(const json& body, ApiRequest& r) {
+  const json* b = field(body, "logit_bias");
+  if (!b) return;
+  if (!b->is_object()) throw type_error("logit_bias", "an object mapping token ids to numbers", *b);
+  for (const auto& [key, value] : b->items()) {
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 18 &&
+                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) id = std::stoll(key);
+    if (!digits)
+      throw bad_request(fmt::format("Invalid 'logit_bias': key '{}' is not a token id.", printable(key)), "logit_bias",
+                        "invalid_value");
+    if (!value.is_number()) throw type_error("logit_bias", "an object mapping token ids to numbers", value);
+    const double v = value.get<double>();
+    if (!(v >= -100 && v <= 100))
+      throw bad_request(fmt::format("Invalid 'logit_bias': the bias of token {} must be in [-100, 100], got {}.", id, v),
+                        "logit_bias", "invalid_value");
+    r.logit_bias.emplace_back(id, static_cast<float>(v));
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -276,7 +328,7 @@ void refuse_unsupported(const json& doc) {
     if (v.is_array() || v.is_object()) return !v.empty();
     return true;
   };
-  for (const char* name : {"logprobs", "top_logprobs", "tools", "functions", "echo", "suffix", "logit_bias"})
+  for (const char* name : {"tools", "functions", "echo", "suffix"})
     if (const json* v = field(doc, name); v && asks(*v)) throw refuse(name);
   if (const json* v = field(doc, "best_of"); v && !(v->is_number() && v->get<double>() == 1)) throw refuse("best_of");
   if (const json* v = field(doc, "response_format"); v && !(v->is_object() && v->value("type", "") == "text"))
@@ -317,6 +369,8 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
     throw bad_request("Invalid 'n': only n = 1 is supported.", "n", "invalid_value");
   }
   parse_sampling(doc, r);
+  parse_logprobs(doc, r);
+  parse_logit_bias(doc, r);
   parse_stop(doc, r);
   r.ignore_eos = get_bool(doc, "ignore_eos").value_or(false);
   r.priority = parse_priority(doc);

@@ -8,8 +8,7 @@
 //
 // Refused with 400 unsupported_parameter when they ask for something (true,
 // non-zero, non-empty; response_format other than {"type":"text"}; best_of
-// other than 1): logprobs, top_logprobs, tools, functions, echo, suffix,
-// best_of, response_format. A client then learns it at once instead of
+// other than 1): tools, functions, echo, suffix, best_of, response_format. A client then learns it at once instead of
 // getting an answer without what it asked for.
 //
 // Accepted fields (null counts as absent; other unknown fields are ignored):
@@ -26,6 +25,10 @@
 //   seed                  integer (any sign; used bit-for-bit)
 //   stop                  string | array of at most 4 strings ("" ignored)
 //   stream                bool;  stream_options.include_usage bool
+//   logprobs              chat: bool, with top_logprobs 0..20; completions:
+//                         integer 0..5 (alternatives per token)
+//   logit_bias            {"<token id>": number in [-100, 100]} (ids checked
+//                         against the vocabulary in prompt_builder)
 //   n                     1 only (400 otherwise)
 //   ignore_eos            bool (llama.cpp extension)
 //   priority              "interactive" | "default" | "batch" | integer in
@@ -59,6 +62,7 @@ struct ApiRequest {
   std::string max_tokens_param = "max_tokens";  // the field it came from, for errors
   SamplingParams sampling;
   std::vector<std::string> stop;
+  std::vector<std::pair<int64_t, float>> logit_bias;  // unchecked ids (range checked later)
   bool ignore_eos = false;
   int32_t priority = 0;                // kPriorityDefault
   bool stream = false;

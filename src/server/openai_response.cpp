@@ -45,6 +45,16 @@ json timings_json(const GenerationEvent& ev) {
           {"decode_tokens_per_s", tokens_per_s}};
 }
 
+json bytes_json(const std::string& piece) {
+  json b = json::array();
+  for (unsigned char c : piece) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+json chat_entry(const TokenLogprob& t) {
+  return {{"token", t.piece}, {"logprob", t.logprob}, {"bytes", bytes_json(t.piece)}};
+}
+
 std::string error_payload(const GenerationEvent& ev) {
   return error_body(ApiError(500, "generation failed: " + ev.error, "", "", "server_error"));
 }
@@ -59,10 +69,43 @@ std::string make_response_id(Endpoint endpoint) {
 
 CompletionFormatter::CompletionFormatter(ResponseMeta meta) : meta_(std::move(meta)) {}
 
+json CompletionFormatter::take_logprobs() {
+  if (meta_.logprobs < 0) return nullptr;
+  json out;
+  if (meta_.endpoint == Endpoint::ChatCompletions) {
+    json content = json::array();
+    for (const TokenLogprob& t : pending_) {
+      json e = chat_entry(t);
+      e["top_logprobs"] = json::array();
+      for (const TokenLogprob& a : t.top) e["top_logprobs"].push_back(chat_entry(a));
+      content.push_back(std::move(e));
+    }
+    out = {{"content", std::move(content)}, {"refusal", nullptr}};
+  } else {
+    json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+    for (const TokenLogprob& t : pending_) {
+      tokens.push_back(t.piece);
+      lps.push_back(t.logprob);
+      json top = json::object();
+      for (const TokenLogprob& a : t.top) top[a.piece] = a.logprob;
+      top[t.piece] = t.logprob;
+      tops.push_back(std::move(top));
+      offsets.push_back(piece_offset_);
+      piece_offset_ += static_cast<int64_t>(t.piece.size());
+    }
+    out = {{"tokens", std::move(tokens)},
+           {"token_logprobs", std::move(lps)},
+           {"top_logprobs", std::move(tops)},
+           {"text_offset", std::move(offsets)}};
+  }
+  pending_.clear();
+  return out;
+}
+
 std::string CompletionFormatter::chunk(const std::string& text, const char* finish_reason,
-                                       const GenerationEvent* last) const {
+                                       const GenerationEvent* last) {
   const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
-  json choice = {{"index", 0}, {"logprobs", nullptr},
+  json choice = {{"index", 0}, {"logprobs", take_logprobs()},
                  {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}};
   if (chat) {
     choice["delta"] = finish_reason ? json::object() : json{{"content", text}};
@@ -91,6 +134,7 @@ std::string CompletionFormatter::stream_preamble() const {
 
 std::string CompletionFormatter::on_event(const GenerationEvent& ev) {
   const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
+  if (ev.logprob) pending_.push_back(*ev.logprob);
   if (meta_.stream) {
     std::string out;
     if (!ev.text.empty()) out += chunk(ev.text, nullptr, nullptr);
@@ -116,7 +160,7 @@ std::string CompletionFormatter::on_event(const GenerationEvent& ev) {
     status_ = 500;
     return error_payload(ev);
   }
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_name(ev.finish)}};
+  json choice = {{"index", 0}, {"logprobs", take_logprobs()}, {"finish_reason", finish_name(ev.finish)}};
   if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
   } else {

@@ -15,12 +15,26 @@
 // "timings" (non-standard, like llama.cpp's) sits on the final object / the
 // finish_reason chunk: queue_ms, prefill_ms, ttft_ms, decode_ms,
 // decode_tokens_per_s.
+// logprobs (when the request asked: ResponseMeta::logprobs >= 0): chat
+// choices carry {"content": [{"token", "logprob", "bytes", "top_logprobs":
+// [{"token", "logprob", "bytes"}]}], "refusal": null}; completions carry
+// {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}] (the k
+// most likely plus the sampled one, as OpenAI's legacy field), "text_offset"
+// (byte offsets of the pieces in their concatenation)}. "token" is the
+// token's text (invalid UTF-8, as in a byte-fallback piece, replaced by
+// U+FFFD) and "bytes" its raw bytes. Streaming: each chunk carries the
+// logprobs of the tokens sampled since the previous chunk, so a token whose
+// text was withheld (a partial character, a possible stop string) is reported
+// with the next chunk or the finish_reason chunk, never dropped.
 // A generation that fails (FinishReason::Error) becomes a 500 server_error
 // body, or, once streaming has begun, an SSE event {"error":{…}} + [DONE].
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
 #include "server/openai_request.h"
@@ -34,6 +48,7 @@ struct ResponseMeta {
   std::string model;
   std::string id;        // "cmpl-…" / "chatcmpl-…" (make_response_id)
   int64_t created = 0;   // unix seconds
+  int32_t logprobs = -1; // SamplingParams::logprobs of the request (-1: none)
 };
 
 // A fresh id with the endpoint's prefix and 24 random hex digits.
@@ -55,10 +70,15 @@ class CompletionFormatter {
   const ResponseMeta& meta() const { return meta_; }
 
  private:
-  std::string chunk(const std::string& text, const char* finish_reason, const GenerationEvent* last) const;
+  std::string chunk(const std::string& text, const char* finish_reason, const GenerationEvent* last);
+  // The choice's "logprobs" value for the pending tokens (null when the
+  // request asked none), which it then clears.
+  nlohmann::json take_logprobs();
 
   ResponseMeta meta_;
   std::string text_;  // non-streaming accumulation
+  std::vector<TokenLogprob> pending_;  // logprobs not yet sent
+  int64_t piece_offset_ = 0;           // completions' text_offset
   int status_ = 200;
 };
 

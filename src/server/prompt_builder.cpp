@@ -69,6 +69,13 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   }
   const int64_t wanted = req.max_tokens.value_or(kDefaultMaxTokens);
   g.sampling = req.sampling;
+  for (const auto& [id, bias] : req.logit_bias) {
+    if (id < 0 || id >= backend.n_vocab())
+      throw bad_request(fmt::format("Invalid 'logit_bias': token id {} is outside the vocabulary [0, {}).", id,
+                                    backend.n_vocab()),
+                        "logit_bias", "invalid_value");
+    g.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), bias);
+  }
   g.stop.max_tokens = static_cast<int32_t>(std::min<int64_t>(wanted, n_ctx - n_prompt));
   g.stop.stop = req.stop;
   g.stop.ignore_eos = req.ignore_eos;
