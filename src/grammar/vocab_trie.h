@@ -1,0 +1,39 @@
+// The vocabulary as a byte trie, for computing which tokens a grammar
+// allows: a walk down the trie advances the grammar's state once per shared
+// prefix instead of once per token (llama.cpp and XGrammar prune the same
+// way). Built once per tokenizer; immutable, shared by every matcher.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nexus::grammar {
+
+class VocabTrie {
+ public:
+  // pieces[id]: the bytes token `id` stands for; an empty piece (control
+  // tokens) is never allowed by a grammar.
+  explicit VocabTrie(const std::vector<std::string>& pieces);
+
+  struct Node {
+    uint32_t first_child = 0, n_children = 0;  // into edges()
+    uint32_t first_token = 0, n_tokens = 0;    // into tokens(): ids whose piece ends here
+  };
+  struct Edge {
+    uint8_t byte;
+    uint32_t node;
+  };
+  const std::vector<Node>& nodes() const { return nodes_; }  // nodes()[0] is the root
+  const std::vector<Edge>& edges() const { return edges_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int32_t n_vocab() const { return n_vocab_; }
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<Edge> edges_;
+  std::vector<int32_t> tokens_;
+  int32_t n_vocab_;
+};
+
+}  // namespace nexus::grammar
