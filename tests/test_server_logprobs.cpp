@@ -8,13 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/engine.h"
 #include "model/llama_context.h"
-#include "server/backend.h"
-#include "server/http_server.h"
-#include "support/http_client.h"
-#include "support/loaded_model.h"
-#include "support/test_support.h"
+#include "support/engine_server.h"
 
 using namespace nexus;
 using namespace nexus::test;
@@ -22,35 +17,14 @@ using nlohmann::json;
 
 namespace {
 
-class ServerLogprobs : public ::testing::Test {
+class ServerLogprobs : public EngineServer {
  protected:
   void SetUp() override {
-    const std::string path = shared_model_path("stories260K.gguf");
-    if (!require_file(path)) {
-      if (HasFailure()) return;
-      GTEST_SKIP() << "missing shared file " << path << " (set CI=true to fail instead)";
-    }
-    m_ = &loaded_model(path);
     EngineOptions eo;
     eo.n_threads = 1;
     eo.n_ctx = 512;
     eo.kv_type = KvType::F32;  // as LlamaContext's cache, so the logits agree to float rounding
-    engine_ = std::make_unique<Engine>(m_->model, *m_->tok, eo);
-    backend_ = std::make_unique<server::EngineBackend>(*engine_, "stories260K", server::ChatFamily::Plain);
-    server::HttpServerOptions o;
-    o.port = 0;
-    server_ = std::make_unique<server::HttpServer>(*backend_, o);
-    server_->start();
-  }
-  void TearDown() override {
-    if (server_) server_->stop();
-  }
-
-  json post(const std::string& path, const json& body) {
-    HttpClient c("127.0.0.1", server_->port());
-    const HttpResponse r = c.post(path, body.dump());
-    EXPECT_EQ(r.status, 200) << r.body;
-    return json::parse(r.body, nullptr, false);
+    start("stories260K.gguf", eo);
   }
 
   // log_softmax of the logits after `tokens`, in float64.
@@ -64,11 +38,6 @@ class ServerLogprobs : public ::testing::Test {
     for (float x : l) out.push_back(x - max - std::log(sum));
     return out;
   }
-
-  LoadedModel* m_ = nullptr;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<server::EngineBackend> backend_;
-  std::unique_ptr<server::HttpServer> server_;
 };
 
 TEST_F(ServerLogprobs, CompletionLogprobsEqualTheLogSoftmaxOfTheModel) {

@@ -97,8 +97,7 @@ TEST(ServerRequest, UnsupportedFieldsAreRefusedOnlyWhenTheyAskForSomething) {
                                                               "best_of":1,"suffix":""})"));
   for (const char* body : {R"({"prompt":"x","echo":true})",
                            R"({"prompt":"x","suffix":"end"})", R"({"prompt":"x","best_of":2})",
-                           R"({"prompt":"x","response_format":{"type":"json_schema"}})",
-                           R"({"prompt":"x","response_format":"json"})"})
+                           R"({"prompt":"x","response_format":{"type":"json_schema"}})"})
     EXPECT_EQ(parse_error(Endpoint::Completions, body).code, "unsupported_parameter") << body;
 }
 
@@ -300,4 +299,26 @@ TEST(ServerApiError, JsonShape) {
   const json k = json::parse(error_body(ApiError(404, "nope")));
   EXPECT_TRUE(k["error"]["param"].is_null());
   EXPECT_TRUE(k["error"]["code"].is_null());
+}
+
+TEST(ServerRequest, ResponseFormatAndGrammar) {
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x"})").grammar, nullptr);
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"text"}})").grammar,
+            nullptr);
+  EXPECT_NE(parse_api_request(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"json_object"}})").grammar,
+            nullptr);
+  EXPECT_NE(parse_api_request(Endpoint::Completions, R"({"prompt":"x","grammar":"root ::= \"yes\" | \"no\""})").grammar,
+            nullptr);
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","response_format":"json"})").param, "response_format");
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","response_format":{}})").param, "response_format.type");
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"yaml"}})").param,
+            "response_format.type");
+  const auto bad = parse_error(Endpoint::Completions, R"({"prompt":"x","grammar":"root ::= undefined-rule"})");
+  EXPECT_EQ(bad.param, "grammar");
+  EXPECT_NE(bad.message.find("undefined-rule"), std::string::npos) << bad.message;
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","grammar":5})").param, "grammar");
+  EXPECT_EQ(parse_error(Endpoint::Completions,
+                        R"({"prompt":"x","grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})")
+                .param,
+            "grammar");
 }

@@ -15,6 +15,7 @@
 #include "engine/engine_metrics.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "grammar/vocab_trie.h"
 #include "kernels/thread_pool.h"
 #include "model/batch_forward.h"
 #include "model/kv_cache.h"
@@ -36,6 +37,16 @@ const char* finish_reason_name(FinishReason r) {
 }
 
 namespace {
+
+// Each id's bytes for grammar matching: control and unknown tokens and the
+// ids past the tokenizer's vocabulary have none (never allowed by a
+// grammar); end-of-generation tokens are decided by the matcher's can_end().
+std::shared_ptr<const grammar::VocabTrie> grammar_vocab(const Tokenizer& tok, int32_t n_vocab) {
+  std::vector<std::string> pieces(static_cast<size_t>(n_vocab));
+  for (int32_t id = 0; id < n_vocab && id < tok.n_vocab(); ++id)
+    if (!tok.is_eog(id)) pieces[static_cast<size_t>(id)] = tok.token_to_piece(id, false);
+  return std::make_shared<grammar::VocabTrie>(pieces);
+}
 
 // The pool size: the explicit budget, or room for max_seqs full contexts but
 // at most a quarter of the available memory.
@@ -121,6 +132,9 @@ struct Engine::Impl {
   };
   std::vector<Sampled> sampled;
   uint64_t n_arrived = 0;
+  // The vocabulary as a trie for grammar masks: built at the first request
+  // with a grammar (tens of ms for a 150k vocabulary), then shared.
+  std::shared_ptr<const grammar::VocabTrie> vocab_trie;
   struct Kept {
     BlockManager::SeqId kv;
     uint64_t last_use;
@@ -158,8 +172,14 @@ void Engine::Impl::loop() {
 }
 
 void Engine::Impl::accept(GenerationJob job) {
+  std::unique_ptr<Sequence> seq;
   try {
     validate_request(job.req, n_ctx, n_vocab);
+    if (job.req.grammar && !vocab_trie) vocab_trie = grammar_vocab(tok, n_vocab);
+    // (A grammar too large to follow is refused here, by the matcher.)
+    seq = std::make_unique<Sequence>(job, tok, n_vocab, n_arrived + 1, &metrics,
+                                     job.req.grammar ? vocab_trie : nullptr);
+    ++n_arrived;
   } catch (const std::exception& e) {
     const GenerationEvent ev = final_event(job, FinishReason::Error, e.what());
     metrics.observe_request(request_record(ev, ev.timings.e2e_s, 0));
@@ -174,7 +194,7 @@ void Engine::Impl::accept(GenerationJob job) {
     return;
   }
   const uint64_t session = job.req.session;
-  seqs.push_back(std::make_unique<Sequence>(std::move(job), tok, n_vocab, ++n_arrived, &metrics));
+  seqs.push_back(std::move(seq));
   Sequence* s = seqs.back().get();
   if (auto it = kept.find(session); session != 0 && it != kept.end()) {
     // Keep the longest common prefix; at least the last prompt token is evaluated.

@@ -43,6 +43,9 @@ namespace nexus {
 class Tokenizer;
 class LlamaModel;
 class EngineMetrics;
+namespace grammar {
+struct Grammar;
+}
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
@@ -70,6 +73,10 @@ struct GenerationRequest {
   // ends. One request per session at a time: a second concurrent one simply
   // does not find the KV kept. Callers choose ids (e.g. a counter).
   uint64_t session = 0;
+  // Constrained decoding (grammar/gbnf.h): when set, every sampled token
+  // keeps the output a prefix of a sentence of this grammar, and an
+  // end-of-generation token is allowed only where a sentence is complete.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 struct Usage {

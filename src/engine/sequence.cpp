@@ -1,5 +1,7 @@
 #include "engine/sequence.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "engine/engine_metrics.h"
@@ -29,8 +31,12 @@ void validate_request(const GenerationRequest& req, int32_t n_ctx, int32_t n_voc
 }
 
 Sequence::Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival,
-                   EngineMetrics* metrics)
+                   EngineMetrics* metrics, std::shared_ptr<const grammar::VocabTrie> vocab)
     : job_(std::move(job)), tok_(tok), metrics_(metrics), sampler_(job_.req.sampling, n_vocab), decoder_(tok), stop_(job_.req.stop.stop) {
+  if (job_.req.grammar) {
+    if (!vocab) throw Error("engine: a grammar request needs the vocabulary trie");
+    grammar_ = std::make_unique<grammar::Matcher>(job_.req.grammar, std::move(vocab));
+  }
   priority = job_.req.priority;
   this->arrival = arrival;
   tokens = job_.req.prompt;
@@ -45,11 +51,42 @@ void Sequence::on_admitted(Clock::time_point now) {
 }
 
 int32_t Sequence::sample(std::span<const float> logits) {
+  if (grammar_) logits = apply_grammar(logits);
   const int32_t id = sampler_.sample(logits, tokens, penalized_);
+  if (grammar_ && !tok_.is_eog(id) && !grammar_->accept(grammar_vocab_piece(id)))
+    throw Error("grammar: the sampled token does not continue the grammar");  // the mask forbids it: a bug
   if (const int32_t k = job_.req.sampling.logprobs; k >= 0)
     logprobs_ = token_logprobs(sampler_.edits_logits() ? std::span<const float>(penalized_) : logits, id, k);
   return id;
 }
+
+// The logits with every token the grammar does not allow at -inf; an
+// end-of-generation token stays only where the output is a complete
+// sentence (and is all that stays once nothing else can follow).
+std::span<const float> Sequence::apply_grammar(std::span<const float> logits) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const std::vector<uint64_t>& allowed = grammar_->allowed_tokens();
+  const bool done = grammar_->done(), can_end = grammar_->can_end();
+  masked_.assign(logits.begin(), logits.end());
+  bool any = false;
+  for (size_t id = 0; id < masked_.size(); ++id) {
+    const bool ok = !done && id / 64 < allowed.size() && ((allowed[id / 64] >> (id % 64)) & 1) != 0;
+    if (!ok) masked_[id] = kNegInf;
+    any = any || ok;
+  }
+  if (can_end) {
+    for (int32_t id : tok_.eog_ids()) {
+      if (id >= 0 && static_cast<size_t>(id) < masked_.size()) {
+        masked_[static_cast<size_t>(id)] = logits[static_cast<size_t>(id)];
+        any = true;
+      }
+    }
+  }
+  if (!any) throw Error("grammar: no token of the vocabulary can continue the output here");
+  return masked_;
+}
+
+const std::string& Sequence::grammar_vocab_piece(int32_t id) const { return grammar_->vocab().piece(id); }
 
 std::optional<TokenLogprob> Sequence::reported_logprob(int32_t id) const {
   if (job_.req.sampling.logprobs < 0 || logprobs_.chosen.id != id) return std::nullopt;

@@ -20,6 +20,7 @@
 
 #include "engine/engine.h"
 #include "engine/scheduler.h"
+#include "grammar/matcher.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_matcher.h"
@@ -45,7 +46,10 @@ class Sequence : public SchedSeq {
  public:
   // `job` must have passed validate_request. `metrics` (may be null) gets
   // every inter-token gap and the final event's record.
-  Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival, EngineMetrics* metrics);
+  // `vocab` (the tokenizer's pieces as a trie) must be given when the
+  // request has a grammar.
+  Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival, EngineMetrics* metrics,
+           std::shared_ptr<const grammar::VocabTrie> vocab = nullptr);
 
   bool cancelled() const { return job_.handle && job_.handle->cancelled(); }
   const std::shared_ptr<RequestHandle>& handle() const { return job_.handle; }
@@ -56,10 +60,11 @@ class Sequence : public SchedSeq {
   void on_admitted(Clock::time_point now);
 
   // The next token from the logits of tokens.back() ([n_vocab]; copied into
-  // a buffer of this sequence only when a penalty edits them). Touches only
-  // this sequence's sampler, so the engine samples several sequences on
-  // different threads at once. Throws nexus::Error on a logits row of the
-  // wrong size.
+  // a buffer of this sequence only when a penalty, a bias or a grammar
+  // edits them). Touches only this sequence's sampler and grammar matcher,
+  // so the engine samples several sequences on different threads at once.
+  // Throws nexus::Error on a logits row of the wrong size, or when the
+  // grammar allows no token of the vocabulary.
   int32_t sample(std::span<const float> logits);
 
   // Appends the sampled token `id` to tokens and delivers its event. n_ctx:
@@ -82,6 +87,8 @@ class Sequence : public SchedSeq {
 
  private:
   void deliver_final(GenerationEvent& ev, FinishReason reason);
+  std::span<const float> apply_grammar(std::span<const float> logits);
+  const std::string& grammar_vocab_piece(int32_t id) const;
   // The event's logprob of `id` (the token just sampled), when asked for.
   std::optional<TokenLogprob> reported_logprob(int32_t id) const;
   std::string flush_text(bool& hit_stop);
@@ -92,6 +99,8 @@ class Sequence : public SchedSeq {
   Sampler sampler_;
   std::vector<float> penalized_;  // the logits logit_bias or a penalty edits (sample())
   Logprobs logprobs_;             // of the last sampled token, when the request asked
+  std::unique_ptr<grammar::Matcher> grammar_;  // when the request has a grammar
+  std::vector<float> masked_;     // the logits with the grammar's mask applied
   StreamDecoder decoder_;
   StopMatcher stop_;
   Usage usage_;

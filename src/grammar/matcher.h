@@ -50,6 +50,8 @@ class Matcher {
   // grammar rejects them.
   bool accept(std::string_view bytes);
 
+  const VocabTrie& vocab() const { return *vocab_; }
+
   using Pos = uint64_t;  // rule << 32 | alternative << 16 | element index
   using Stack = std::vector<Pos>;
 

@@ -5,7 +5,8 @@
 
 namespace nexus::grammar {
 
-VocabTrie::VocabTrie(const std::vector<std::string>& pieces) : n_vocab_(static_cast<int32_t>(pieces.size())) {
+VocabTrie::VocabTrie(const std::vector<std::string>& pieces)
+    : pieces_(pieces), n_vocab_(static_cast<int32_t>(pieces.size())) {
   // Tokens sorted by piece: each node's subtree is a contiguous run, so the
   // trie is built in one pass with children in byte order.
   std::vector<int32_t> order(pieces.size());

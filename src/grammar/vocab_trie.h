@@ -28,8 +28,10 @@ class VocabTrie {
   const std::vector<Edge>& edges() const { return edges_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int32_t n_vocab() const { return n_vocab_; }
+  const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
 
  private:
+  std::vector<std::string> pieces_;
   std::vector<Node> nodes_;
   std::vector<Edge> edges_;
   std::vector<int32_t> tokens_;

@@ -8,7 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "grammar/gbnf.h"
+#include "grammar/json_grammar.h"
 #include "server/api_error.h"
+#include "util/error.h"
 
 namespace nexus::server {
 
@@ -261,6 +264,45 @@ void parse_logprobs(const json& body, ApiRequest& r) {
   }
 }
 
+// response_format {"type": "text" | "json_object"} and Nexus's `grammar`
+// (GBNF text, llama.cpp's field): the grammar the output must follow.
+// json_schema is refused by name until its compiler lands.
+void parse_grammar(const json& body, ApiRequest& r) {
+  const json* rf = field(body, "response_format");
+  const json* g = field(body, "grammar");
+  std::string type = "text";
+  if (rf) {
+    if (!rf->is_object()) throw type_error("response_format", "an object", *rf);
+    const json* t = field(*rf, "type");
+    if (!t || !t->is_string())
+      throw bad_request("Missing required parameter: 'response_format.type'.", "response_format.type",
+                        "missing_required_parameter");
+    type = t->get<std::string>();
+    if (type == "json_schema")
+      throw bad_request("Unsupported parameter: 'response_format' of type 'json_schema' is not supported by this "
+                        "server yet; use 'json_object' or a 'grammar'.",
+                        "response_format", "unsupported_parameter");
+    if (type != "text" && type != "json_object")
+      throw bad_request(fmt::format("Invalid 'response_format.type': '{}' is not one of text, json_object.",
+                                    printable(type)),
+                        "response_format.type", "invalid_value");
+  }
+  if (g && !g->is_string()) throw type_error("grammar", "a string (GBNF)", *g);
+  if (g && type != "text")
+    throw bad_request("Invalid 'grammar': it cannot be combined with a 'response_format' other than text.", "grammar",
+                      "invalid_value");
+  try {
+    if (type == "json_object") {
+      static const auto json_grammar = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::kJsonObjectGbnf));
+      r.grammar = json_grammar;
+    } else if (g && !g->get_ref<const std::string&>().empty()) {
+      r.grammar = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(g->get<std::string>()));
+    }
+  } catch (const Error& e) {
+    throw bad_request(fmt::format("Invalid 'grammar': {}", printable(e.what())), "grammar", "invalid_value");
+  }
+}
+
 // logit_bias: {"<token id>": bias in [-100, 100]}; the ids' range against
 // the vocabulary is checked in prompt_builder.
 void parse_logit_bias(const json& body, ApiRequest& r) {
@@ -331,8 +373,7 @@ void refuse_unsupported(const json& doc) {
   for (const char* name : {"tools", "functions", "echo", "suffix"})
     if (const json* v = field(doc, name); v && asks(*v)) throw refuse(name);
   if (const json* v = field(doc, "best_of"); v && !(v->is_number() && v->get<double>() == 1)) throw refuse("best_of");
-  if (const json* v = field(doc, "response_format"); v && !(v->is_object() && v->value("type", "") == "text"))
-    throw refuse("response_format");
+
 }
 
 }  // namespace
@@ -371,6 +412,7 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
   parse_sampling(doc, r);
   parse_logprobs(doc, r);
   parse_logit_bias(doc, r);
+  parse_grammar(doc, r);
   parse_stop(doc, r);
   r.ignore_eos = get_bool(doc, "ignore_eos").value_or(false);
   r.priority = parse_priority(doc);

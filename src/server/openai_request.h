@@ -8,7 +8,8 @@
 //
 // Refused with 400 unsupported_parameter when they ask for something (true,
 // non-zero, non-empty; response_format other than {"type":"text"}; best_of
-// other than 1): tools, functions, echo, suffix, best_of, response_format. A client then learns it at once instead of
+// other than 1): tools, functions, echo, suffix, best_of; response_format
+// of type json_schema. A client then learns it at once instead of
 // getting an answer without what it asked for.
 //
 // Accepted fields (null counts as absent; other unknown fields are ignored):
@@ -27,6 +28,10 @@
 //   stream                bool;  stream_options.include_usage bool
 //   logprobs              chat: bool, with top_logprobs 0..20; completions:
 //                         integer 0..5 (alternatives per token)
+//   response_format       {"type": "text" | "json_object"} (json_object: the
+//                         output is a JSON object, grammar/json_grammar.h)
+//   grammar               string, GBNF (grammar/gbnf.h; llama.cpp's field);
+//                         a grammar error is a 400 naming `grammar`
 //   logit_bias            {"<token id>": number in [-100, 100]} (ids checked
 //                         against the vocabulary in prompt_builder)
 //   n                     1 only (400 otherwise)
@@ -37,11 +42,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "sampling/sampling_params.h"
 #include "server/chat_template.h"
 
@@ -63,6 +70,7 @@ struct ApiRequest {
   SamplingParams sampling;
   std::vector<std::string> stop;
   std::vector<std::pair<int64_t, float>> logit_bias;  // unchecked ids (range checked later)
+  std::shared_ptr<const grammar::Grammar> grammar;    // from response_format or grammar; null = none
   bool ignore_eos = false;
   int32_t priority = 0;                // kPriorityDefault
   bool stream = false;

@@ -80,6 +80,7 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   g.stop.stop = req.stop;
   g.stop.ignore_eos = req.ignore_eos;
   g.priority = req.priority;
+  g.grammar = req.grammar;
   return g;
 }
 
