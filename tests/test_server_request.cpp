@@ -97,7 +97,7 @@ TEST(ServerRequest, UnsupportedFieldsAreRefusedOnlyWhenTheyAskForSomething) {
                                                               "best_of":1,"suffix":""})"));
   for (const char* body : {R"({"prompt":"x","echo":true})",
                            R"({"prompt":"x","suffix":"end"})", R"({"prompt":"x","best_of":2})",
-                           R"({"prompt":"x","response_format":{"type":"json_schema"}})"})
+                           R"({"prompt":"x","best_of":3})"})
     EXPECT_EQ(parse_error(Endpoint::Completions, body).code, "unsupported_parameter") << body;
 }
 
@@ -317,6 +317,15 @@ TEST(ServerRequest, ResponseFormatAndGrammar) {
   EXPECT_EQ(bad.param, "grammar");
   EXPECT_NE(bad.message.find("undefined-rule"), std::string::npos) << bad.message;
   EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","grammar":5})").param, "grammar");
+  EXPECT_NE(parse_api_request(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"json_schema",
+      "json_schema":{"name":"p","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string"}},
+      "required":["a"],"additionalProperties":false}}}})").grammar, nullptr);
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"json_schema"}})").param,
+            "response_format.json_schema");
+  const auto unsupported = parse_error(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"json_schema",
+      "json_schema":{"schema":{"type":"string","pattern":"a+"}}}})");
+  EXPECT_EQ(unsupported.param, "response_format.json_schema.schema");
+  EXPECT_NE(unsupported.message.find("'pattern'"), std::string::npos) << unsupported.message;
   EXPECT_EQ(parse_error(Endpoint::Completions,
                         R"({"prompt":"x","grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})")
                 .param,

@@ -1,7 +1,7 @@
 // The grammar of a JSON value (RFC 8259) in GBNF, for response_format
 // {"type": "json_object"}: an object at the top, as OpenAI's JSON mode
-// promises. Whitespace between tokens is bounded (at most one newline and
-// 20 spaces or tabs at a time), so a model cannot pad forever; strings
+// promises. Whitespace between tokens is one space, or a newline and an
+// indent of at most 20 (llama.cpp's choice), so a model cannot pad forever; strings
 // exclude raw control characters as the RFC requires; numbers follow the
 // RFC's grammar (no leading zeros, no bare '.').
 #pragma once
@@ -17,7 +17,7 @@ array   ::= "[" ws ( value ( "," ws value )* )? "]" ws
 string  ::= "\"" char* "\"" ws
 char    ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 number  ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]{1,4} )? ws
-ws      ::= "\n"? [ \t]{0,20}
+ws      ::= ( " " | "\n" [ \t]{0,20} )?
 )gbnf";
 
 }  // namespace nexus::grammar

@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "grammar/gbnf.h"
 #include "grammar/json_grammar.h"
+#include "grammar/json_schema.h"
 #include "server/api_error.h"
 #include "util/error.h"
 
@@ -264,10 +265,33 @@ void parse_logprobs(const json& body, ApiRequest& r) {
   }
 }
 
-// response_format {"type": "text" | "json_object"} and Nexus's `grammar`
-// (GBNF text, llama.cpp's field): the grammar the output must follow.
-// json_schema is refused by name until its compiler lands.
-void parse_grammar(const json& body, ApiRequest& r) {
+// response_format {"type": "json_schema", "json_schema": {"name", "schema",
+// "strict"}}: the schema compiled to a grammar. Read again from the raw body
+// as an ordered_json, so that the properties keep the schema's order.
+std::shared_ptr<const grammar::Grammar> schema_grammar(const json& rf, std::string_view raw) {
+  const json* js = field(rf, "json_schema");
+  if (!js) throw bad_request("Missing required parameter: 'response_format.json_schema'.", "response_format.json_schema",
+                             "missing_required_parameter");
+  if (!js->is_object()) throw type_error("response_format.json_schema", "an object", *js);
+  if (const json* strict = field(*js, "strict"); strict && !strict->is_boolean())
+    throw type_error("response_format.json_schema.strict", "a boolean", *strict);
+  const auto doc = nlohmann::ordered_json::parse(raw);
+  const auto& ojs = doc.at("response_format").at("json_schema");
+  const auto it = ojs.find("schema");
+  const nlohmann::ordered_json schema =
+      it == ojs.end() || it->is_null() ? nlohmann::ordered_json::object() : *it;
+  try {
+    return std::make_shared<const grammar::Grammar>(grammar::compile_json_schema(schema));
+  } catch (const Error& e) {
+    throw bad_request(fmt::format("Invalid 'response_format.json_schema.schema': {}", printable(e.what())),
+                      "response_format.json_schema.schema", "invalid_value");
+  }
+}
+
+// response_format {"type": "text" | "json_object" | "json_schema"} and
+// Nexus's `grammar` (GBNF text, llama.cpp's field): the grammar the output
+// must follow.
+void parse_grammar(const json& body, std::string_view raw, ApiRequest& r) {
   const json* rf = field(body, "response_format");
   const json* g = field(body, "grammar");
   std::string type = "text";
@@ -278,12 +302,8 @@ void parse_grammar(const json& body, ApiRequest& r) {
       throw bad_request("Missing required parameter: 'response_format.type'.", "response_format.type",
                         "missing_required_parameter");
     type = t->get<std::string>();
-    if (type == "json_schema")
-      throw bad_request("Unsupported parameter: 'response_format' of type 'json_schema' is not supported by this "
-                        "server yet; use 'json_object' or a 'grammar'.",
-                        "response_format", "unsupported_parameter");
-    if (type != "text" && type != "json_object")
-      throw bad_request(fmt::format("Invalid 'response_format.type': '{}' is not one of text, json_object.",
+    if (type != "text" && type != "json_object" && type != "json_schema")
+      throw bad_request(fmt::format("Invalid 'response_format.type': '{}' is not one of text, json_object, json_schema.",
                                     printable(type)),
                         "response_format.type", "invalid_value");
   }
@@ -291,6 +311,10 @@ void parse_grammar(const json& body, ApiRequest& r) {
   if (g && type != "text")
     throw bad_request("Invalid 'grammar': it cannot be combined with a 'response_format' other than text.", "grammar",
                       "invalid_value");
+  if (type == "json_schema") {
+    r.grammar = schema_grammar(*rf, raw);
+    return;
+  }
   try {
     if (type == "json_object") {
       static const auto json_grammar = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::kJsonObjectGbnf));
@@ -412,7 +436,7 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
   parse_sampling(doc, r);
   parse_logprobs(doc, r);
   parse_logit_bias(doc, r);
-  parse_grammar(doc, r);
+  parse_grammar(doc, body, r);
   parse_stop(doc, r);
   r.ignore_eos = get_bool(doc, "ignore_eos").value_or(false);
   r.priority = parse_priority(doc);

@@ -8,8 +8,7 @@
 //
 // Refused with 400 unsupported_parameter when they ask for something (true,
 // non-zero, non-empty; response_format other than {"type":"text"}; best_of
-// other than 1): tools, functions, echo, suffix, best_of; response_format
-// of type json_schema. A client then learns it at once instead of
+// other than 1): tools, functions, echo, suffix, best_of. A client then learns it at once instead of
 // getting an answer without what it asked for.
 //
 // Accepted fields (null counts as absent; other unknown fields are ignored):
@@ -28,8 +27,11 @@
 //   stream                bool;  stream_options.include_usage bool
 //   logprobs              chat: bool, with top_logprobs 0..20; completions:
 //                         integer 0..5 (alternatives per token)
-//   response_format       {"type": "text" | "json_object"} (json_object: the
-//                         output is a JSON object, grammar/json_grammar.h)
+//   response_format       {"type": "text" | "json_object" | "json_schema"}
+//                         (json_object: the output is a JSON object,
+//                         grammar/json_grammar.h; json_schema: valid against
+//                         json_schema.schema, grammar/json_schema.h; an
+//                         unsupported keyword is a 400 naming it)
 //   grammar               string, GBNF (grammar/gbnf.h; llama.cpp's field);
 //                         a grammar error is a 400 naming `grammar`
 //   logit_bias            {"<token id>": number in [-100, 100]} (ids checked

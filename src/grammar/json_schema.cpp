@@ -1,0 +1,322 @@
+#include "grammar/json_schema.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "grammar/gbnf.h"
+#include "util/error.h"
+
+namespace nexus::grammar {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Rules every schema grammar may use (RFC 8259 pieces, as json_grammar.h).
+constexpr const char* kBase = R"gbnf(
+ws          ::= ( " " | "\n" [ \t]{0,20} )?
+json-value  ::= json-object | json-array | json-string | json-number | "true" ws | "false" ws | "null" ws
+json-object ::= "{" ws ( json-member ( "," ws json-member )* )? "}" ws
+json-member ::= json-string ":" ws json-value
+json-array  ::= "[" ws ( json-value ( "," ws json-value )* )? "]" ws
+json-string ::= "\"" json-char* "\"" ws
+json-char   ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+json-int    ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ws
+json-number ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]{1,4} )? ws
+json-bool   ::= ( "true" | "false" ) ws
+json-null   ::= "null" ws
+date        ::= [0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] )
+time        ::= ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,9} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] )
+uuid        ::= [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12}
+)gbnf";
+
+const std::set<std::string>& annotations() {
+  static const std::set<std::string> k = {"title",   "description", "default",  "examples",  "$comment",
+                                          "$schema", "$id",         "deprecated", "readOnly", "writeOnly"};
+  return k;
+}
+
+// A GBNF literal for the bytes of `s`.
+std::string literal(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02X}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+class Compiler {
+ public:
+  explicit Compiler(const json& root) : root_(root) {}
+
+  std::string run() {
+    const std::string top = rule_for(root_, "#");
+    return fmt::format("root ::= ws {}\n{}{}", top, rules_, kBase);
+  }
+
+ private:
+  [[noreturn]] static void unsupported(const std::string& where, const std::string& what) {
+    throw Error(fmt::format("{}: {}", where, what));
+  }
+
+  // A new rule holding `body`; returns its name.
+  std::string add(const std::string& body) {
+    const std::string name = fmt::format("s{}", n_++);
+    rules_ += name + " ::= " + body + "\n";
+    return name;
+  }
+
+  std::string ref_rule(const std::string& ref, const std::string& where) {
+    auto it = refs_.find(ref);
+    if (it != refs_.end()) return it->second;
+    const json* target = nullptr;
+    for (const char* section : {"$defs", "definitions"}) {
+      const std::string p = fmt::format("#/{}/", section);
+      if (ref.rfind(p, 0) != 0) continue;
+      const auto defs = root_.find(section);
+      if (defs == root_.end() || !defs->is_object()) continue;
+      const auto it = defs->find(ref.substr(p.size()));
+      if (it != defs->end()) target = &*it;
+    }
+    if (ref == "#") target = &root_;
+    if (!target) unsupported(where, fmt::format("'$ref' to '{}' is not supported (only #, #/$defs/NAME, #/definitions/NAME)", ref));
+    // Named before it is compiled, so recursion refers to it.
+    const std::string name = fmt::format("s{}", n_++);
+    refs_[ref] = name;
+    const std::string body = body_for(*target, ref);
+    rules_ += name + " ::= " + body + "\n";
+    return name;
+  }
+
+  std::string rule_for(const json& s, const std::string& where) { return add(body_for(s, where)); }
+
+  void check_keywords(const json& s, const std::string& where, std::initializer_list<const char*> allowed) {
+    for (const auto& [k, v] : s.items()) {
+      if (annotations().count(k)) continue;
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || k == a;
+      if (!ok) unsupported(where, fmt::format("'{}' is not supported here", k));
+    }
+  }
+
+  static int64_t count(const json& s, const char* key, const std::string& where, int64_t dflt) {
+    if (!s.contains(key)) return dflt;
+    const json& v = s.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      unsupported(where, fmt::format("'{}' must be a non-negative integer", key));
+    if (v.get<int64_t>() > kMaxRepeat) unsupported(where, fmt::format("'{}' above {} is not supported", key, kMaxRepeat));
+    return v.get<int64_t>();
+  }
+
+  static std::string repeat(const std::string& item, int64_t lo, int64_t hi) {  // hi < 0: unbounded
+    if (hi < 0) return fmt::format("{}{{{},}}", item, lo);
+    return fmt::format("{}{{{},{}}}", item, lo, hi);
+  }
+
+  std::string body_for(const json& s, const std::string& where) {
+    if (s.is_boolean()) {
+      if (!s.get<bool>()) unsupported(where, "the schema 'false' matches nothing");
+      return "json-value";
+    }
+    if (!s.is_object()) unsupported(where, "a schema must be an object or a boolean");
+    if (s.contains("$ref")) {
+      check_keywords(s, where, {"$ref", "$defs", "definitions"});
+      if (!s.at("$ref").is_string()) unsupported(where, "'$ref' must be a string");
+      return ref_rule(s.at("$ref").get<std::string>(), where);
+    }
+    if (s.contains("const")) {
+      check_keywords(s, where, {"const", "type"});
+      return literal(s.at("const").dump()) + " ws";
+    }
+    if (s.contains("enum")) {
+      check_keywords(s, where, {"enum", "type"});
+      const json& e = s.at("enum");
+      if (!e.is_array() || e.empty()) unsupported(where, "'enum' must be a non-empty array");
+      std::string alts;
+      for (const json& v : e) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+      return "( " + alts + " ) ws";
+    }
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (!s.contains(key)) continue;
+      check_keywords(s, where, {"anyOf", "oneOf", "$defs", "definitions"});
+      const json& list = s.at(key);
+      if (!list.is_array() || list.empty()) unsupported(where, fmt::format("'{}' must be a non-empty array", key));
+      std::string alts;
+      for (size_t i = 0; i < list.size(); ++i)
+        alts += (i ? " | " : "") + rule_for(list[i], fmt::format("{}/{}/{}", where, key, i));
+      return alts;
+    }
+    json type = s.value("type", json());
+    if (type.is_null()) {
+      if (s.contains("properties") || s.contains("additionalProperties")) type = "object";
+      else if (s.contains("items") || s.contains("prefixItems")) type = "array";
+      else {
+        check_keywords(s, where, {"$defs", "definitions"});
+        return "json-value";
+      }
+    }
+    if (type.is_array()) {
+      std::string alts;
+      for (const json& t : type) {
+        json one = s;
+        one["type"] = t;
+        alts += (alts.empty() ? "" : " | ") + rule_for(one, where);
+      }
+      if (alts.empty()) unsupported(where, "'type' is an empty list");
+      return alts;
+    }
+    if (!type.is_string()) unsupported(where, "'type' must be a string or a list of strings");
+    const std::string t = type.get<std::string>();
+    if (t == "object") return object_body(s, where);
+    if (t == "array") return array_body(s, where);
+    if (t == "string") return string_body(s, where);
+    if (t == "integer") {
+      check_keywords(s, where, {"type", "$defs", "definitions"});
+      return "json-int";
+    }
+    if (t == "number") {
+      check_keywords(s, where, {"type", "$defs", "definitions"});
+      return "json-number";
+    }
+    if (t == "boolean") {
+      check_keywords(s, where, {"type"});
+      return "json-bool";
+    }
+    if (t == "null") {
+      check_keywords(s, where, {"type"});
+      return "json-null";
+    }
+    unsupported(where, fmt::format("type '{}' is not a JSON Schema type", t));
+  }
+
+  std::string string_body(const json& s, const std::string& where) {
+    check_keywords(s, where, {"type", "minLength", "maxLength", "format"});
+    if (s.contains("format")) {
+      const std::string f = s.at("format").is_string() ? s.at("format").get<std::string>() : "";
+      if (s.contains("minLength") || s.contains("maxLength"))
+        unsupported(where, "'minLength' / 'maxLength' with 'format' are not supported");
+      if (f == "date") return "\"\\\"\" date \"\\\"\" ws";
+      if (f == "time") return "\"\\\"\" time \"\\\"\" ws";
+      if (f == "date-time") return "\"\\\"\" date \"T\" time \"\\\"\" ws";
+      if (f == "uuid") return "\"\\\"\" uuid \"\\\"\" ws";
+      unsupported(where, fmt::format("'format' '{}' is not supported (date, time, date-time, uuid are)", f));
+    }
+    const int64_t lo = count(s, "minLength", where, 0), hi = count(s, "maxLength", where, -1);
+    if (hi >= 0 && hi < lo) unsupported(where, "'maxLength' is below 'minLength'");
+    if (lo == 0 && hi < 0) return "json-string";
+    return "\"\\\"\" " + repeat("json-char", lo, hi) + " \"\\\"\" ws";
+  }
+
+  std::string array_body(const json& s, const std::string& where) {
+    check_keywords(s, where, {"type", "items", "prefixItems", "minItems", "maxItems", "$defs", "definitions"});
+    const int64_t lo = count(s, "minItems", where, 0), hi = count(s, "maxItems", where, -1);
+    if (hi >= 0 && hi < lo) unsupported(where, "'maxItems' is below 'minItems'");
+    std::vector<std::string> prefix;
+    if (s.contains("prefixItems")) {
+      const json& p = s.at("prefixItems");
+      if (!p.is_array()) unsupported(where, "'prefixItems' must be an array");
+      for (size_t i = 0; i < p.size(); ++i) prefix.push_back(rule_for(p[i], fmt::format("{}/prefixItems/{}", where, i)));
+    }
+    std::string item = "json-value";
+    bool more = true;
+    if (s.contains("items")) {
+      if (s.at("items").is_boolean() && !s.at("items").get<bool>()) more = false;
+      else item = rule_for(s.at("items"), where + "/items");
+    }
+    if (!prefix.empty() && (lo != 0 || hi >= 0))
+      unsupported(where, "'minItems' / 'maxItems' with 'prefixItems' are not supported");
+    if (!prefix.empty()) {
+      // The tuple in order, each element present only after the ones before
+      // it (trailing ones may be missing), then any further items.
+      std::string tail = more ? fmt::format("( \",\" ws {} )*", item) : "";
+      std::string body = tail;
+      for (size_t i = prefix.size(); i-- > 1;) body = fmt::format("( \",\" ws {} {} )?", prefix[i], body);
+      return fmt::format("\"[\" ws ( {} {} )? \"]\" ws", prefix[0], body);
+    }
+    if (!more) return "\"[\" ws \"]\" ws";
+    // lo..hi items, comma-separated.
+    std::string list;
+    if (hi == 0) {
+      list = "";
+    } else {
+      const std::string rest = repeat(fmt::format("( \",\" ws {} )", item), std::max<int64_t>(lo - 1, 0),
+                                      hi < 0 ? -1 : hi - 1);
+      list = lo == 0 ? fmt::format("( {} {} )?", item, rest) : fmt::format("{} {}", item, rest);
+    }
+    return fmt::format("\"[\" ws {} \"]\" ws", list);
+  }
+
+  std::string object_body(const json& s, const std::string& where) {
+    check_keywords(s, where, {"type", "properties", "required", "additionalProperties", "$defs", "definitions"});
+    const json props = s.value("properties", json::object());
+    if (!props.is_object()) unsupported(where, "'properties' must be an object");
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s.at("required").is_array()) unsupported(where, "'required' must be an array");
+      for (const json& r : s.at("required")) {
+        if (!r.is_string() || !props.contains(r.get<std::string>()))
+          unsupported(where, fmt::format("'required' names '{}', which is not in 'properties'", r.dump()));
+        required.insert(r.get<std::string>());
+      }
+    }
+    const json* extra = s.contains("additionalProperties") ? &s.at("additionalProperties") : nullptr;
+    const bool extra_allowed = extra && !(extra->is_boolean() && !extra->get<bool>());
+    if (!props.empty() && extra_allowed)
+      unsupported(where, "'additionalProperties' other than false beside 'properties' is not supported");
+    if (props.empty()) {
+      if (!extra_allowed && extra) return "\"{\" ws \"}\" ws";
+      const std::string v = extra && !extra->is_boolean() ? rule_for(*extra, where + "/additionalProperties")
+                                                          : "json-value";
+      const std::string kv = add(fmt::format("json-string \":\" ws {}", v));
+      return fmt::format("\"{{\" ws ( {} ( \",\" ws {} )* )? \"}}\" ws", kv, kv);
+    }
+    // kv_i for each property, in the schema's order; A_i: the members from i
+    // on with no leading comma, B_i: the same, each after a comma.
+    std::vector<std::string> kv;
+    std::vector<bool> req;
+    for (const auto& [key, sub] : props.items()) {
+      const std::string v = rule_for(sub, where + "/properties/" + key);
+      kv.push_back(add(fmt::format("{} ws \":\" ws {}", literal(json(key).dump()), v)));
+      req.push_back(required.count(key) > 0);
+    }
+    const size_t n = kv.size();
+    std::vector<std::string> a(n + 1), b(n + 1);
+    a[n] = b[n] = "";
+    for (size_t i = n; i-- > 0;) {
+      const std::string with_comma = fmt::format("\",\" ws {}", kv[i]);
+      b[i] = add(req[i] ? fmt::format("{} {}", with_comma, b[i + 1]) : fmt::format("( {} )? {}", with_comma, b[i + 1]));
+      if (req[i]) a[i] = add(fmt::format("{} {}", kv[i], b[i + 1]));
+      else a[i] = add(a[i + 1].empty() ? fmt::format("( {} {} )?", kv[i], b[i + 1])
+                                       : fmt::format("{} {} | {}", kv[i], b[i + 1], a[i + 1]));
+    }
+    return fmt::format("\"{{\" ws {} \"}}\" ws", a[0]);
+  }
+
+  const json& root_;
+  std::string rules_;
+  std::map<std::string, std::string> refs_;
+  int n_ = 0;
+};
+
+}  // namespace
+
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return Compiler(schema).run(); }
+
+Grammar compile_json_schema(const nlohmann::ordered_json& schema) {
+  const std::string text = json_schema_to_gbnf(schema);
+  try {
+    return parse_gbnf(text);
+  } catch (const Error& e) {
+    throw Error(std::string("the schema's grammar: ") + e.what());
+  }
+}
+
+}  // namespace nexus::grammar

@@ -1,0 +1,39 @@
+// JSON Schema -> grammar, for response_format {"type": "json_schema"}: the
+// output is a JSON document valid against the schema (the subset below).
+//
+// Supported (JSON Schema 2020-12 keywords, as OpenAI's structured outputs
+// use them): type (a name or a list), properties + required (properties in
+// the order the schema lists them; optional ones may be left out),
+// additionalProperties (false, or for an object without `properties` a
+// schema / true: a map), enum, const, anyOf, oneOf (as anyOf: a context-free
+// grammar cannot check exclusivity), $ref to "#/$defs/NAME" or
+// "#/definitions/NAME" (recursion allowed), items, prefixItems, minItems,
+// maxItems, minLength, maxLength, format date / time / date-time / uuid,
+// and the annotations title, description, default, examples, $comment,
+// $schema, $id, deprecated, readOnly, writeOnly (no effect on the output).
+// The schema is an ordered_json so that properties keep the schema's order.
+// An object with `properties` and no additionalProperties gets no other
+// keys (what OpenAI's strict mode requires, and what a caller who lists
+// properties wants).
+//
+// Anything else (pattern, minimum/maximum, allOf, not, if/then/else,
+// additionalProperties beside properties, other formats, remote $refs, ...)
+// throws nexus::Error naming the keyword and where it is ("#/properties/age:
+// 'minimum' is not supported"), so a request never silently gets less than
+// it asked for.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/grammar.h"
+
+namespace nexus::grammar {
+
+// The GBNF text for `schema` (kept for messages and tests).
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+
+Grammar compile_json_schema(const nlohmann::ordered_json& schema);
+
+}  // namespace nexus::grammar
