@@ -1,22 +1,27 @@
 // Matcher: where a generation stands in a grammar, and which tokens may come
 // next.
 //
-// The state is a set of stacks (the pushdown reading of llama.cpp's
+// The parse state is a set of stacks (the pushdown reading of llama.cpp's
 // llama-grammar.cpp): each stack lists the grammar positions still to be
-// matched, innermost last; every top is a byte class (rule references are
+// matched, innermost on top; every top is a byte class (rule references are
 // expanded into their alternatives at once, so ambiguity becomes several
-// stacks); an empty stack means the input so far is a complete sentence.
-// accept() advances every stack by the bytes of a sampled token.
-// allowed_tokens() walks the vocabulary trie from the current state, one
-// advance per trie edge, pruning a subtree as soon as no stack survives.
-// The mask of a state is cached (keyed by its stacks; within a JSON
-// document the same states recur: inside a string, after a comma, ...), so
-// a state costs the walk only the first time.
+// stacks); the empty stack means the input so far is a complete sentence.
 //
-// Bounds: a state of more than kMaxStacks stacks (a grammar too ambiguous to
-// follow) makes accept() and allowed_tokens() throw nexus::Error.
+// Stacks are interned as frames (position, parent frame), so a stack is one
+// integer and stacks share their common bottoms; sets of stacks are interned
+// as states. A state's transition on a byte is computed once and kept: the
+// matcher builds, lazily, the deterministic automaton of the grammar over
+// the input it actually meets (subset construction on demand). Walking the
+// vocabulary trie for a mask then costs one table lookup per trie edge, and
+// inside a string, where almost every token is allowed, the walk stays on
+// one or two states. Masks are cached per state (LRU of 64).
+//
+// Bounds: more than kMaxStacks stacks in one state (a grammar too ambiguous
+// to follow) or more than kMaxStates states make accept() and
+// allowed_tokens() throw nexus::Error.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -30,10 +35,11 @@
 namespace nexus::grammar {
 
 constexpr size_t kMaxStacks = 4096;
+constexpr size_t kMaxStates = 1 << 17;
 
 class Matcher {
  public:
-  // Both must outlive the matcher (shared_ptrs keep them).
+  // Both are shared (several matchers may use one grammar and one trie).
   Matcher(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTrie> vocab);
 
   // Bitmask over the vocabulary (bit id % 64 of word id / 64): the tokens
@@ -52,23 +58,41 @@ class Matcher {
 
   const VocabTrie& vocab() const { return *vocab_; }
 
-  using Pos = uint64_t;  // rule << 32 | alternative << 16 | element index
-  using Stack = std::vector<Pos>;
-
  private:
-  void expand(Stack& s, std::vector<Stack>& out) const;
-  void advance(const std::vector<Stack>& from, uint8_t byte, std::vector<Stack>& to) const;
-  void walk(uint32_t node, const std::vector<Stack>& stacks, size_t depth, std::vector<uint64_t>& mask);
-  static void dedupe(std::vector<Stack>& v);
+  using Pos = uint64_t;  // rule << 32 | alternative << 16 | element index
+  static constexpr int32_t kBottom = 0;  // the frame below every stack: the empty stack
+  static constexpr int32_t kDead = -1, kUnknown = -2;
+
+  struct Frame {
+    Pos pos;
+    int32_t parent;
+  };
+  struct State {
+    std::vector<int32_t> stacks;  // sorted frame ids (kBottom: the empty stack)
+    ByteSet firsts;               // bytes some stack takes
+  };
+  struct KeyHash {
+    size_t operator()(const std::vector<int32_t>& v) const;
+  };
+
+  int32_t frame(Pos p, int32_t parent);
+  const std::vector<int32_t>& expand(int32_t f);
+  int32_t state(std::vector<int32_t> stacks);
+  int32_t next(int32_t s, uint8_t byte);
+  const ByteSet& set_at(Pos p) const;
+  void walk(uint32_t node, int32_t s, std::vector<uint64_t>& mask);
 
   std::shared_ptr<const Grammar> g_;
   std::shared_ptr<const VocabTrie> vocab_;
-  std::vector<Stack> stacks_;
-  std::vector<std::vector<Stack>> scratch_;  // per trie depth
-  // Mask cache: state key -> mask, least recently used last out.
-  std::list<std::pair<std::vector<Pos>, std::vector<uint64_t>>> lru_;
-  std::unordered_map<size_t, std::vector<decltype(lru_)::iterator>> index_;
-  const std::vector<uint64_t>* current_ = nullptr;
+  std::vector<Frame> frames_;
+  std::unordered_map<Pos, std::unordered_map<int32_t, int32_t>> frame_ids_;
+  std::vector<std::vector<int32_t>> expanded_;
+  std::vector<char> expanded_done_;
+  std::vector<State> states_;
+  std::unordered_map<std::vector<int32_t>, int32_t, KeyHash> state_ids_;
+  std::vector<std::array<int32_t, 256>> trans_;
+  int32_t current_ = 0;  // state id
+  std::list<std::pair<int32_t, std::vector<uint64_t>>> masks_;  // most recent first
 };
 
 }  // namespace nexus::grammar
