@@ -342,4 +342,41 @@ TEST(ArchFamilyLongRope, BadFactorTensorsAreNamed) {
                  "tensor rope_factors_long.weight is not used by architecture qwen2");
 }
 
+// ---------------------------------------------------------------------------
+// The same bad files at the command line: `nexus info` (which still lists the
+// file) and `nexus run` exit 1 with the message on stderr; no crash, no
+// out-of-bounds read (the ASan build runs these too).
+
+TEST(ArchFamilyBadInput, CliInfoAndRunExitNonZeroNamingTheProblem) {
+  NEXUS_REQUIRE_SHARED(phi3, "arch/phi3-d256-F32.gguf");
+  NEXUS_REQUIRE_SHARED(qwen2, "arch/qwen2-d256-F32.gguf");
+  Rewrite missing, shape, scaling, cap;
+  missing.tensor_edit = [](const std::string& n, auto&) { return n != "blk.1.attn_k.bias"; };
+  shape.tensor_edit = [](const std::string& n, auto& ne) {
+    if (n == "blk.0.attn_qkv.weight") ne[1] -= 64;
+    return true;
+  };
+  scaling.add = [](GgufWriter& w) { w.set_string("qwen2.rope.scaling.type", "su-per"); };
+  cap.add = [](GgufWriter& w) { w.set_f32("qwen2.final_logit_softcapping", 30.0f); };
+  const struct {
+    std::string path, message;
+  } cases[] = {
+      {rewritten_copy(qwen2, "nexus-cli-missing", missing), "missing tensor blk.1.attn_k.bias"},
+      {rewritten_copy(phi3, "nexus-cli-shape", shape), "tensor blk.0.attn_qkv.weight has shape 448x256, expected 512x256"},
+      {rewritten_copy(qwen2, "nexus-cli-scaling", scaling), "RoPE scaling type 'su-per' is not implemented"},
+      {rewritten_copy(qwen2, "nexus-cli-cap", cap), "qwen2.final_logit_softcapping is not implemented"},
+  };
+  for (const auto& c : cases) {
+    const CommandResult info = run_nexus("info --no-tensors " + shell_quote(c.path));
+    EXPECT_EQ(info.exit_code, 1) << c.message;
+    EXPECT_NE(info.err.find("nexus: error: not runnable: "), std::string::npos) << info.err;
+    EXPECT_NE(info.err.find(c.message), std::string::npos) << info.err;
+    EXPECT_NE(info.out.find("model: not runnable: "), std::string::npos) << info.out;  // after the listing
+    const CommandResult run = run_nexus("run -m " + shell_quote(c.path) + " --temp 0 -n 4 -t 1 -p 'Once upon'");
+    EXPECT_EQ(run.exit_code, 1) << c.message;
+    EXPECT_NE(run.err.find(c.message), std::string::npos) << run.err;
+    std::filesystem::remove(c.path);
+  }
+}
+
 }  // namespace
