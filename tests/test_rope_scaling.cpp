@@ -263,6 +263,8 @@ TEST(RopeScalingKeys, WhatNexusDoesNotImplementIsRefusedByName) {
        },
        "qwen2.rope.scaling.factor with rope.scaling.type longrope is not implemented"},
       {[](GgufWriter& w) { w.set_f32("qwen2.rope.scaling.factor", 0.5f); }, "invalid qwen2.rope.scaling.factor"},
+      {[](GgufWriter& w) { w.set_string("qwen2.rope.scaling.factor", "4"); },
+       "metadata 'qwen2.rope.scaling.factor' has type STRING, expected a number"},
       {[](GgufWriter& w) { w.set_f32("qwen2.rope.scaling.attn_factor", -1.0f); },
        "qwen2.rope.scaling.attn_factor must be positive"},
       {[](GgufWriter& w) { w.set_f32("qwen2.final_logit_softcapping", 30.0f); },
