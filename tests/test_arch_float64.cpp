@@ -37,6 +37,15 @@
 //           applies none unless the file gives final_logit_softcapping,
 //           which these files do not); tied output (lm_head = embed_tokens).
 //
+//   qwen3 with YaRN (rope.scaling.type yarn, factor 4 over an original
+//           context of 4096: Qwen's published rope_scaling): RoPE per Peng et
+//           al. 2023 (YaRN, arXiv 2309.00071) in the authors' and ggml's
+//           reading (the ramp over pair indices; tests/test_rope_scaling.cpp
+//           checks the angles against the paper's regions).
+//   gemma3 without a sliding window and with final_logit_softcapping:
+//           every layer global, logits -> cap * tanh(logits / cap)
+//           (Gemma3ForCausalLM; llama.cpp's gemma3 graph without iswa).
+//
 // Compared: (a) the logits of every position of a 20-token sequence of a
 // whole model; (b) a one-layer model's logits (the layer's output through
 // the final norm and the output projection, which are linear up to the norm
@@ -65,7 +74,10 @@
 // logits by 0.75 to 3.3 relative, about 150x gemma3's bound or more, and so
 // does leaving out QK-norm (0.97 gemma3, 1.2 qwen3); the local layers given
 // the global RoPE scaling, or a window one position wider, move them by
-// 1.7 and 2.6: checked below, so the comparison would catch them.
+// 1.7 and 2.6: checked below, so the comparison would catch them. So do
+// YaRN without its ramp (2.0) or its temperature (1.1), and gemma3 without
+// its final soft-cap (2.1). qwen3 with YaRN measured 3.6e-6 (3 layers),
+// 2.0e-6 (1); gemma3 with the final soft-cap 1.7e-3 (3e-5 with fp16 GELU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,6 +110,9 @@ struct Shape {
   int window = 0;              // gemma3 sliding window
   double rope_scale = 1.0;     // gemma3 global layers' linear RoPE factor
   bool tied = false;
+  double yarn_factor = 0.0;    // YaRN scale s (rope.scaling.type yarn); 0 = none
+  int yarn_orig = 0;           // its original context L
+  double final_softcap = 0.0;  // final_logit_softcapping; 0 = none
 };
 
 // A model's weights, float32 as stored; the reference reads them as doubles.
@@ -174,7 +189,7 @@ std::string write_gguf(const Weights& w, const std::string& stem) {
   g.set_string("general.architecture", a);
   g.set_string("general.name", stem);
   g.set_u32("general.file_type", 0);
-  g.set_u32(a + ".context_length", 128);
+  g.set_u32(a + ".context_length", s.yarn_factor > 0 ? static_cast<uint32_t>(s.yarn_orig * s.yarn_factor) : 128);
   g.set_u32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
   g.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
   g.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
@@ -189,6 +204,12 @@ std::string write_gguf(const Weights& w, const std::string& stem) {
     g.set_string(a + ".rope.scaling.type", "linear");
     g.set_f32(a + ".rope.scaling.factor", static_cast<float>(s.rope_scale));
   }
+  if (s.yarn_factor > 0) {  // as convert_hf_to_gguf.py writes Qwen's rope_scaling {type: yarn}
+    g.set_string(a + ".rope.scaling.type", "yarn");
+    g.set_f32(a + ".rope.scaling.factor", static_cast<float>(s.yarn_factor));
+    g.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(s.yarn_orig));
+  }
+  if (s.final_softcap > 0) g.set_f32(a + ".final_logit_softcapping", static_cast<float>(s.final_softcap));
   for (const Tensor& t : w.t) {
     std::vector<uint64_t> ne = {static_cast<uint64_t>(t.cols)};
     if (t.rows > 1 || t.name.find("norm") == std::string::npos) ne.push_back(static_cast<uint64_t>(t.rows));
@@ -215,6 +236,9 @@ struct Variant {
   bool no_qk_norm = false;  // q_norm / k_norm skipped (the QK-norm mistake check)
   bool local_scaled = false;  // the global layers' linear RoPE factor applied to the local ones too
   int window_extra = 0;       // a window this many positions wider (off by one: 1)
+  bool yarn_no_ramp = false;  // YaRN as plain linear interpolation of every pair (mscale kept)
+  bool yarn_no_mscale = false;  // YaRN without its attention temperature
+  bool no_final_softcap = false;
 };
 
 // x rounded to the nearest fp16 value (ties to even; |x| < 65504).
@@ -248,11 +272,34 @@ void rmsnorm(Vec& x, size_t off, size_t n, const std::vector<float>& w, double e
   }
 }
 
+// YaRN (Peng et al. 2023, arXiv 2309.00071, sec. 3.2-3.4, in the authors'
+// and ggml's reading: tests/test_rope_scaling.cpp's header): pair i's
+// frequency blended between theta_i / s and theta_i by a ramp over the pair
+// index between the pairs where the wavelength fits beta = 32 and alpha = 1
+// times into the original context L (floor / ceil), and q and k scaled by
+// 0.1 ln s + 1. Null: no YaRN.
+struct YarnRef {
+  double s;
+  int L;
+  bool no_ramp, no_mscale;
+};
+
 // rotate_half RoPE of one head at x[off .. off+d), position pos.
-void rope(Vec& x, size_t off, int d, double pos, double base) {
+void rope(Vec& x, size_t off, int d, double pos, double base, const YarnRef* y = nullptr) {
+  double lo = 0, hi = 0, m = 1;
+  if (y) {
+    auto pair_at = [&](double ratio) { return d * std::log(y->L / (2 * M_PI * ratio)) / (2 * std::log(base)); };
+    lo = std::max(0.0, std::floor(pair_at(32.0)));
+    hi = std::min(d - 1.0, std::ceil(pair_at(1.0)));
+    if (!y->no_mscale) m = 0.1 * std::log(y->s) + 1.0;
+  }
   for (int i = 0; i < d / 2; ++i) {
-    const double inv = std::pow(base, -2.0 * i / d);
-    const double c = std::cos(pos * inv), s = std::sin(pos * inv);
+    double inv = std::pow(base, -2.0 * i / d);
+    if (y) {
+      const double gamma = y->no_ramp ? 0.0 : 1.0 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0);
+      inv = (1 - gamma) * inv / y->s + gamma * inv;
+    }
+    const double c = std::cos(pos * inv) * m, s = std::sin(pos * inv) * m;
     const double x1 = x[off + i], x2 = x[off + i + d / 2];
     x[off + i] = x1 * c - x2 * s;
     x[off + i + d / 2] = x2 * c + x1 * s;
@@ -285,6 +332,8 @@ std::vector<Vec> reference_logits(const Weights& w, const std::vector<int32_t>& 
     const double base = gemma && (sliding != var.local_on_global_base) ? 10000.0 : s.rope_base;
     const double pscale = gemma && sliding && !var.local_scaled ? 1.0 : 1.0 / s.rope_scale;
     const int window = s.window + var.window_extra;
+    const YarnRef yarn{s.yarn_factor, s.yarn_orig, var.yarn_no_ramp, var.yarn_no_mscale};
+    const YarnRef* yp = s.yarn_factor > 0 ? &yarn : nullptr;
 
     std::vector<Vec> q(T), k(T), v(T);
     for (int t = 0; t < T; ++t) {
@@ -295,11 +344,11 @@ std::vector<Vec> reference_logits(const Weights& w, const std::vector<int32_t>& 
       v[t] = matvec(w(b + "attn_v.weight"), HK * D, E, h);
       for (int hh = 0; hh < H; ++hh) {
         if (!var.no_qk_norm) rmsnorm(q[t], size_t(hh) * D, D, w(b + "attn_q_norm.weight"), s.eps, gemma);
-        rope(q[t], size_t(hh) * D, D, t * pscale, base);
+        rope(q[t], size_t(hh) * D, D, t * pscale, base, yp);
       }
       for (int hh = 0; hh < HK; ++hh) {
         if (!var.no_qk_norm) rmsnorm(k[t], size_t(hh) * D, D, w(b + "attn_k_norm.weight"), s.eps, gemma);
-        rope(k[t], size_t(hh) * D, D, t * pscale, base);
+        rope(k[t], size_t(hh) * D, D, t * pscale, base, yp);
       }
     }
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -346,6 +395,9 @@ std::vector<Vec> reference_logits(const Weights& w, const std::vector<int32_t>& 
   for (int t = 0; t < T; ++t) {
     rmsnorm(x[t], 0, E, w("output_norm.weight"), s.eps, gemma);
     logits[t] = matvec(out, V, E, x[t]);
+    // final_logit_softcapping (Gemma3ForCausalLM: logits / cap, tanh, * cap).
+    if (s.final_softcap > 0 && !var.no_final_softcap)
+      for (double& l : logits[t]) l = s.final_softcap * std::tanh(l / s.final_softcap);
   }
   return logits;
 }
@@ -415,6 +467,24 @@ Shape gemma3_shape(int n_layer) {
   return s;
 }
 
+// qwen3 with Qwen's YaRN (factor 4 over an original context of 4096, as
+// Qwen2.5 / Qwen3 ship it over 32768): pairs 0-3 keep their frequency,
+// 4-7 are blended, 8-15 interpolated; q and k times 1 + 0.1 ln 4.
+Shape qwen3_yarn_shape(int n_layer) {
+  Shape s = qwen3_shape(n_layer);
+  s.yarn_factor = 4.0;
+  s.yarn_orig = 4096;
+  return s;
+}
+// gemma3 without a sliding window (every layer global, llama.cpp's non-iswa
+// graph) and with final_logit_softcapping, which that graph applies.
+Shape gemma3_softcap_shape(int n_layer) {
+  Shape s = gemma3_shape(n_layer);
+  s.window = 0;
+  s.final_softcap = 3.0;
+  return s;
+}
+
 constexpr double kRelBound = 2e-5;           // qwen3: float32 rounding (header)
 constexpr double kGeluFp16RelBound = 5e-3;   // gemma3 vs the exact GELU: plus ggml's fp16 GELU rounding
 constexpr double kGeluFp16ModelledBound = 1e-3;  // gemma3 vs the fp16-rounded GELU reference
@@ -474,6 +544,9 @@ void check_family(const Shape& s, const char* label) {
 
 TEST(ArchFloat64, Qwen3WholeModel) { check_family(qwen3_shape(3), "qwen3"); }
 TEST(ArchFloat64, Qwen3OneLayer) { check_family(qwen3_shape(1), "qwen3"); }
+TEST(ArchFloat64, Qwen3YarnWholeModel) { check_family(qwen3_yarn_shape(3), "qwen3-yarn"); }
+TEST(ArchFloat64, Qwen3YarnOneLayer) { check_family(qwen3_yarn_shape(1), "qwen3-yarn"); }
+TEST(ArchFloat64, Gemma3FinalSoftcapWithoutWindow) { check_family(gemma3_softcap_shape(3), "gemma3-cap"); }
 TEST(ArchFloat64, Gemma3WholeModel) { check_family(gemma3_shape(7), "gemma3"); }
 TEST(ArchFloat64, Gemma3OneLayer) { check_family(gemma3_shape(1), "gemma3"); }
 // Six layers: 0-4 local and the one global layer last, where its output goes
@@ -519,3 +592,33 @@ TEST(ArchFloat64, Qwen3WithoutQkNormIsFarOutsideTheBound) {
 }
 
 }  // namespace
+
+// YaRN's two parts and gemma3's final soft-cap each move the float64 logits
+// far beyond the bound, so the comparisons above would catch a kernel that
+// left one out.
+TEST(ArchFloat64, YarnAndSoftcapMistakesAreFarOutsideTheBound) {
+  struct Case {
+    const char* what;
+    Shape s;
+    Variant var;
+    double bound;
+  };
+  Variant no_ramp, no_mscale, no_cap;
+  no_ramp.yarn_no_ramp = true;
+  no_mscale.yarn_no_mscale = true;
+  no_cap.no_final_softcap = true;
+  no_cap.fp16_gelu = false;
+  const Case cases[] = {
+      {"YaRN as linear interpolation of every pair", qwen3_yarn_shape(3), no_ramp, kRelBound},
+      {"YaRN without its attention temperature", qwen3_yarn_shape(3), no_mscale, kRelBound},
+      {"gemma3 without final_logit_softcapping", gemma3_softcap_shape(3), no_cap, kGeluFp16RelBound},
+  };
+  for (const Case& c : cases) {
+    const Weights w = make_weights(c.s, 0x5eed0000 + static_cast<uint64_t>(c.s.n_layer));
+    const std::vector<int32_t> tokens = prompt_tokens(c.s.n_vocab, 20);
+    const Diff d = diff64(reference_logits(w, tokens), reference_logits(w, tokens, c.var));
+    std::printf("mistake '%s': relative logit difference %.3g (%.0fx the bound %.1g)\n", c.what, d.rel(),
+                d.rel() / c.bound, c.bound);
+    EXPECT_GT(d.rel(), 50 * c.bound) << c.what;
+  }
+}

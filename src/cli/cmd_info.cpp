@@ -1,8 +1,11 @@
 // `nexus info MODEL`: what a GGUF file holds, without loading the model.
 // Prints the header (version, alignment), every metadata entry (arrays
-// abbreviated), the tensor table and a summary. A bad file throws
-// nexus::Error, which main() prints to stderr with exit status 1.
+// abbreviated), the tensor table, a summary and the model line (family and
+// what of it the file uses). A bad file, or one Nexus cannot run (the model
+// line then says why), throws nexus::Error, which main() prints to stderr
+// with exit status 1.
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -97,12 +100,15 @@ int run_info(const InfoOptions& o) {
     // A general.file_type that is no integer: the metadata listing above shows it as it is.
   }
   // What Nexus makes of it: the family and the parts of it this file uses,
-  // or why it cannot run it.
+  // or why it cannot run it (after the listing, so the file can still be
+  // inspected; the exit status says it cannot run: 1, as `nexus run` would).
   if (f.get_string("general.architecture")) {
     try {
       fmt::print("\nmodel: {}\n", LlamaModel(f).describe());
     } catch (const Error& e) {
       fmt::print("\nmodel: not runnable: {}\n", e.what());
+      std::fflush(stdout);
+      throw Error(std::string("not runnable: ") + e.what());
     }
   }
   return 0;

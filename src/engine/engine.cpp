@@ -95,7 +95,7 @@ struct Engine::Impl {
         cache(model.config(), pool_blocks(model.config(), o, ctx), kDefaultBlockSize, o.kv_type),
         blocks(cache.n_blocks(), cache.block_size()),
         sched(blocks, o.max_seqs, o.max_batch_tokens),
-        forward(model, cache, o.n_threads),
+        forward(model, cache, o.n_threads, std::min(ctx, cache.n_blocks() * cache.block_size())),
         n_ctx(std::min(ctx, cache.n_blocks() * cache.block_size())) {
     sched.set_reclaim([this] { return release_oldest_session(); });
   }

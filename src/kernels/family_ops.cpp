@@ -79,15 +79,40 @@ void softcap(float* x, int64_t n, float cap) {
   for (int64_t i = 0; i < n; ++i) x[i] = cap * tanh_fast(x[i] * inv);
 }
 
-void rope_angles_scaled(int32_t pos, int32_t n_rot, float freq_base, float freq_scale, const float* factors,
-                        float* cs) {
+void rope_angles_ext(int32_t pos, int32_t n_rot, const RopeParams& p, float* cs) {
+  const double scale = p.freq_scale;
+  double mscale = p.attn_factor;
+  if (p.ext_factor != 0.0f) mscale *= 1.0 + 0.1 * std::log(1.0 / scale);
+  const double span = std::max(0.001, static_cast<double>(p.corr_high) - p.corr_low);
   for (int32_t i = 0; i < n_rot; i += 2) {
-    const double f = factors ? factors[i / 2] : 1.0;
-    const double theta = pos * std::pow(static_cast<double>(freq_base), -static_cast<double>(i) / n_rot) *
-                         static_cast<double>(freq_scale) / f;
-    cs[i] = static_cast<float>(std::cos(theta));
-    cs[i + 1] = static_cast<float>(std::sin(theta));
+    const double f = p.factors ? p.factors[i / 2] : 1.0;
+    const double base_theta = pos * std::pow(static_cast<double>(p.freq_base), -static_cast<double>(i) / n_rot);
+    double theta;
+    if (p.ext_factor == 0.0f) {
+      theta = base_theta * scale / f;
+    } else {
+      const double extrap = base_theta / f, interp = extrap * scale;
+      const double y = (i / 2 - static_cast<double>(p.corr_low)) / span;
+      const double mix = (1.0 - std::min(1.0, std::max(0.0, y))) * p.ext_factor;
+      theta = interp * (1.0 - mix) + extrap * mix;
+    }
+    if (mscale == 1.0) {
+      cs[i] = static_cast<float>(std::cos(theta));
+      cs[i + 1] = static_cast<float>(std::sin(theta));
+    } else {
+      cs[i] = static_cast<float>(std::cos(theta) * mscale);
+      cs[i + 1] = static_cast<float>(std::sin(theta) * mscale);
+    }
   }
+}
+
+void rope_yarn_corr_dims(int32_t n_rot, int32_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                         float* low, float* high) {
+  auto dim = [&](double beta) {
+    return n_rot * std::log(n_ctx_orig / (beta * 2.0 * M_PI)) / (2.0 * std::log(static_cast<double>(freq_base)));
+  };
+  *low = static_cast<float>(std::max(0.0, std::floor(dim(beta_fast))));
+  *high = static_cast<float>(std::min(static_cast<double>(n_rot - 1), std::ceil(dim(beta_slow))));
 }
 
 void rope_apply_neox(float* x, int32_t n_head, int32_t head_dim, int32_t n_rot, const float* cs) {

@@ -27,6 +27,11 @@ enum class RopeType { Norm, Neox };
 enum class NormType { Rms, Layer };
 // Feed-forward: gated (act(x Wgate) * (x Wup)) Wdown, or plain act(x Wup + b) Wdown.
 enum class FfnAct { Silu, Gelu };
+// Which logit soft-caps a family reads (llama.cpp load_hparams): none;
+// attn_logit_softcapping and final_logit_softcapping (gemma2);
+// final_logit_softcapping only, applied when the file has no sliding window
+// (gemma3: llama.cpp's non-iswa graph applies it, its iswa graph does not).
+enum class SoftCaps { None, AttnAndFinal, FinalWithoutWindow };
 
 struct ArchTraits {
   const char* name;         // general.architecture
@@ -36,7 +41,7 @@ struct ArchTraits {
   bool gated_ffn = true;    // ffn_gate (or the gate half of a fused ffn_up) present
   bool embd_scale = false;  // x = tok_embd[token] * sqrt(n_embd) (gemma)
   bool post_norms = false;  // post_attention_norm / post_ffw_norm on each sub-layer's output (gemma2/3)
-  bool softcaps = false;    // reads attn_logit_softcapping / final_logit_softcapping (gemma2)
+  SoftCaps softcaps = SoftCaps::None;
   // Which layers use the sliding window, when the file gives one: 0 = all;
   // p > 0 = every layer l with l % p < p - 1 (gemma2: p = 2, even layers;
   // gemma3: p = 6, five local layers to one global).

@@ -40,8 +40,8 @@ int32_t attention_heads_per_task(const LlamaConfig& c, KvType type) {
 
 }  // namespace
 
-BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_threads)
-    : model_(model), cache_(cache), act_(std::make_unique<Activations>()) {
+BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_threads, int32_t n_ctx)
+    : model_(model), cache_(cache), rope_factors_(model.rope_factors_for(n_ctx)), act_(std::make_unique<Activations>()) {
   const LlamaConfig& c = model.config();
   if (c.head_dim > kMaxHeadDim)
     throw Error("head size " + std::to_string(c.head_dim) + " exceeds the supported " + std::to_string(kMaxHeadDim));
@@ -108,7 +108,7 @@ std::span<const float> BatchForward::forward(std::span<const SeqRun> runs) {
 
   embed_tokens(model_, tokens_, a);
   // Each token's angles, once for all layers.
-  const float* factors = model_.rope_factors().f32();
+  const float* factors = rope_factors_;
   rope_cs_.resize(static_cast<size_t>(n) * c.n_rot);
   rope_tables(c, factors, pos_.data(), n, false, rope_cs_.data());
   if (separate_swa_rope(c)) {

@@ -48,9 +48,11 @@ class BatchForward {
  public:
   // `cache` must have been made for `model` (same layer count and KV width);
   // both must outlive this object. n_threads: kernel threads including the
-  // caller, 0 = hardware concurrency. Throws nexus::Error on a mismatch or a
-  // head size above kMaxHeadDim.
-  BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_threads = 0);
+  // caller, 0 = hardware concurrency. n_ctx: the context per sequence the
+  // caller runs (positions; 0 = the model's n_ctx_train), which chooses
+  // phi3's LongRoPE factors (LlamaModel::rope_factors_for). Throws
+  // nexus::Error on a mismatch or a head size above kMaxHeadDim.
+  BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_threads = 0, int32_t n_ctx = 0);
   ~BatchForward();
   BatchForward(const BatchForward&) = delete;
   BatchForward& operator=(const BatchForward&) = delete;
@@ -99,6 +101,7 @@ class BatchForward {
   std::unique_ptr<ThreadPool> serial_;
   bool small_layers_ = false;  // a layer's weights fit in 512 KiB (splits_by_token)
   int32_t heads_per_task_ = 1;  // query heads per attention kernel call: 1, 8 or 16
+  const float* rope_factors_ = nullptr;  // per-frequency RoPE divisors for this context, or null
   std::unique_ptr<Activations> act_;
   std::vector<int32_t> tokens_, pos_, run_of_, rows_;  // per batch token (rows_: per logits row)
   std::vector<float> logits_;

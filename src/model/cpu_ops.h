@@ -30,9 +30,10 @@ struct RopeTables {
 };
 
 // Fills angles for positions pos[0..n) into cs ([n][n_rot]) with the
-// model's RoPE (base, linear scale, per-frequency factors or none); swa:
-// the windowed layers' base. Llama without factors or scaling gets
-// rope_angles' exact bits.
+// model's RoPE (base, linear or YaRN scaling, attention factor, per-frequency
+// factors or none: kernels/family_ops.h rope_angles_ext); swa: the windowed
+// layers' base, unscaled. Llama without factors or scaling gets rope_angles'
+// exact bits. factors: LlamaModel::rope_factors_for(n_ctx).
 void rope_tables(const LlamaConfig& c, const float* factors, const int32_t* pos, int64_t n, bool swa, float* cs);
 
 template <class Attend>

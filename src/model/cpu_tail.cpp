@@ -16,8 +16,8 @@
 namespace nexus {
 
 CpuTail::CpuTail(const LlamaModel& model, int32_t first_layer, int32_t n_blocks, int32_t block_size,
-                 int32_t n_threads)
-    : model_(model), first_layer_(first_layer), tail_config_(model.config()) {
+                 int32_t n_threads, int32_t n_ctx)
+    : model_(model), first_layer_(first_layer), tail_config_(model.config()), rope_factors_(model.rope_factors_for(n_ctx)) {
   const LlamaConfig& c = model.config();
   if (first_layer < 0 || first_layer > c.n_layer)
     throw Error("cpu tail: first layer " + std::to_string(first_layer) + " outside [0, " + std::to_string(c.n_layer) +
@@ -50,7 +50,7 @@ std::span<const float> CpuTail::forward(std::span<const float> x, std::span<cons
   act_.resize(c, static_cast<size_t>(n));
   std::copy(x.begin(), x.end(), act_.x.begin());
 
-  const float* factors = model_.rope_factors().f32();
+  const float* factors = rope_factors_;
   const bool swa_rope = c.n_swa > 0 && c.rope_freq_base_swa != c.rope_freq_base;
   rope_cs_.resize(static_cast<size_t>(n) * c.n_rot);
   rope_tables(c, factors, pos_.data(), n, false, rope_cs_.data());

@@ -27,8 +27,9 @@ class KvCache;
 class CpuTail {
  public:
   // Throws nexus::Error when first_layer is outside [0, n_layer] or the
-  // cache cannot be made (see KvCache).
-  CpuTail(const LlamaModel& model, int32_t first_layer, int32_t n_blocks, int32_t block_size, int32_t n_threads = 0);
+  // cache cannot be made (see KvCache). n_ctx: as BatchForward's.
+  CpuTail(const LlamaModel& model, int32_t first_layer, int32_t n_blocks, int32_t block_size, int32_t n_threads = 0,
+          int32_t n_ctx = 0);
   ~CpuTail();
 
   // x: [n, n_embd] residual stream entering layer first_layer, n = total
@@ -47,6 +48,7 @@ class CpuTail {
   const LlamaModel& model_;
   int32_t first_layer_;
   LlamaConfig tail_config_;  // the model's, with n_layer = layers in the tail (for the cache)
+  const float* rope_factors_ = nullptr;  // LlamaModel::rope_factors_for(n_ctx)
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<ThreadPool> pool_;
   Activations act_;

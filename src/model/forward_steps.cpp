@@ -57,12 +57,19 @@ void output_logits(const LlamaModel& model, Activations& a, std::span<const int3
 }
 
 void rope_tables(const LlamaConfig& c, const float* factors, const int32_t* pos, int64_t n, bool swa, float* cs) {
-  const float base = swa ? c.rope_freq_base_swa : c.rope_freq_base;
-  const float scale = swa ? 1.0f : c.rope_freq_scale;  // windowed layers are not scaled (llama.cpp gemma3)
-  const bool plain = !factors && scale == 1.0f;
+  RopeParams p;
+  p.freq_base = swa ? c.rope_freq_base_swa : c.rope_freq_base;
+  p.freq_scale = swa ? 1.0f : c.rope_freq_scale;  // windowed layers are not scaled (llama.cpp gemma3)
+  p.ext_factor = c.yarn_ext_factor;
+  p.attn_factor = c.rope_attn_factor;
+  p.factors = factors;
+  if (p.ext_factor != 0.0f)
+    rope_yarn_corr_dims(c.n_rot, c.n_ctx_orig, p.freq_base, c.yarn_beta_fast, c.yarn_beta_slow, &p.corr_low,
+                        &p.corr_high);
+  const bool plain = !factors && p.freq_scale == 1.0f && p.ext_factor == 0.0f && p.attn_factor == 1.0f;
   for (int64_t t = 0; t < n; ++t) {
-    if (plain) rope_angles(pos[t], c.n_rot, base, &cs[t * c.n_rot]);
-    else rope_angles_scaled(pos[t], c.n_rot, base, scale, factors, &cs[t * c.n_rot]);
+    if (plain) rope_angles(pos[t], c.n_rot, p.freq_base, &cs[t * c.n_rot]);
+    else rope_angles_ext(pos[t], c.n_rot, p, &cs[t * c.n_rot]);
   }
 }
 

@@ -5,8 +5,13 @@
 // block_count, feed_forward_length, attention.head_count, .head_count_kv,
 // .key_length, .value_length, .layer_norm_rms_epsilon (or
 // .layer_norm_epsilon for LayerNorm families), .sliding_window,
-// rope.dimension_count, .freq_base, .scaling.type / .scaling.factor,
-// attn_logit_softcapping, final_logit_softcapping.
+// rope.dimension_count, .freq_base, .scaling.type / .scaling.factor (or the
+// old .scale_linear) / .scaling.attn_factor / .scaling.original_context_length
+// / .scaling.yarn_ext_factor, _beta_fast, _beta_slow, _log_multiplier,
+// attn_logit_softcapping, final_logit_softcapping. A key that would change
+// what the model computes in a way Nexus does not implement (a RoPE scaling
+// type, YaRN keys without YaRN, a soft-cap the family does not apply, experts,
+// logit / embedding / residual scales) is refused by name.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +22,9 @@
 namespace nexus {
 
 class GgufFile;
+
+enum class RopeScaling { None, Linear, Yarn, LongRope };
+const char* rope_scaling_name(RopeScaling s);  // "none", "linear", "yarn", "longrope"
 
 struct LlamaConfig {
   std::string arch;          // general.architecture ("llama", "qwen2", ...)
@@ -35,7 +43,19 @@ struct LlamaConfig {
   float rms_eps = 1e-5f;     // the norm's epsilon (RMSNorm or LayerNorm)
   float rope_freq_base = 10000.0f;
   float rope_freq_base_swa = 10000.0f;  // windowed layers' base (= rope_freq_base unless the family says)
-  float rope_freq_scale = 1.0f;         // linear RoPE scaling: positions times this (1 / rope.scaling.factor)
+  // RoPE scaling (rope.scaling.type; llama.cpp's default "linear" with no
+  // factor is none). Linear and YaRN scale positions by rope_freq_scale;
+  // LongRoPE (phi3) divides each frequency by rope_factors_long/short.
+  RopeScaling rope_scaling = RopeScaling::None;
+  float rope_freq_scale = 1.0f;         // 1 / rope.scaling.factor
+  // ggml_rope_ext's attn_factor as llama.cpp passes it (llama-context.cpp
+  // cparams.yarn_attn_factor): rope.scaling.attn_factor, times YaRN's mscale
+  // correction; RoPE's cos and sin are multiplied by it (family_ops.h).
+  float rope_attn_factor = 1.0f;
+  float yarn_ext_factor = 0.0f;         // YaRN extrapolation weight (1 under YaRN unless the file says)
+  float yarn_beta_fast = 32.0f;         // YaRN correction range (llama.cpp's defaults)
+  float yarn_beta_slow = 1.0f;
+  int32_t n_ctx_orig = 0;               // rope.scaling.original_context_length, else n_ctx_train
   int32_t n_swa = 0;                    // sliding window (positions a query sees, itself included); 0 = none
   float attn_softcap = 0.0f;            // scores -> cap * tanh(scores / cap); 0 = none
   float final_softcap = 0.0f;           // the same on the logits

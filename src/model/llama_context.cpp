@@ -19,7 +19,7 @@ LlamaContext::LlamaContext(const LlamaModel& model, int32_t n_ctx, int32_t n_thr
                 "] (the model's training context)");
   const int32_t n_blocks = (n_ctx_ + kDefaultBlockSize - 1) / kDefaultBlockSize;
   cache_ = std::make_unique<KvCache>(c, n_blocks, kDefaultBlockSize, KvType::F32);
-  forward_ = std::make_unique<BatchForward>(model, *cache_, n_threads);
+  forward_ = std::make_unique<BatchForward>(model, *cache_, n_threads, n_ctx_);
   block_table_.resize(static_cast<size_t>(n_blocks));
   std::iota(block_table_.begin(), block_table_.end(), 0);
 }

@@ -2,6 +2,7 @@
 #include "model/llama_model.h"
 
 #include <set>
+#include <utility>
 #include <string>
 
 #include "gguf/gguf_file.h"
@@ -106,12 +107,16 @@ LlamaModel::LlamaModel(const GgufFile& gguf) : config_(LlamaConfig::from_gguf(gg
       case ModelTensor::OutputNormB: output_norm_b_ = bind_used(name, 1, c.n_embd); break;
       case ModelTensor::Output: output_ = bind_used(name, c.n_vocab, c.n_embd); break;
       case ModelTensor::RopeFreqs: rope_factors_ = bind_used(name, 1, c.n_rot / 2); break;
-      case ModelTensor::RopeLong:
-      case ModelTensor::RopeShort:
-        throw Error(gguf.path() + ": tensor " + name + " (LongRoPE factors) is not implemented");
+      case ModelTensor::RopeLong: rope_long_ = bind_used(name, 1, c.n_rot / 2); break;
+      case ModelTensor::RopeShort: rope_short_ = bind_used(name, 1, c.n_rot / 2); break;
     }
   }
   if (!has(output_)) output_ = tok_embd_;  // tied embeddings
+  for (const auto& [w, name] : {std::pair{&rope_factors_, "rope_freqs.weight"},
+                                {&rope_long_, "rope_factors_long.weight"}, {&rope_short_, "rope_factors_short.weight"}})
+    if (has(*w) && w->type != GgmlType::F32) throw Error(gguf.path() + ": tensor " + std::string(name) + " must be F32");
+  if (c.rope_scaling == RopeScaling::LongRope && !has(rope_long_) && !has(rope_short_))
+    throw Error(gguf.path() + ": rope.scaling.type longrope without rope_factors_long/short.weight tensors");
 
   layers_.resize(static_cast<size_t>(c.n_layer));
   for (int32_t l = 0; l < c.n_layer; ++l) {
@@ -157,6 +162,12 @@ LlamaModel::LlamaModel(const GgufFile& gguf) : config_(LlamaConfig::from_gguf(gg
     for (auto m : LlamaLayer::matrices()) pack(L.*m);
 }
 
+const float* LlamaModel::rope_factors_for(int32_t n_ctx) const {
+  if (has(rope_factors_)) return rope_factors_.f32();
+  if (n_ctx <= 0) n_ctx = config_.n_ctx_train;
+  return n_ctx > config_.n_ctx_orig ? rope_long_.f32() : rope_short_.f32();
+}
+
 uint64_t LlamaModel::weight_bytes() const {
   uint64_t total = output_norm_.n_bytes() + output_norm_b_.n_bytes() + output_.n_bytes();
   for (const LlamaLayer& L : layers_)
@@ -183,7 +194,12 @@ std::string LlamaModel::describe() const {
   };
   s += t.rope == RopeType::Neox ? ", NEOX RoPE" : ", NORM RoPE";
   add(has(rope_factors_), "rope_freqs factors");
-  add(c.rope_freq_scale != 1.0f, "linear RoPE scaling x" + fmt_f(1.0f / c.rope_freq_scale));
+  add(has(rope_long_) || has(rope_short_),
+      "LongRoPE factors (long above context " + std::to_string(c.n_ctx_orig) + ")");
+  if (c.rope_scaling == RopeScaling::Yarn)
+    s += ", YaRN RoPE scaling x" + fmt_f(1.0f / c.rope_freq_scale) + " from context " + std::to_string(c.n_ctx_orig);
+  else add(c.rope_freq_scale != 1.0f, "linear RoPE scaling x" + fmt_f(1.0f / c.rope_freq_scale));
+  add(c.rope_attn_factor != 1.0f, "RoPE attention factor " + fmt_f(c.rope_attn_factor));
   s += t.norm == NormType::Layer ? ", LayerNorm" : ", RMSNorm";
   if (has(L.w_gate)) s += t.act == FfnAct::Silu ? ", SwiGLU FFN" : ", GEGLU FFN";
   else s += t.act == FfnAct::Gelu ? ", GELU MLP" : ", SiLU MLP";

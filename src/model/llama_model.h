@@ -76,6 +76,14 @@ class LlamaModel {
   const WeightView& output() const { return output_; }
   // Per-frequency RoPE divisors, [n_rot / 2] F32 (Llama 3.1+ rope_freqs); empty when absent.
   const WeightView& rope_factors() const { return rope_factors_; }
+  // phi3 LongRoPE divisors (rope_factors_long / _short.weight), [n_rot / 2] F32; empty when absent.
+  const WeightView& rope_factors_long() const { return rope_long_; }
+  const WeightView& rope_factors_short() const { return rope_short_; }
+  // The divisors RoPE uses in a context of n_ctx positions per sequence, as
+  // llama.cpp chooses them (llama_model::get_rope_factors): rope_freqs when
+  // present, else the long factors when n_ctx > rope.scaling.original_context_length,
+  // else the short ones; null when the chosen set is absent.
+  const float* rope_factors_for(int32_t n_ctx) const;
   const std::vector<LlamaLayer>& layers() const { return layers_; }
   // Bytes of weights read per decoded token (for bandwidth accounting).
   uint64_t weight_bytes() const;
@@ -86,7 +94,7 @@ class LlamaModel {
 
  private:
   LlamaConfig config_;
-  WeightView tok_embd_, output_norm_, output_norm_b_, output_, rope_factors_;
+  WeightView tok_embd_, output_norm_, output_norm_b_, output_, rope_factors_, rope_long_, rope_short_;
   std::vector<LlamaLayer> layers_;
   bool fused_qkv_ = false, fused_gate_up_ = false;  // bound from attn_qkv / a gate+up ffn_up (describe())
   // F32 matrices repacked for matmul (kernels/f32_panels.h); the views'

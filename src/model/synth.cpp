@@ -307,7 +307,7 @@ SynthResult synth_model(const SynthOptions& opt, const std::string& out_path) {
             s.rms_eps);
   w.set_f32(a + "rope.freq_base", s.rope_freq_base);
   if (s.n_swa > 0) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.n_swa));
-  if (arch.softcaps) {
+  if (arch.softcaps == SoftCaps::AttnAndFinal) {
     if (s.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
     if (s.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", s.final_softcap);
   }

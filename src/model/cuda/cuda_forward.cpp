@@ -45,7 +45,9 @@ std::string unsupported_features(const LlamaModel& model) {
   need(c.traits->norm == NormType::Layer, "LayerNorm");
   need(biases, "biases");
   need(c.traits->rope == RopeType::Neox, "NEOX RoPE");
-  need(has(model.rope_factors()) || c.rope_freq_scale != 1.0f, "RoPE factors or scaling");
+  need(has(model.rope_factors()) || has(model.rope_factors_long()) || has(model.rope_factors_short()) ||
+           c.rope_freq_scale != 1.0f || c.yarn_ext_factor != 0.0f || c.rope_attn_factor != 1.0f,
+       "RoPE factors or scaling (rope_freqs, LongRoPE, linear, YaRN, attention factor)");
   need(c.traits->act != FfnAct::Silu || !c.traits->gated_ffn, "GELU / plain FFN");
   need(c.n_swa > 0, "sliding-window attention");
   need(c.attn_softcap > 0 || c.final_softcap > 0, "logit soft-capping");
@@ -200,7 +202,7 @@ void CudaForward::Impl::setup() {
   std::memset(meta_host.get(), 0, meta_n * sizeof(int32_t));
   mm = std::make_unique<cuda::CudaMatmul>(stream, opt.max_tokens, std::max<int64_t>(E, F), max_q_elems);
 
-  if (!output_on_gpu) tail = std::make_unique<CpuTail>(model, n_gpu, opt.n_blocks, opt.block_size, opt.n_threads);
+  if (!output_on_gpu) tail = std::make_unique<CpuTail>(model, n_gpu, opt.n_blocks, opt.block_size, opt.n_threads, opt.max_ctx);
   buckets = decode_buckets(opt.max_seqs);
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
