@@ -131,11 +131,11 @@ TEST(RealtimeProtocol, ResolvesParamsWithOverrides) {
 }
 
 TEST(RealtimeProtocol, ServerEventShapes) {
-  auto j = json::parse(session_created("sess_1", "m", 512, ChatFamily::ChatML));
+  auto j = json::parse(session_created("sess_1", "m", 512, "gguf"));
   EXPECT_EQ(j["type"], "session.created");
   EXPECT_EQ(j["session"]["id"], "sess_1");
   EXPECT_EQ(j["session"]["n_ctx"], 512);
-  EXPECT_EQ(j["session"]["chat_template"], "chatml");
+  EXPECT_EQ(j["session"]["chat_template"], "gguf");
   const std::vector<int32_t> ids{1, 2, 3};
   j = json::parse(response_created("resp_1", 3, 2, &ids));
   EXPECT_EQ(j["response"]["prompt_token_ids"], json(ids));
@@ -164,23 +164,37 @@ TEST(RealtimeProtocol, ServerEventShapes) {
 }
 
 TEST(RealtimeConversation, ContinuationIsWhatFollowsTheAssistantTurn) {
-  const std::vector<ChatMessage> next{{"user", "again"}};
-  EXPECT_EQ(chat_continuation(ChatFamily::ChatML, next), "<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(chat_continuation(ChatFamily::Plain, next), "\nUser: again\nAssistant:");
-  EXPECT_EQ(chat_continuation(ChatFamily::Llama2, next), "</s><s>[INST] again [/INST]");
-  // Whole conversation == first turn + reply + continuation, for every family.
-  for (ChatFamily f : {ChatFamily::Plain, ChatFamily::ChatML, ChatFamily::Llama3, ChatFamily::Gemma,
-                       ChatFamily::Phi3, ChatFamily::Zephyr, ChatFamily::Llama2, ChatFamily::Mistral}) {
-    const std::vector<ChatMessage> first{{"system", "sys"}, {"user", "hello"}};
+  const ChatTemplate chatml(
+      "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+      "gguf", "", "<|im_end|>");
+  // Llama 3's template (it writes bos_token before the first message).
+  const ChatTemplate llama3(
+      "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+      "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
+      "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+      "'<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}",
+      "gguf", "<|begin_of_text|>", "<|eot_id|>");
+  const ChatTemplate plain;
+  auto m = [](const char* role, const char* content) { return ChatMessage{role, content, nullptr, "", ""}; };
+  const std::vector<ChatMessage> next{m("user", "again")};
+  EXPECT_EQ(chat_continuation(chatml, next), "<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(chat_continuation(plain, next), "\nUser: again\nAssistant:");
+  EXPECT_EQ(chat_continuation(llama3, next),
+            "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nagain<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  // Whole conversation == first turn + reply + continuation.
+  for (const ChatTemplate* t : {&plain, &chatml, &llama3}) {
+    const std::vector<ChatMessage> first{m("system", "sys"), m("user", "hello")};
     std::vector<ChatMessage> all = first;
-    all.push_back({"assistant", "reply"});
-    all.push_back({"user", "again"});
-    const std::string turn1 = render_chat(f, first);
-    const std::string whole = render_chat(f, all);
-    const std::string cont = chat_continuation(f, next);
-    ASSERT_GE(whole.size(), cont.size()) << chat_family_name(f);
-    EXPECT_EQ(whole.substr(whole.size() - cont.size()), cont) << chat_family_name(f);
-    EXPECT_EQ(whole.substr(0, turn1.size()), turn1) << chat_family_name(f);
+    all.push_back(m("assistant", "reply"));
+    all.push_back(m("user", "again"));
+    const std::string turn1 = t->render(first);
+    const std::string whole = t->render(all);
+    const std::string cont = chat_continuation(*t, next);
+    ASSERT_GE(whole.size(), cont.size()) << whole;
+    EXPECT_EQ(whole.substr(whole.size() - cont.size()), cont) << whole;
+    EXPECT_EQ(whole.substr(0, turn1.size()), turn1) << whole;
   }
 }
 

@@ -35,7 +35,7 @@ class ObservedBackend final : public server::Backend {
   const std::string& model_id() const override { return inner_.model_id(); }
   int32_t n_ctx() const override { return inner_.n_ctx(); }
   int32_t n_vocab() const override { return inner_.n_vocab(); }
-  server::ChatFamily chat_family() const override { return inner_.chat_family(); }
+  const server::ChatTemplate& chat_template() const override { return inner_.chat_template(); }
   std::vector<int32_t> tokenize(std::string_view t, bool s) const override { return inner_.tokenize(t, s); }
   std::string metrics_text() const override { return inner_.metrics_text(); }
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback cb) override {
@@ -68,7 +68,7 @@ class ServerE2E : public ::testing::Test {
     eo.n_threads = 1;
     eo.n_ctx = 2048;
     engine_ = std::make_unique<Engine>(*model_, *tok_, eo);
-    inner_ = std::make_unique<server::EngineBackend>(*engine_, "stories260K", server::ChatFamily::Plain);
+    inner_ = std::make_unique<server::EngineBackend>(*engine_, "stories260K", server::ChatTemplate());
     backend_ = std::make_unique<ObservedBackend>(*inner_);
     server::HttpServerOptions o;
     o.port = 0;

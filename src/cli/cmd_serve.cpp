@@ -11,6 +11,8 @@
 #include <ctime>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <limits>
 #include <pthread.h>
 
@@ -22,6 +24,7 @@
 #include "server/backend.h"
 #include "server/chat_template.h"
 #include "server/http_server.h"
+#include "template/jinja.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -41,6 +44,7 @@ struct ServeArgs {
   std::string kv_memory = "0";
   std::string kv_type = "f16";
   std::string chat_template = "auto";
+  std::string chat_template_file;
   std::string alias;
   double drain_timeout = 10;  // seconds
 };
@@ -62,19 +66,41 @@ int32_t drain(server::HttpServer& http, const Engine& engine, const sigset_t& st
   }
 }
 
-server::ChatFamily pick_chat_family(const GgufFile& gguf, const std::string& choice) {
-  if (choice != "auto") return *server::chat_family_from_name(choice);  // checked by the option
-  std::optional<std::string> source;
+// The chat template: --chat-template-file, else the GGUF's
+// tokenizer.chat_template (auto), else the plain fallback. A template that
+// does not parse stops the server with the parse error (Error), naming the
+// options that get around it.
+server::ChatTemplate pick_chat_template(const GgufFile& gguf, const Tokenizer& tok, const ServeArgs& a) {
+  if (a.chat_template == "plain") return {};
+  auto text = [&](int32_t id) { return id >= 0 && id < tok.n_vocab() ? tok.token_text(id) : std::string(); };
+  std::string source, origin;
+  if (!a.chat_template_file.empty()) {
+    std::ifstream f(a.chat_template_file, std::ios::binary);
+    if (!f) throw Error("--chat-template-file: cannot read '" + a.chat_template_file + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    source = ss.str();
+    origin = "file";
+  } else {
+    std::optional<std::string> s;
+    try {
+      s = gguf.get_string("tokenizer.chat_template");
+    } catch (const Error&) {
+      throw Error("tokenizer.chat_template is not a string; serve with --chat-template plain or --chat-template-file");
+    }
+    if (!s || s->empty()) {
+      std::fprintf(stderr, "nexus serve: the model has no chat template; chat prompts use the plain fallback\n");
+      return {};
+    }
+    source = std::move(*s);
+    origin = "gguf";
+  }
   try {
-    source = gguf.get_string("tokenizer.chat_template");
-  } catch (const Error&) {
-    // Not a string: treat as absent.
+    return server::ChatTemplate(source, origin, text(tok.bos_id()), text(tok.eos_id()));
+  } catch (const tmpl::TemplateError& e) {
+    throw Error(std::string(origin == "file" ? "--chat-template-file" : "the GGUF's tokenizer.chat_template") +
+                ": " + e.what() + " (serve with --chat-template plain or --chat-template-file to replace it)");
   }
-  const server::ChatFamily f = server::detect_chat_family(source.value_or(""));
-  if (source && f == server::ChatFamily::Plain) {
-    std::fprintf(stderr, "nexus serve: chat template not recognised; using the plain fallback\n");
-  }
-  return f;
 }
 
 int serve(ServeArgs& a) {
@@ -110,7 +136,7 @@ int serve(ServeArgs& a) {
   // The id clients name in "model": the file's stem (e.g. "stories260K"),
   // which unlike general.name ("llama" in many files) tells models apart.
   const std::string id = a.alias.empty() ? std::filesystem::path(a.model).stem().string() : a.alias;
-  server::EngineBackend backend(engine, id, pick_chat_family(gguf, a.chat_template));
+  server::EngineBackend backend(engine, id, pick_chat_template(gguf, *tok, a));
 
   server::HttpServerOptions opts;
   opts.host = a.host;
@@ -123,7 +149,7 @@ int serve(ServeArgs& a) {
   http.start();
   const EngineStats st = engine.stats();
   std::fprintf(stderr, "model %s: n_ctx %d, chat template %s, KV pool %d blocks of %d tokens (%s, %.1f MiB)\n",
-               backend.model_id().c_str(), backend.n_ctx(), server::chat_family_name(backend.chat_family()),
+               backend.model_id().c_str(), backend.n_ctx(), backend.chat_template().origin().c_str(),
                st.kv_blocks_total, st.block_size, kv_type_name(eopts.kv_type), st.kv_bytes / 1048576.0);
   std::printf("listening on http://%s:%u\n", http.host().c_str(), static_cast<unsigned>(http.port()));
   std::fflush(stdout);
@@ -178,13 +204,11 @@ std::function<int()> setup(CLI::App& sub) {
           },
           ""));
   sub.add_option("--chat-template", a->chat_template,
-                 "auto (from the GGUF), plain, chatml, llama3, gemma, phi3, zephyr, llama2, mistral")
+                 "auto (the GGUF's tokenizer.chat_template, run as Jinja) or plain (the documented fallback)")
       ->capture_default_str()
-      ->check(CLI::Validator(
-          [](std::string& t) -> std::string {
-            return t == "auto" || server::chat_family_from_name(t) ? "" : "unknown chat template '" + t + "'";
-          },
-          ""));
+      ->check(CLI::IsMember({"auto", "plain"}));
+  sub.add_option("--chat-template-file", a->chat_template_file,
+                 "a Jinja chat template file to use instead of the GGUF's (as transformers' chat_template)");
   sub.add_option("--alias", a->alias, "model id served in /v1/models and accepted in \"model\" (default: file stem)");
   return [a] { return serve(*a); };
 }

@@ -5,8 +5,8 @@
 
 namespace nexus::server {
 
-EngineBackend::EngineBackend(Engine& engine, std::string model_id, ChatFamily family)
-    : engine_(engine), model_id_(std::move(model_id)), family_(family) {}
+EngineBackend::EngineBackend(Engine& engine, std::string model_id, ChatTemplate chat_template)
+    : engine_(engine), model_id_(std::move(model_id)), chat_template_(std::move(chat_template)) {}
 
 int32_t EngineBackend::n_ctx() const { return engine_.n_ctx(); }
 

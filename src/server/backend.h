@@ -25,7 +25,8 @@ class Backend {
   virtual const std::string& model_id() const = 0;
   virtual int32_t n_ctx() const = 0;     // tokens: prompt + completion must fit
   virtual int32_t n_vocab() const = 0;
-  virtual ChatFamily chat_family() const = 0;
+  // The chat template prompts are rendered with (chat_template.h).
+  virtual const ChatTemplate& chat_template() const = 0;
   virtual std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const = 0;
   // The same without BOS, for a segment appended to a conversation
   // (realtime sessions). The default suits backends whose tokenize() adds none.
@@ -44,14 +45,15 @@ class Backend {
 };
 
 // Backend over a running Engine (which must outlive it). BOS follows the
-// tokenizer's default (tokenizer.ggml.add_bos_token).
+// tokenizer's default (tokenizer.ggml.add_bos_token); chat prompts whose
+// template wrote BOS itself are tokenized without another (prompt_builder.h).
 class EngineBackend final : public Backend {
  public:
-  EngineBackend(Engine& engine, std::string model_id, ChatFamily family);
+  EngineBackend(Engine& engine, std::string model_id, ChatTemplate chat_template);
   const std::string& model_id() const override { return model_id_; }
   int32_t n_ctx() const override;
   int32_t n_vocab() const override;
-  ChatFamily chat_family() const override { return family_; }
+  const ChatTemplate& chat_template() const override { return chat_template_; }
   std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const override;
   std::vector<int32_t> tokenize_continuation(std::string_view text, bool parse_special) const override;
   bool is_end_of_generation(int32_t token) const override;
@@ -62,7 +64,7 @@ class EngineBackend final : public Backend {
  private:
   Engine& engine_;
   std::string model_id_;
-  ChatFamily family_;
+  ChatTemplate chat_template_;
 };
 
 }  // namespace nexus::server

@@ -1,50 +1,91 @@
-// Chat templates: a conversation (messages) -> the prompt text a chat model
-// was trained on.
+// Chat templates: a conversation (messages, tools) -> the prompt text a chat
+// model was trained on, by executing the model's own Jinja template
+// (tokenizer.chat_template in the GGUF, or a file given to `nexus serve
+// --chat-template-file`) with Nexus's sandboxed interpreter (src/template/jinja.h).
 //
-// GGUF files store the template as Jinja source (tokenizer.chat_template).
-// Instead of running Jinja we recognise the template's family by its marker
-// tokens and render that family natively (the approach of llama.cpp's
-// llm_chat_detect_template):
-//   chatml   "<|im_start|>"            <|im_start|>user\n...<|im_end|>\n
-//   llama3   "<|start_header_id|>"     <|start_header_id|>user<|end_header_id|>\n\n...<|eot_id|>
-//   gemma    "<start_of_turn>"         <start_of_turn>user\n...<end_of_turn>\n (no system
-//                                      role: the system text opens the first user turn)
-//   phi3     "<|user|>" + "<|end|>"    <|user|>\n...<|end|>\n
-//   zephyr   "<|user|>" (no <|end|>)   <|user|>\n...</s>\n
-//   llama2   "[INST]" + "<<SYS>>"      [INST] <<SYS>>\nsys\n<</SYS>>\n\nuser [/INST] reply </s><s>[INST] ...
-//   mistral  "[INST]" (no <<SYS>>)     [INST] sys\n\nuser [/INST] reply</s>[INST] ...
-//   plain    no template, or one we do not recognise (documented fallback):
-//            "System: ...\nUser: ...\nAssistant: ...\n" then "Assistant:"
-// BOS is never rendered: the tokenizer adds it per its default. Rendered text
-// uses the family's special tokens literally, so it is tokenized with
-// parse_special = uses_special_tokens(family).
+// The template sees what transformers' apply_chat_template passes:
+//   messages               [{role, content, tool_calls?, tool_call_id?, name?}];
+//                          content is a string (text parts were joined with
+//                          "\n"); tool_calls as the client sent them, except
+//                          that function.arguments holding a JSON object as a
+//                          string is passed as that object (templates write
+//                          it with `| tojson`, as llama.cpp's server does)
+//   add_generation_prompt  true (the prompt ends opening the assistant's turn)
+//   bos_token, eos_token   the vocabulary's BOS/EOS token text ("" when none)
+//   tools                  the request's tools, only when it has some
+//   strftime_now(fmt)      today's date, for templates that print it
+// Special tokens in the rendered text are parsed as such.
+//
+// BOS: templates that write bos_token themselves (Llama 3, Gemma, Phi-3...)
+// and tokenizers that add BOS by default (tokenizer.ggml.add_bos_token)
+// would give two BOS tokens; starts_with_bos() tells the caller to tokenize
+// without adding one (prompt_builder.cpp). Default system prompts are the
+// template's own (e.g. Qwen 2.5's "You are Qwen, created by Alibaba Cloud...").
+//
+// Without a template (or with --chat-template plain) the documented fallback
+// is rendered, without special tokens:
+//   "System: ...\nUser: ...\nAssistant: ...\nTool: ...\n" then "Assistant:"
+//
+// Errors (ApiError, OpenAI's error JSON):
+//   400 invalid_request_error, param "messages", code "chat_template_rejected":
+//       the template refused the conversation with raise_exception (e.g.
+//       "Conversation roles must alternate user/assistant/..."): the client
+//       can fix the request; or the rendered prompt exceeds the output limit
+//       (code "chat_template_too_large").
+//   500 server_error, code "chat_template_error": the template failed for
+//       any other reason (a type error, an unknown filter, a sandbox limit on
+//       loops/steps/depth): a defect of the model's template, not of the
+//       request, so the client cannot fix it by changing its input.
 #pragma once
 
-#include <optional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace nexus::tmpl {
+class Template;
+}
 
 namespace nexus::server {
 
 struct ChatMessage {
   std::string role;     // "system", "user", "assistant", "tool"
-  std::string content;
+  std::string content;  // text (content parts joined)
+  nlohmann::ordered_json tool_calls;  // assistant: the calls it made (null when none)
+  std::string tool_call_id;           // tool: the call this answers ("" when absent)
+  std::string name;                   // tool (or any role): the name field ("" when absent)
 };
 
-enum class ChatFamily { Plain, ChatML, Llama3, Gemma, Phi3, Zephyr, Llama2, Mistral };
+class ChatTemplate {
+ public:
+  // The plain fallback (no special tokens).
+  ChatTemplate();
+  // A Jinja template; throws tmpl::TemplateError(Syntax) when it does not parse.
+  // `origin` names it in logs and session.created ("gguf", "file").
+  ChatTemplate(std::string_view source, std::string origin, std::string bos_token, std::string eos_token);
+  ~ChatTemplate();
+  ChatTemplate(const ChatTemplate&);
+  ChatTemplate& operator=(const ChatTemplate&);
 
-// The family of a Jinja template source; Plain for "" or an unknown template.
-ChatFamily detect_chat_family(std::string_view template_source);
+  bool is_plain() const { return origin_ == "plain"; }
+  const std::string& origin() const { return origin_; }  // "plain", "gguf", "file"
+  const std::string& bos_token() const { return bos_; }
+  bool parse_special() const { return !is_plain(); }
 
-// "plain", "chatml", "llama3", "gemma", "phi3", "zephyr", "llama2", "mistral".
-const char* chat_family_name(ChatFamily f);
-std::optional<ChatFamily> chat_family_from_name(std::string_view name);
+  // The prompt for `messages` (and `tools` when not null), ending with the
+  // opening of the assistant's turn. Throws ApiError as listed above.
+  std::string render(std::span<const ChatMessage> messages, const nlohmann::ordered_json& tools = nullptr,
+                     bool add_generation_prompt = true) const;
+  // Whether `text` begins with the BOS token's text (the template wrote it).
+  bool starts_with_bos(std::string_view text) const;
 
-// Whether rendered text contains special tokens to be parsed as such.
-bool uses_special_tokens(ChatFamily f);
-
-// Renders the conversation followed by the opening of the assistant's turn.
-std::string render_chat(ChatFamily f, std::span<const ChatMessage> messages);
+ private:
+  std::shared_ptr<const tmpl::Template> tmpl_;
+  std::string origin_ = "plain";
+  std::string bos_, eos_;
+};
 
 }  // namespace nexus::server

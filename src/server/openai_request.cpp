@@ -171,6 +171,40 @@ std::string message_content(const json& m, size_t i, const std::string& role) {
   return text;
 }
 
+// tool_calls (assistant), tool_call_id, name: what a chat template renders
+// of tool use. A call needs function.name (string) and function.arguments
+// (a string, or an object).
+void parse_message_extras(const json& m, const std::string& name, const std::string& role, ChatMessage& msg) {
+  for (const char* key : {"tool_call_id", "name"}) {
+    const json* v = field(m, key);
+    if (!v) continue;
+    if (!v->is_string()) throw type_error(name + "." + key, "a string", *v);
+    (std::string_view(key) == "name" ? msg.name : msg.tool_call_id) = v->get<std::string>();
+  }
+  const json* calls = field(m, "tool_calls");
+  if (!calls) return;
+  const std::string cname = name + ".tool_calls";
+  if (role != "assistant") {
+    throw bad_request(fmt::format("Invalid '{}': only assistant messages carry tool calls.", cname), cname,
+                      "invalid_value");
+  }
+  if (!calls->is_array()) throw type_error(cname, "an array", *calls);
+  for (size_t k = 0; k < calls->size(); ++k) {
+    const json& c = (*calls)[k];
+    const std::string pname = fmt::format("{}[{}]", cname, k);
+    if (!c.is_object()) throw type_error(pname, "an object", c);
+    const json* f = field(c, "function");
+    if (!f || !f->is_object()) throw type_error(pname + ".function", "an object", f ? *f : json());
+    const json* fn = field(*f, "name");
+    if (!fn || !fn->is_string()) throw type_error(pname + ".function.name", "a string", fn ? *fn : json());
+    const json* args = field(*f, "arguments");
+    if (args && !args->is_string() && !args->is_object()) {
+      throw type_error(pname + ".function.arguments", "a string", *args);
+    }
+  }
+  msg.tool_calls = nlohmann::ordered_json::parse(calls->dump());
+}
+
 void parse_messages(const json& body, ApiRequest& r) {
   const json* ms = field(body, "messages");
   if (!ms) throw bad_request("Missing required parameter: 'messages'.", "messages", "missing_required_parameter");
@@ -194,8 +228,11 @@ void parse_messages(const json& body, ApiRequest& r) {
                                     name, printable(rs)),
                         name + ".role", "invalid_value");
     }
-    std::string content = message_content(m, i, rs);
-    r.messages.push_back({std::move(rs), std::move(content)});
+    ChatMessage msg;
+    msg.content = message_content(m, i, rs);
+    parse_message_extras(m, name, rs, msg);
+    msg.role = std::move(rs);
+    r.messages.push_back(std::move(msg));
   }
 }
 

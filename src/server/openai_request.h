@@ -18,7 +18,10 @@
 //                         system, developer (treated as system), user,
 //                         assistant, tool; content a string, an array of
 //                         {"type":"text","text":...} parts (joined with "\n"),
-//                         or null for assistant messages
+//                         or null for assistant messages; assistant
+//                         tool_calls (array of {id, type, function: {name,
+//                         arguments}}), tool tool_call_id and any name
+//                         (strings) are passed to the chat template
 //   max_tokens            integer (chat: max_completion_tokens wins when both)
 //   temperature [0,2]  top_p [0,1]  top_k >= 0  min_p [0,1]
 //   frequency_penalty [-2,2]  presence_penalty [-2,2]  repeat_penalty > 0
@@ -67,6 +70,7 @@ struct ApiRequest {
   bool prompt_is_tokens = false;
   // Chat completions.
   std::vector<ChatMessage> messages;
+  nlohmann::ordered_json tools;        // null: the template gets none (tools are refused above for now)
   std::optional<int64_t> max_tokens;   // as given; may be <= 0 or huge (checked later)
   std::string max_tokens_param = "max_tokens";  // the field it came from, for errors
   SamplingParams sampling;

@@ -12,8 +12,7 @@ namespace {
 
 std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend) {
   if (req.endpoint == Endpoint::ChatCompletions) {
-    const ChatFamily family = backend.chat_family();
-    return backend.tokenize(render_chat(family, req.messages), uses_special_tokens(family));
+    return tokenize_chat(backend, backend.chat_template().render(req.messages, req.tools));
   }
   if (!req.prompt_is_tokens) return backend.tokenize(req.prompt, true);
   std::vector<int32_t> ids;
@@ -30,6 +29,12 @@ std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend
 }
 
 }  // namespace
+
+std::vector<int32_t> tokenize_chat(const Backend& backend, const std::string& text) {
+  const ChatTemplate& t = backend.chat_template();
+  return t.starts_with_bos(text) ? backend.tokenize_continuation(text, t.parse_special())
+                                 : backend.tokenize(text, t.parse_special());
+}
 
 void check_max_tokens(std::optional<int64_t> max_tokens, int32_t n_ctx, const std::string& param) {
   if (!max_tokens) return;

@@ -11,7 +11,10 @@
 // Prompts: completions tokenize the prompt text with BOS per the tokenizer
 // default and special tokens parsed (as llama.cpp's server does, so a client
 // may write a template by hand); token-id prompts are used as given. Chat
-// renders the messages with the model's chat template (chat_template.h).
+// renders the messages (and tools) with the model's chat template
+// (chat_template.h), whose errors are ApiErrors (400 when the template
+// refuses the conversation, 500 when it fails), then tokenizes them with
+// tokenize_chat.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,12 @@
 namespace nexus::server {
 
 inline constexpr int32_t kDefaultMaxTokens = 256;
+
+// A rendered chat prompt -> token ids: special tokens parsed (unless the
+// template is the plain fallback), BOS added per the tokenizer's default
+// unless the text already starts with the BOS token (the template wrote it):
+// never two BOS.
+std::vector<int32_t> tokenize_chat(const Backend& backend, const std::string& text);
 
 // Throws ApiError (400) as listed above.
 GenerationRequest build_generation(const ApiRequest& req, const Backend& backend);

@@ -1,5 +1,7 @@
 #include "server/realtime_conversation.h"
 
+#include "server/prompt_builder.h"
+
 namespace nexus::server::realtime {
 
 namespace {
@@ -10,23 +12,37 @@ constexpr std::string_view kMark = "\x1f\x1enexus-assistant-content\x1e\x1f";
 
 void append(std::vector<int32_t>& to, const std::vector<int32_t>& from) { to.insert(to.end(), from.begin(), from.end()); }
 
+// A segment rendered on its own, without the BOS the template may write first.
+std::string without_bos(const ChatTemplate& t, std::string text) {
+  return t.starts_with_bos(text) ? text.substr(t.bos_token().size()) : text;
+}
+
 }  // namespace
 
-std::string chat_continuation(ChatFamily f, const std::vector<ChatMessage>& messages) {
+std::string chat_continuation(const ChatTemplate& t, const std::vector<ChatMessage>& messages) {
+  // A user turn first: templates that insist on alternating roles starting
+  // with the user (Gemma, Mistral) accept the rendering.
   std::vector<ChatMessage> all;
-  all.reserve(messages.size() + 1);
-  all.push_back(ChatMessage{"assistant", std::string(kMark)});
+  all.reserve(messages.size() + 2);
+  ChatMessage user, assistant;
+  user.role = "user";
+  user.content = "hi";
+  assistant.role = "assistant";
+  assistant.content = std::string(kMark);
+  all.push_back(std::move(user));
+  all.push_back(std::move(assistant));
   all.insert(all.end(), messages.begin(), messages.end());
-  const std::string full = render_chat(f, all);
+  const std::string full = t.render(all);
   const size_t at = full.find(kMark);
-  return at == std::string::npos ? render_chat(f, messages) : full.substr(at + kMark.size());
+  return at == std::string::npos ? without_bos(t, t.render(messages)) : full.substr(at + kMark.size());
 }
+
 
 std::vector<int32_t> Conversation::build_prompt() const {
   std::vector<int32_t> ids = tokens_;
   bool after_response = after_response_;
-  const ChatFamily family = backend_.chat_family();
-  const bool special = uses_special_tokens(family);
+  const ChatTemplate& chat = backend_.chat_template();
+  const bool special = chat.parse_special();
   for (size_t i = 0; i < pending_.size();) {
     if (!pending_[i].is_message) {
       const std::string& text = pending_[i].text;
@@ -38,13 +54,13 @@ std::vector<int32_t> Conversation::build_prompt() const {
     std::vector<ChatMessage> msgs;
     for (; i < pending_.size() && pending_[i].is_message; ++i) msgs.push_back(pending_[i].message);
     if (ids.empty()) {
-      if (!system_.empty()) msgs.insert(msgs.begin(), ChatMessage{"system", system_});
-      append(ids, backend_.tokenize(render_chat(family, msgs), special));
+      if (!system_.empty()) msgs.insert(msgs.begin(), ChatMessage{"system", system_, nullptr, "", ""});
+      append(ids, tokenize_chat(backend_, chat.render(msgs)));
     } else if (after_response) {
       if (backend_.is_end_of_generation(ids.back())) ids.pop_back();
-      append(ids, backend_.tokenize_continuation(chat_continuation(family, msgs), special));
+      append(ids, backend_.tokenize_continuation(chat_continuation(chat, msgs), special));
     } else {
-      append(ids, backend_.tokenize_continuation(render_chat(family, msgs), special));
+      append(ids, backend_.tokenize_continuation(without_bos(chat, chat.render(msgs)), special));
     }
     after_response = false;
   }

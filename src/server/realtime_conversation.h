@@ -6,17 +6,19 @@
 // Kept tokens = every prompt sent + every token id the engine sampled. New
 // input waits (pending) until a response is created; then it is tokenized
 // and appended:
-//   chat messages, first in the conversation: render_chat(system + messages)
+//   chat messages, first in the conversation: the chat template over (system + messages)
 //       (the system prompt, if any, opens the conversation; ends with the
-//       assistant header), tokenized WITH BOS per the tokenizer default;
+//       assistant header), tokenized as chat prompts are (tokenize_chat:
+//       BOS per the tokenizer default unless the template wrote it);
 //   chat messages after a response: only the continuation segment — the end
 //       of the assistant turn, the messages, the next assistant header —
-//       tokenized WITHOUT BOS. It is what render_chat puts after an assistant
+//       tokenized WITHOUT BOS. It is what the template puts after an assistant
 //       message, so the whole equals a render of the full conversation (up to
 //       tokenization at segment edges). A last kept token that ends a
 //       generation (EOS/EOT, never evaluated by the engine) is dropped first:
 //       the template writes its own end of turn.
-//   chat messages after raw text: render_chat(messages), without BOS;
+//   chat messages after raw text: the template over the messages, without
+//       BOS (a BOS the template writes first is dropped);
 //   raw text: tokenized as is (special tokens parsed), with BOS only when it
 //       opens the conversation (as POST /v1/completions would).
 // Consecutive messages form one segment. Not thread-safe (one strand).
@@ -64,8 +66,10 @@ class Conversation {
   bool after_response_ = false;  // the kept tokens end with a response
 };
 
-// What render_chat(f, {assistant: ..., messages...}) writes after the
-// assistant message's content.
-std::string chat_continuation(ChatFamily f, const std::vector<ChatMessage>& messages);
+// What the template writes after an assistant message's content when
+// `messages` follow it: the tail of a rendering of {user, assistant,
+// messages...} after the assistant's content. Throws ApiError as
+// ChatTemplate::render does.
+std::string chat_continuation(const ChatTemplate& t, const std::vector<ChatMessage>& messages);
 
 }  // namespace nexus::server::realtime

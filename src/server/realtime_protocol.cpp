@@ -62,7 +62,7 @@ InputItem parse_input(const json& ev) {
   if (content->get_ref<const std::string&>().empty())
     throw EventError("invalid_value", "'message.content' must be a non-empty string.");
   item.is_message = true;
-  item.message = ChatMessage{r, content->get<std::string>()};
+  item.message = ChatMessage{r, content->get<std::string>(), nullptr, "", ""};
   return item;
 }
 
@@ -158,9 +158,10 @@ ResolvedParams resolve_params(const json& session, const json& overrides, const 
   return out;
 }
 
-std::string session_created(const std::string& id, const std::string& model, int32_t n_ctx, ChatFamily family) {
+std::string session_created(const std::string& id, const std::string& model, int32_t n_ctx,
+                            const std::string& chat_template) {
   return json{{"type", "session.created"},
-              {"session", {{"id", id}, {"model", model}, {"n_ctx", n_ctx}, {"chat_template", chat_family_name(family)}}}}
+              {"session", {{"id", id}, {"model", model}, {"n_ctx", n_ctx}, {"chat_template", chat_template}}}}
       .dump();
 }
 

@@ -80,7 +80,9 @@ ResolvedParams resolve_params(const nlohmann::json& session, const nlohmann::jso
                               const std::string& model_id, int32_t n_ctx);
 
 // Server events (serialised JSON, one WebSocket text message each).
-std::string session_created(const std::string& id, const std::string& model, int32_t n_ctx, ChatFamily family);
+// chat_template: ChatTemplate::origin() ("gguf", "file" or "plain").
+std::string session_created(const std::string& id, const std::string& model, int32_t n_ctx,
+                            const std::string& chat_template);
 std::string session_updated(const std::string& id, const nlohmann::json& session);
 std::string response_created(const std::string& id, int32_t prompt_tokens, int32_t new_tokens,
                              const std::vector<int32_t>* prompt_ids);

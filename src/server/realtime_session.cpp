@@ -114,7 +114,7 @@ void RealtimeSession::shutdown() {
 void RealtimeSession::on_accept(beast::error_code ec) {
   if (ec) return fail();
   accepted_ = true;
-  send(realtime::session_created(id_, backend_.model_id(), backend_.n_ctx(), backend_.chat_family()));
+  send(realtime::session_created(id_, backend_.model_id(), backend_.n_ctx(), backend_.chat_template().origin()));
   do_read();
 }
 
@@ -219,7 +219,15 @@ void RealtimeSession::create_response(const json& overrides) {
   if (running_) throw EventError("response_in_progress", "A response is running; cancel or redirect it first.");
   if (!conv_.has_pending()) throw EventError("no_input", "No new input: send input.append first.");
   realtime::ResolvedParams p = realtime::resolve_params(params_, overrides, backend_.model_id(), backend_.n_ctx());
-  std::vector<int32_t> prompt = conv_.build_prompt();
+  std::vector<int32_t> prompt;
+  try {
+    prompt = conv_.build_prompt();
+  } catch (const ApiError& e) {
+    // The chat template refused or failed on the pending input: it would
+    // fail the same way at every response.create, so it is dropped.
+    conv_.discard_pending();
+    throw EventError(e.code.empty() ? "invalid_value" : e.code, e.message + " The pending input was discarded.");
+  }
   const auto kept = static_cast<int32_t>(conv_.tokens().size());
   p.request.prompt_is_tokens = true;
   p.request.prompt_tokens.assign(prompt.begin(), prompt.end());

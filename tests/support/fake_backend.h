@@ -40,7 +40,7 @@ class FakeBackend final : public server::Backend {
   const std::string& model_id() const override { return id_; }
   int32_t n_ctx() const override { return n_ctx_; }
   int32_t n_vocab() const override { return 258; }
-  server::ChatFamily chat_family() const override { return family; }
+  const server::ChatTemplate& chat_template() const override { return chat; }
   std::vector<int32_t> tokenize(std::string_view text, bool) const override {
     std::vector<int32_t> ids{1};
     for (unsigned char c : text) ids.push_back(c + 2);
@@ -88,7 +88,7 @@ class FakeBackend final : public server::Backend {
     return true;
   }
 
-  server::ChatFamily family = server::ChatFamily::Plain;
+  server::ChatTemplate chat;  // the plain fallback unless a test sets one
   std::string piece;                         // when set, every token's text
   std::chrono::microseconds token_delay{0};  // per generated token
   std::atomic<int> started{0}, completed{0}, cancelled{0};
