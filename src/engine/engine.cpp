@@ -25,16 +25,6 @@
 
 namespace nexus {
 
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Cancelled: return "cancelled";
-    case FinishReason::Error: return "error";
-  }
-  return "error";
-}
-
 namespace {
 
 // The pool size: the explicit budget, or room for max_seqs full contexts but
