@@ -1,8 +1,11 @@
 // HttpSession: one client connection (internal to HttpServer).
 //
 // Everything a session does runs on its strand. Per request it reads the
-// header (answering "Expect: 100-continue"), then the body (body_limit), asks
-// the ApiRouter, and either queues a reply or submits a generation.
+// header (kMaxHeaderBytes; framing and target length checked there,
+// request_framing.h; answering "Expect: 100-continue"), then the body
+// (body_limit), asks dispatch_request (request_dispatch.h: HEAD, CORS, the
+// WebSocket handshake, the ApiRouter), and queues a reply (without its body
+// for HEAD), submits a generation, or hands the socket to a RealtimeSession.
 //
 // Output goes through one byte queue with at most one async_write in flight;
 // whatever accumulates meanwhile leaves in the next write. Engine events reach
