@@ -43,7 +43,7 @@ TEST_F(MetricsRoute, OtherMethodsAre405WithAllow) {
   auto c = connect();
   const HttpResponse r = c->post("/metrics", "{}");
   expect_error(r, 405);
-  EXPECT_EQ(r.header("allow"), "GET");
+  EXPECT_EQ(r.header("allow"), "GET, HEAD");
   EXPECT_EQ(c->get("/v1/metrics").status, 404);  // not an OpenAI route
 }
 

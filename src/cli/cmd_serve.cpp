@@ -14,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 #include <limits>
+#include <string>
+#include <vector>
 #include <pthread.h>
 
 #include "cli/command.h"
@@ -46,6 +48,7 @@ struct ServeArgs {
   std::string chat_template = "auto";
   std::string chat_template_file;
   std::string alias;
+  std::vector<std::string> cors_allow_origins;
   double drain_timeout = 10;  // seconds
 };
 
@@ -142,6 +145,7 @@ int serve(ServeArgs& a) {
   opts.host = a.host;
   opts.port = static_cast<uint16_t>(a.port);
   opts.io_threads = a.io_threads;
+  opts.cors_allow_origins = a.cors_allow_origins;
   opts.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   // Declared after the engine: destroyed (and stopped) first, so no engine
   // event is posted to a server that is gone.
@@ -210,6 +214,20 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--chat-template-file", a->chat_template_file,
                  "a Jinja chat template file to use instead of the GGUF's (as transformers' chat_template)");
   sub.add_option("--alias", a->alias, "model id served in /v1/models and accepted in \"model\" (default: file stem)");
+  sub.add_option("--cors-allow-origin", a->cors_allow_origins,
+                 "browser origin allowed to call the API (CORS), e.g. https://app.example.com; repeatable; * = any")
+      ->expected(1)
+      ->take_all()
+      ->check(CLI::Validator(
+          [](std::string& o) {
+            if (o == "*") return std::string();
+            const bool scheme = o.starts_with("http://") || o.starts_with("https://");
+            const bool clean = o.find_first_of(" \t\r\n/,", o.find("//") + 2) == std::string::npos;
+            return scheme && clean && o.size() > o.find("//") + 2
+                       ? std::string()
+                       : "'" + o + "' is not an origin (scheme://host[:port], no path) or *";
+          },
+          "ORIGIN"));
   return [a] { return serve(*a); };
 }
 

@@ -26,16 +26,6 @@
 
 namespace nexus {
 
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Cancelled: return "cancelled";
-    case FinishReason::Error: return "error";
-  }
-  return "error";
-}
-
 namespace {
 
 // Each id's bytes for grammar matching: control and unknown tokens and the

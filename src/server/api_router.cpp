@@ -26,17 +26,25 @@ std::string_view strip_v1(std::string_view path) {
   return path.starts_with("/v1/") ? path.substr(3) : path;
 }
 
-HttpReply method_not_allowed(std::string_view method, std::string_view path, const char* allow) {
-  HttpReply r = error_reply(ApiError(405, std::string("Method ") + std::string(method) + " is not allowed on " +
-                                              std::string(path) + "; use " + allow + ".",
-                                     "", "method_not_allowed"));
-  r.headers.emplace_back("Allow", allow);
-  return r;
-}
-
 }  // namespace
 
 HttpReply error_reply(const ApiError& e) { return HttpReply{e.status, error_body(e), {}}; }
+
+HttpReply ApiRouter::method_not_allowed(std::string_view method, std::string_view path, std::string_view allow) {
+  HttpReply r = error_reply(ApiError(405, "Method " + printable(method) + " is not allowed on " + printable(path) +
+                                              "; use " + std::string(allow) + ".",
+                                     "", "method_not_allowed"));
+  r.headers.emplace_back("Allow", std::string(allow));
+  return r;
+}
+
+const char* ApiRouter::allowed_methods(std::string_view target) {
+  const std::string_view path = strip_query(target);
+  const std::string_view p = strip_v1(path);
+  if (p == "/completions" || p == "/chat/completions") return "POST";
+  if (p == "/models" || p.starts_with("/models/") || path == "/health" || path == "/metrics") return "GET, HEAD";
+  return nullptr;
+}
 
 ApiRouter::ApiRouter(Backend& backend) : backend_(backend), created_(unix_now()) {}
 
@@ -50,14 +58,15 @@ HttpReply ApiRouter::queue_full() {
 RouteResult ApiRouter::route(std::string_view method, std::string_view target, std::string_view body) const {
   const std::string_view path = strip_query(target);
   const std::string_view p = strip_v1(path);
-  const bool get = method == "GET";
-  const bool post = method == "POST";
+  const char* allow = allowed_methods(path);
+  if (!allow)
+    return error_reply(ApiError(404, "Unknown path: " + printable(path), "", "not_found", "not_found_error"));
+  const bool get = method == "GET" || method == "HEAD";
+  if (std::string_view(allow) == "POST" ? method != "POST" : !get) return method_not_allowed(method, path, allow);
   if (p == "/completions" || p == "/chat/completions") {
-    if (!post) return method_not_allowed(method, path, "POST");
     return completion(p == "/completions" ? Endpoint::Completions : Endpoint::ChatCompletions, body);
   }
   if (p == "/models" || p.starts_with("/models/")) {
-    if (!get) return method_not_allowed(method, path, "GET");
     json model = {{"id", backend_.model_id()}, {"object", "model"}, {"created", created_},
                   {"owned_by", "nexus"}, {"meta", {{"n_ctx", backend_.n_ctx()}, {"n_vocab", backend_.n_vocab()}}}};
     if (p == "/models") return HttpReply{200, json{{"object", "list"}, {"data", json::array({model})}}.dump(), {}};
@@ -69,16 +78,9 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
                                          backend_.model_id() + "'.",
                                 "model", "model_not_found"));
   }
-  if (path == "/health") {
-    if (!get) return method_not_allowed(method, path, "GET");
-    return HttpReply{200, R"({"status":"ok"})", {}};
-  }
-  if (path == "/metrics") {
-    if (!get) return method_not_allowed(method, path, "GET");
-    return HttpReply{200, backend_.metrics_text() + (server_metrics_ ? server_metrics_() : std::string()), {},
-                     "text/plain; version=0.0.4; charset=utf-8"};
-  }
-  return error_reply(ApiError(404, "Unknown path: " + std::string(path), "", "not_found", "not_found_error"));
+  if (path == "/health") return HttpReply{200, R"({"status":"ok"})", {}};
+  return HttpReply{200, backend_.metrics_text() + (server_metrics_ ? server_metrics_() : std::string()), {},
+                   "text/plain; version=0.0.4; charset=utf-8"};
 }
 
 RouteResult ApiRouter::completion(Endpoint endpoint, std::string_view body) const {

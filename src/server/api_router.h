@@ -6,6 +6,8 @@
 //   GET  /v1/models               {"object":"list","data":[{"id":…,"object":"model",…}]}
 //   GET  /health                  {"status":"ok"}
 //   GET  /metrics                 Prometheus text format 0.0.4 (docs/metrics.md)
+// HEAD is answered wherever GET is, with the same reply (the session sends
+// its header only; RFC 9110 section 9.3.2).
 // Unknown path: 404 not_found_error; known path, other method: 405 with Allow.
 // All errors use ApiError's JSON shape. Pure: no I/O, safe from any thread.
 #pragma once
@@ -49,6 +51,11 @@ class ApiRouter {
 
   // 429 for when Backend::submit refuses (queue full), with Retry-After.
   static HttpReply queue_full();
+  // 405 method_not_allowed naming `method` and `path`, with `Allow: allow`.
+  static HttpReply method_not_allowed(std::string_view method, std::string_view path, std::string_view allow);
+  // The Allow value of the path of `target` ("POST", "GET, HEAD"); nullptr
+  // for a path the router does not have.
+  static const char* allowed_methods(std::string_view target);
 
   Backend& backend() const { return backend_; }
 

@@ -11,6 +11,10 @@
 //   max_pending_bytes  output queued for a slow client above this cancels
 //                      its generation and closes the connection, so the
 //                      engine never waits for a client
+//   request target     over 8 KiB: 414; header over 16 KiB: 431
+//                      (request_framing.h)
+// HEAD works wherever GET does; cors_allow_origins turns on CORS (cors.h,
+// request_dispatch.h).
 // GET /v1/realtime upgrades to a WebSocket on the same port (a realtime
 // session, realtime_session.h; protocol: docs/protocol.md). body_limit is its
 // message size limit, max_pending_bytes its outgoing buffer, and
@@ -23,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace nexus::server {
 
@@ -37,6 +42,9 @@ struct HttpServerOptions {
   std::chrono::milliseconds write_timeout{60'000};
   size_t max_pending_bytes = 1 << 20;
   std::chrono::milliseconds ws_ping_interval{20'000};
+  // Origins browsers may call from (`--cors-allow-origin`), "*" for any;
+  // empty = no CORS (OPTIONS gets 405, no Access-Control-* header is sent).
+  std::vector<std::string> cors_allow_origins;
   // Called once per request ("POST /v1/completions 200 12.3ms") from an I/O
   // thread; must be thread-safe. Empty = no log.
   std::function<void(const std::string&)> log;

@@ -1,6 +1,7 @@
 #include "server/http_session.h"
 
 #include "server/realtime_session.h"
+#include "server/request_dispatch.h"
 #include "server/request_framing.h"
 #include "server/sse.h"
 
@@ -21,22 +22,17 @@ constexpr size_t kWatchdogRead = 4096;
 constexpr size_t kMaxDrain = 64u << 20;            // bytes discarded before closing
 constexpr std::chrono::seconds kLinger{5};
 
-std::string reply_head(int status, size_t content_length, bool keep_alive,
-                       const std::vector<std::pair<std::string, std::string>>& extra,
-                       std::string_view content_type) {
+// A 204 has neither Content-Type nor Content-Length (RFC 9110 section 8.6).
+std::string reply_head(int status, size_t content_length, bool keep_alive, const HeaderList& extra,
+                       const HeaderList& cors, std::string_view content_type) {
   const auto reason = http::obsolete_reason(http::int_to_status(static_cast<unsigned>(status)));
-  std::string h = fmt::format("HTTP/1.1 {} {}\r\nServer: nexus\r\nContent-Type: {}\r\n"
-                              "Content-Length: {}\r\nConnection: {}\r\n",
-                              status, std::string_view(reason.data(), reason.size()), content_type, content_length,
-                              keep_alive ? "keep-alive" : "close");
+  std::string h = fmt::format("HTTP/1.1 {} {}\r\nServer: nexus\r\n", status,
+                              std::string_view(reason.data(), reason.size()));
+  if (status != 204) h += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", content_type, content_length);
+  h += fmt::format("Connection: {}\r\n", keep_alive ? "keep-alive" : "close");
   for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+  for (const auto& [k, v] : cors) h += k + ": " + v + "\r\n";
   return h + "\r\n";
-}
-
-// GET /v1/realtime (or /realtime), query string ignored.
-bool is_realtime_target(std::string_view target) {
-  const std::string_view path = target.substr(0, target.find('?'));
-  return path == "/v1/realtime" || path == "/realtime";
 }
 
 }  // namespace
@@ -118,6 +114,9 @@ void HttpSession::do_read() {
   if (closed_) return;
   parser_.emplace();
   parser_->body_limit(ctx_.opts.body_limit);
+  parser_->header_limit(kMaxHeaderBytes);
+  head_ = false;
+  cors_headers_.clear();
   stream_.expires_after(ctx_.opts.idle_timeout);
   http::async_read_header(stream_, buffer_, *parser_,
                           [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
@@ -126,12 +125,17 @@ void HttpSession::do_read() {
 void HttpSession::on_header(beast::error_code ec) {
   if (ec) return on_read_error(ec);
   const auto& req = parser_->get();
+  const auto origin = req[http::field::origin];
+  cors_headers_ = ctx_.cors.response_headers(std::string_view(origin.data(), origin.size()));
+  head_ = req.method() == http::verb::head;
   // Framing is checked before any body byte is read: a request whose body
   // length is ambiguous gets its error and the connection closes, so no
   // byte of it is ever read as another request.
-  if (std::optional<ApiError> bad = request_framing_error(req.base(), req.version())) {
+  std::optional<ApiError> bad = request_framing_error(req.base(), req.version());
+  if (!bad) bad = request_target_error(std::string_view(req.target().data(), req.target().size()));
+  if (bad) {
     method_ = std::string(req.method_string());
-    target_ = std::string(req.target());
+    target_ = std::string(req.target().substr(0, 256));
     start_ = std::chrono::steady_clock::now();
     keep_alive_ = false;
     return send_reply(error_reply(*bad));
@@ -167,7 +171,10 @@ void HttpSession::on_read_error(beast::error_code ec) {
         "request_too_large")));
   }
   if (ec == http::error::header_limit) {
-    return send_reply(error_reply(ApiError(431, "The request headers are too large.", "", "headers_too_large")));
+    const auto data = buffer_.data();
+    const auto target = parser_->get().target();  // set once Beast parsed the request line
+    return send_reply(error_reply(header_too_large_error(std::string_view(target.data(), target.size()),
+                                                         std::string_view(static_cast<const char*>(data.data()), data.size()))));
   }
   // A half-read request that is not an end of stream / timeout is malformed.
   const bool benign = ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
@@ -187,14 +194,12 @@ void HttpSession::handle_request() {
     keep_alive_ = false;
     return send_reply(shutting_down_reply("The server is shutting down; send the request to another replica."));
   }
-  if (is_realtime_target(target_)) {
-    if (req.method() == http::verb::get && beast::websocket::is_upgrade(req)) return upgrade_to_realtime();
-    return send_reply(error_reply(ApiError(426, "GET /v1/realtime is a WebSocket endpoint: send an Upgrade request.",
-                                           "", "upgrade_required")));
-  }
-  RouteResult result = ctx_.router.route(method_, target_, req.body());
-  if (auto* reply = std::get_if<HttpReply>(&result)) return send_reply(*reply);
-  start_generation(std::move(std::get<PendingGeneration>(result)));
+  Dispatch d = dispatch_request(req, ctx_.router, ctx_.cors);
+  head_ = d.head;
+  cors_headers_ = std::move(d.cors);
+  if (std::holds_alternative<UpgradeToRealtime>(d.action)) return upgrade_to_realtime();
+  if (auto* reply = std::get_if<HttpReply>(&d.action)) return send_reply(*reply);
+  start_generation(std::move(std::get<PendingGeneration>(d.action)));
 }
 
 void HttpSession::upgrade_to_realtime() {
@@ -223,9 +228,12 @@ void HttpSession::start_generation(PendingGeneration g) {
   formatter_ = std::move(g.formatter);
   if (formatter_->meta().stream) {
     if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the end of the stream is the close
-    enqueue(fmt::format("HTTP/1.1 200 OK\r\nServer: nexus\r\nContent-Type: text/event-stream\r\n"
-                        "Cache-Control: no-cache\r\nConnection: {}\r\n{}\r\n",
-                        keep_alive_ ? "keep-alive" : "close", chunked_ ? "Transfer-Encoding: chunked\r\n" : ""));
+    std::string head = fmt::format("HTTP/1.1 200 OK\r\nServer: nexus\r\nContent-Type: text/event-stream\r\n"
+                                   "Cache-Control: no-cache\r\nConnection: {}\r\n{}",
+                                   keep_alive_ ? "keep-alive" : "close",
+                                   chunked_ ? "Transfer-Encoding: chunked\r\n" : "");
+    for (const auto& [k, v] : cors_headers_) head += k + ": " + v + "\r\n";
+    enqueue(head + "\r\n");
     enqueue_body(formatter_->stream_preamble());
   }
   // Watch for the client leaving, unless it already sent more (pipelining):
@@ -262,7 +270,10 @@ void HttpSession::on_engine_event(const GenerationEvent& ev) {
 
 void HttpSession::send_reply(const HttpReply& r) {
   log_request(r.status);
-  enqueue(reply_head(r.status, r.body.size(), keep_alive_, r.headers, r.content_type) + r.body);
+  // HEAD: the header GET would have, Content-Length included, and no body.
+  std::string out = reply_head(r.status, r.body.size(), keep_alive_, r.headers, cors_headers_, r.content_type);
+  if (!head_) out += r.body;
+  enqueue(out);
   response_queued_ = true;
 }
 

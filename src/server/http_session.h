@@ -1,8 +1,11 @@
 // HttpSession: one client connection (internal to HttpServer).
 //
 // Everything a session does runs on its strand. Per request it reads the
-// header (answering "Expect: 100-continue"), then the body (body_limit), asks
-// the ApiRouter, and either queues a reply or submits a generation.
+// header (kMaxHeaderBytes; framing and target length checked there,
+// request_framing.h; answering "Expect: 100-continue"), then the body
+// (body_limit), asks dispatch_request (request_dispatch.h: HEAD, CORS, the
+// WebSocket handshake, the ApiRouter), and queues a reply (without its body
+// for HEAD), submits a generation, or hands the socket to a RealtimeSession.
 //
 // Output goes through one byte queue with at most one async_write in flight;
 // whatever accumulates meanwhile leaves in the next write. Engine events reach
@@ -31,6 +34,7 @@
 #include <boost/beast/http.hpp>
 
 #include "server/api_router.h"
+#include "server/cors.h"
 #include "server/http_server.h"
 
 namespace nexus::server {
@@ -53,13 +57,15 @@ struct PostGate {
 
 // State shared by the server and its sessions.
 struct ServerContext {
-  ServerContext(Backend& backend, HttpServerOptions o) : router(backend), opts(std::move(o)) {
+  ServerContext(Backend& backend, HttpServerOptions o)
+      : router(backend), opts(std::move(o)), cors(opts.cors_allow_origins) {
     router.set_server_metrics([this] { return server_metrics_text(); });
   }
   // nexus_http_connections_accepted_total, nexus_http_accept_errors_total.
   std::string server_metrics_text() const;
   ApiRouter router;
   HttpServerOptions opts;
+  CorsPolicy cors;
   std::atomic<uint64_t> connections_accepted{0};
   std::atomic<uint64_t> accept_errors{0};  // accept() failures (EMFILE, ...), each followed by a wait
   std::atomic<uint64_t> requests_served{0};
@@ -140,6 +146,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::chrono::steady_clock::time_point start_;
   bool keep_alive_ = true;
   bool chunked_ = false;
+  bool head_ = false;        // HEAD: replies go without their body
+  HeaderList cors_headers_;  // on every response to this request
 
   // Output queue.
   std::string pending_, inflight_;

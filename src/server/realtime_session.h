@@ -33,6 +33,7 @@
 
 #include "server/http_session.h"
 #include "server/realtime_conversation.h"
+#include "server/ws_frame_guard.h"
 
 namespace nexus::server {
 
@@ -72,7 +73,9 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
     ~Registration();
   };
   Registration registration_;
-  boost::beast::websocket::stream<boost::beast::tcp_stream> ws_;
+  // FrameLengthGuard: a 64-bit frame length with its top bit set closes
+  // with 1002 at once (ws_frame_guard.h).
+  boost::beast::websocket::stream<FrameLengthGuard<boost::beast::tcp_stream>> ws_;
   ServerContext& ctx_;
   Backend& backend_;
   boost::beast::flat_buffer rbuf_;

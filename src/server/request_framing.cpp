@@ -39,7 +39,29 @@ ApiError bad_framing(std::string message) {
   return ApiError(400, std::move(message), "", "bad_http_request");
 }
 
+ApiError uri_too_long() {
+  return ApiError(414, "The request target is longer than " + std::to_string(kMaxTargetBytes) + " bytes.", "",
+                  "uri_too_long");
+}
+
 }  // namespace
+
+std::optional<ApiError> request_target_error(std::string_view target) {
+  if (target.size() > kMaxTargetBytes) return uri_too_long();
+  return std::nullopt;
+}
+
+ApiError header_too_large_error(std::string_view target, std::string_view buffered) {
+  if (target.size() > kMaxTargetBytes) return uri_too_long();
+  // "OPTIONS " + target + " HTTP/1.1": the longest method Nexus knows plus
+  // the version; a longer line has a target over the limit.
+  constexpr size_t kMaxRequestLine = kMaxTargetBytes + 32;
+  const size_t eol = buffered.find("\r\n");
+  const size_t line = eol == std::string_view::npos ? buffered.size() : eol;
+  if (target.empty() && line > kMaxRequestLine) return uri_too_long();
+  return ApiError(431, "The request headers are larger than " + std::to_string(kMaxHeaderBytes) + " bytes.", "",
+                  "headers_too_large");
+}
 
 std::optional<ApiError> request_framing_error(const http::fields& headers, unsigned version) {
   if (version >= 11 && headers.count(http::field::host) != 1)

@@ -15,15 +15,38 @@
 //   - An HTTP/1.1 request without a Host field, or with more than one: 400
 //     (3.2: "MUST respond with a 400").
 // The caller answers with the error and closes the connection.
+//
+// Length limits (RFC 9112 section 3 / RFC 9110 section 15.5.15, 414 URI Too
+// Long; 431 from RFC 6585 section 5):
+//   - the request target: at most kMaxTargetBytes, else 414;
+//   - the whole header (request line and fields): at most kMaxHeaderBytes,
+//     else 431 - or 414 when the request line alone is what went over.
 #pragma once
 
 #include <boost/beast/http/fields.hpp>
 
+#include <cstddef>
 #include <optional>
+#include <string_view>
 
 #include "server/api_error.h"
 
 namespace nexus::server {
+
+constexpr size_t kMaxTargetBytes = 8 << 10;
+// Room for a target at its limit and 8 KiB of fields (Beast's default).
+constexpr size_t kMaxHeaderBytes = kMaxTargetBytes + (8 << 10);
+
+// 414 uri_too_long when `target` is over kMaxTargetBytes.
+std::optional<ApiError> request_target_error(std::string_view target);
+
+// The header went over kMaxHeaderBytes (Beast's header_limit). `target`:
+// the request target when Beast had parsed the request line ("" when not:
+// the line itself was too long), `buffered` the unparsed bytes. 414 when the
+// target is over kMaxTargetBytes or the unparsed request line (up to the
+// first CRLF, or all of it) is longer than one with a target at the limit;
+// else 431 headers_too_large.
+ApiError header_too_large_error(std::string_view target, std::string_view buffered);
 
 // nullopt when the header frames the request as HTTP/1.1 requires.
 // `version`: 10 or 11 (Beast's encoding).

@@ -91,6 +91,8 @@ void HttpClient::send(const std::string& method, const std::string& target, cons
   impl_->parser.emplace();
   // Not boost::none: Beast 1.74 then rejects every Content-Length body.
   impl_->parser->body_limit(std::uint64_t{1} << 30);
+  // A response to HEAD has the headers of GET's and no body (RFC 9110 9.3.2).
+  impl_->parser->skip(req.method() == http::verb::head);
   impl_->consumed = 0;
 }
 
