@@ -73,6 +73,16 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
     if (!get) return method_not_allowed(method, path, "GET");
     return HttpReply{200, R"({"status":"ok"})", {}};
   }
+  if (path == "/load") {
+    if (!get) return method_not_allowed(method, path, "GET");
+    const LoadReport l = backend_.load();
+    const double util = l.kv_total_blocks > 0 ? static_cast<double>(l.kv_used_blocks) / l.kv_total_blocks : 0.0;
+    return HttpReply{200, json{{"running", l.running}, {"waiting", l.waiting}, {"kv_used_blocks", l.kv_used_blocks},
+                               {"kv_total_blocks", l.kv_total_blocks}, {"kv_utilization", util},
+                               {"draining", draining_ && draining_->load(std::memory_order_relaxed)}}
+                              .dump(),
+                     {}};
+  }
   if (path == "/metrics") {
     if (!get) return method_not_allowed(method, path, "GET");
     return HttpReply{200, backend_.metrics_text() + (server_metrics_ ? server_metrics_() : std::string()), {},
