@@ -4,6 +4,12 @@
 // affinity's prefix-cache hit rate against round-robin's.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -187,4 +193,67 @@ TEST(GatewayRouting, PrefixAffinityDoublesThePrefixCacheHitRateOfRoundRobin) {
   ASSERT_GE(rr, 0);
   EXPECT_GE(prefix, 2 * rr);
   EXPECT_GT(prefix, 0.5);
+}
+
+TEST(GatewayRouting, TrafficShiftsAwayFromASlowReplica) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 3);
+  ASSERT_TRUE(rs.all_started());
+  // Every attempt to replica 0 waits 50 ms first: its requests stay in
+  // flight longer, so least-load sends it fewer.
+  GatewayProcess gw(rs.ports, {"--fault", "delay=100:50@" + replica_url(rs.ports[0])});
+  ASSERT_GT(gw.port, 0);
+  constexpr int kClients = 8, kPerClient = 25;
+  CallCounts counts;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kClients; ++t) {
+    clients.emplace_back([&] {
+      HttpClient c("127.0.0.1", gw.port, std::chrono::seconds(60));
+      for (int i = 0; i < kPerClient; ++i)
+        counts.add(call(c, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}}));
+    });
+  }
+  for (auto& th : clients) th.join();
+  counts.print("delay=100:50 on one replica");
+  EXPECT_EQ(counts.ok, kClients * kPerClient);
+  const auto m = scrape_metrics(gw.port);
+  std::vector<double> routed;
+  for (uint16_t p : rs.ports)
+    routed.push_back(metric_or(m, "nexus_gateway_routing_decisions_total", {{"replica", replica_id(p)}}));
+  std::printf("[slow replica] routed: slow %.0f, others %.0f %.0f\n", routed[0], routed[1], routed[2]);
+  EXPECT_LT(routed[0], 0.5 * std::min(routed[1], routed[2]));
+}
+
+TEST(GatewayRouting, WithoutReplicasEveryAnswerIsAnOpenAIError) {
+  // A loopback port nothing listens on (bound, then closed).
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  GatewayProcess gw({ntohs(a.sin_port)}, {"--probe-timeout-ms", "100", "--backoff-base-ms", "1"});
+  ASSERT_GT(gw.port, 0);
+  HttpClient c("127.0.0.1", gw.port);
+  for (bool stream : {false, true}) {
+    const HttpResponse r = c.post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}, {"stream", stream}}.dump());
+    EXPECT_TRUE(r.status == 502 || r.status == 503) << r.status << " " << r.body;
+    const json body = json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << r.body;
+    EXPECT_TRUE(body["error"]["message"].is_string()) << r.body;
+    EXPECT_EQ(body["error"]["type"], "server_error");
+  }
+  // Once its breaker opens, the gateway says it has no replica.
+  bool unhealthy = false;
+  for (int i = 0; i < 100 && !unhealthy; ++i) {
+    unhealthy = c.get("/health").status == 503;
+    if (!unhealthy) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(unhealthy);
+  const HttpResponse r = c.post("/v1/completions", R"({"prompt":"x"})");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("no_replica_available"), std::string::npos) << r.body;
+  EXPECT_EQ(r.header("retry-after"), "1");
 }

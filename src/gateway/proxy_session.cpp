@@ -95,8 +95,26 @@ void ProxySession::read_request() {
   client_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
     if (!ec) self->close_client();
   });
-  http::async_read(client_, client_buf_, *req_parser_,
-                   [self = shared_from_this()](boost::system::error_code ec, size_t) { self->on_request(ec); });
+  http::async_read_header(client_, client_buf_, *req_parser_,
+                          [self = shared_from_this()](boost::system::error_code ec, size_t) { self->on_header(ec); });
+}
+
+void ProxySession::on_header(boost::system::error_code ec) {
+  if (ec) return on_request(ec);
+  auto read_body = [self = shared_from_this()] {
+    http::async_read(self->client_, self->client_buf_, *self->req_parser_,
+                     [self](boost::system::error_code ec, size_t) { self->on_request(ec); });
+  };
+  // A client that waits for "100 Continue" before its body (curl does above
+  // 1 KiB) would otherwise stall a second.
+  if (beast::iequals(req_parser_->get()[http::field::expect], "100-continue")) {
+    out_ = "HTTP/1.1 100 Continue\r\n\r\n";
+    return net::async_write(client_, net::buffer(out_), [self = shared_from_this(), read_body](boost::system::error_code ec, size_t) {
+      if (ec) return self->close_client();
+      read_body();
+    });
+  }
+  read_body();
 }
 
 void ProxySession::on_request(boost::system::error_code ec) {
@@ -126,6 +144,8 @@ void ProxySession::on_request(boost::system::error_code ec) {
 void ProxySession::handle_request() {
   replica_ = nullptr;  // (of the previous request on this connection)
   keep_alive_ = req_.keep_alive();
+  chunked_ = req_.version() >= 11;
+  if (!chunked_) keep_alive_ = false;  // an HTTP/1.0 stream ends with the connection
   received_ = Clock::now();
   const std::string_view path = path_of(std::string_view(req_.target().data(), req_.target().size()));
   const bool get = req_.method() == http::verb::get;
@@ -389,19 +409,20 @@ void ProxySession::relay(size_t n) {
     out_ = fmt::format("HTTP/1.1 {} {}\r\n", res.result_int(), std::string(res.reason()));
     for (const auto& f : res)
       if (end_to_end(f.name())) out_ += fmt::format("{}: {}\r\n", std::string(f.name_string()), std::string(f.value()));
-    out_ += fmt::format("Transfer-Encoding: chunked\r\nConnection: {}\r\n\r\n", keep_alive_ ? "keep-alive" : "close");
+    out_ += chunked_ ? fmt::format("Transfer-Encoding: chunked\r\nConnection: {}\r\n\r\n", keep_alive_ ? "keep-alive" : "close")
+                     : std::string("Connection: close\r\n\r\n");
     const double total = std::chrono::duration<double>(Clock::now() - received_).count();
     ctx_.metrics.added_latency().observe(std::max(0.0, total - upstream_seconds_));
   }
   arm_deadline(ctx_.opts.stream_idle_timeout);
   if (n > 0) {
-    out_ += fmt::format("{:x}\r\n", n);
+    if (chunked_) out_ += fmt::format("{:x}\r\n", n);
     out_.append(chunk_.data(), n);
-    out_ += "\r\n";
+    if (chunked_) out_ += "\r\n";
     blank_line_last_ = n >= 2 && chunk_[n - 1] == '\n' && chunk_[n - 2] == '\n';
   }
   const bool done = res_parser_->is_done();
-  if (done) out_ += "0\r\n\r\n";
+  if (done && chunked_) out_ += "0\r\n\r\n";
   net::async_write(client_, net::buffer(out_), [self = shared_from_this(), done](boost::system::error_code ec, size_t) {
     if (ec) {
       // The client went away: drop the replica's connection, which cancels
@@ -518,7 +539,7 @@ void ProxySession::stream_broken(const std::string& why) {
                                        "replica_failed")) +
       std::string(server::kSseDone);
   const std::string payload = (blank_line_last_ ? "" : "\n\n") + event;
-  out_ = fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", payload.size(), payload);
+  out_ = chunked_ ? fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", payload.size(), payload) : payload;
   finish(Outcome::StreamBroken);
   if (ctx_.opts.log)
     ctx_.opts.log(fmt::format("{} {} 200 {} stream broken: {}", std::string(req_.method_string()),

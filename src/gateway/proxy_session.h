@@ -52,6 +52,7 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
 
   // Client side.
   void read_request();
+  void on_header(boost::system::error_code ec);
   void on_request(boost::system::error_code ec);
   void handle_request();
   void respond(int status, const std::string& body, const std::string& content_type = "application/json",
@@ -89,6 +90,7 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   // The request being proxied.
   bool proxying_ = false;
   bool keep_alive_ = true;
+  bool chunked_ = true;  // HTTP/1.1 client: a stream in chunks
   std::vector<uint64_t> prefix_;
   Clock::time_point received_;
   int attempts_ = 0;
