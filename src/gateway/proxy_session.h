@@ -16,6 +16,8 @@
 // them (one read, one write: a slow client slows its replica's socket, never
 // the gateway); if the replica fails after that, the stream ends with an
 // OpenAI-style error event and `data: [DONE]` (code replica_failed).
+// proxy_session.cpp holds the client side (requests, the gateway's own
+// routes, replies), proxy_attempt.cpp the attempts.
 #pragma once
 
 #include <array>
