@@ -208,3 +208,40 @@ TEST(GatewayFaults, SigtermDrainsTheGatewayItself) {
   EXPECT_TRUE(done);
   EXPECT_EQ(gw.proc.stop(0, std::chrono::seconds(15)), 0);
 }
+
+TEST(GatewayFaults, ADrainingReplicaIsSkipped) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 2);
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports, {"--policy", "round-robin"});
+  ASSERT_GT(gw.port, 0);
+  // A long generation keeps replica 0 draining after its SIGTERM.
+  HttpClient direct("127.0.0.1", rs.ports[0]);
+  direct.send("POST", "/v1/completions",
+              json{{"prompt", "Once"}, {"max_tokens", 2000}, {"ignore_eos", true}, {"stream", true}}.dump());
+  ASSERT_EQ(direct.read_header().status, 200);
+  ASSERT_TRUE(direct.next_event().has_value());
+  ASSERT_EQ(kill(rs.servers[0]->proc.pid(), SIGTERM), 0);
+  HttpClient status("127.0.0.1", rs.ports[0]);
+  const HttpResponse load = status.get("/load");
+  ASSERT_EQ(load.status, 200) << load.body;  // /load still answers while draining
+  EXPECT_EQ(json::parse(load.body)["draining"], true);
+  EXPECT_GE(json::parse(load.body)["running"].get<int>(), 1);
+
+  const std::string draining = replica_id(rs.ports[0]);
+  const double before =
+      metric_or(scrape_metrics(gw.port), "nexus_gateway_routing_decisions_total", {{"replica", draining}});
+  CallCounts counts;
+  HttpClient c("127.0.0.1", gw.port);
+  for (int i = 0; i < 20; ++i) counts.add(call(c, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 4}}));
+  const auto m = scrape_metrics(gw.port);
+  const double routed = metric_or(m, "nexus_gateway_routing_decisions_total", {{"replica", draining}}) - before;
+  counts.print("draining replica");
+  std::printf("[draining] routed to the draining replica %.0f, retried for draining %.0f\n", routed,
+              metric_or(m, "nexus_gateway_retries_total", {{"reason", "draining"}}));
+  EXPECT_EQ(counts.ok, 20);  // round-robin, yet none got the draining replica's 503
+  EXPECT_LE(routed, 1);      // at most one before a poll saw it (then retried elsewhere)
+  bool done = false;
+  while (auto ev = direct.next_event()) done = done || *ev == "data: [DONE]";
+  EXPECT_TRUE(done);
+}
