@@ -161,7 +161,7 @@ TEST(GatewayLoad, ParsesLoadAndCorrectsItWithLocalInFlight) {
   EXPECT_DOUBLE_EQ(s.score(), 0);
 }
 
-TEST(GatewayRouting, PoliciesPickAsDocumented) {
+TEST(GatewayRouter, PoliciesPickAsDocumented) {
   EXPECT_EQ(policy_from_name("prefix"), PolicyKind::Prefix);
   EXPECT_FALSE(policy_from_name("random").has_value());
   Router rr(PolicyKind::RoundRobin, 0);
