@@ -139,7 +139,7 @@ namespace {
 // shared 200-token system prompts (token ids) and ends with its own 8
 // tokens; the replicas' KV pools hold about three groups' prefixes each.
 double prefix_hit_rate(const std::string& model, const std::string& policy) {
-  constexpr int kGroups = 9, kClients = 6, kPerClient = 30, kBlockBytes = 10240;  // stories260K, f16
+  constexpr int kGroups = 9, kClients = 4, kPerClient = 45, kBlockBytes = 10240;  // stories260K, f16
   ReplicaSet rs(model, 3, {"--max-seqs", "4", "--kv-memory", std::to_string(48 * kBlockBytes)});
   EXPECT_TRUE(rs.all_started());
   GatewayProcess gw(rs.ports, {"--policy", policy});
