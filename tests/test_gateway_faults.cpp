@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -214,22 +215,40 @@ TEST(GatewayFaults, SigtermDrainsTheGatewayItself) {
 
 TEST(GatewayFaults, ADrainingReplicaIsSkipped) {
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
-  ReplicaSet rs(model, 2);
+  // One sequence at a time, so that eight long generations queued on
+  // replica 0 keep it draining after its SIGTERM well past this test's
+  // requests (about 0.1 s each at stories260K's speed).
+  ReplicaSet rs(model, 2, {"--max-seqs", "1"});
   ASSERT_TRUE(rs.all_started());
   GatewayProcess gw(rs.ports, {"--policy", "round-robin"});
   ASSERT_GT(gw.port, 0);
-  // A long generation keeps replica 0 draining after its SIGTERM.
-  HttpClient direct("127.0.0.1", rs.ports[0]);
-  direct.send("POST", "/v1/completions",
-              json{{"prompt", "Once"}, {"max_tokens", 2000}, {"ignore_eos", true}, {"stream", true}}.dump());
-  ASSERT_EQ(direct.read_header().status, 200);
-  ASSERT_TRUE(direct.next_event().has_value());
-  ASSERT_EQ(kill(rs.servers[0]->proc.pid(), SIGTERM), 0);
+  std::vector<std::unique_ptr<HttpClient>> long_runs;
+  for (int i = 0; i < 8; ++i) {
+    long_runs.push_back(std::make_unique<HttpClient>("127.0.0.1", rs.ports[0]));
+    long_runs.back()->send("POST", "/v1/completions",
+                           json{{"prompt", "Once"}, {"max_tokens", 2000}, {"ignore_eos", true}, {"stream", true}}.dump());
+  }
+  ASSERT_EQ(long_runs[0]->read_header().status, 200);
+  // Most of the eight in its engine (one running, the rest waiting), then SIGTERM, and
+  // wait for the signal to take effect.
   HttpClient status("127.0.0.1", rs.ports[0]);
-  const HttpResponse load = status.get("/load");
-  ASSERT_EQ(load.status, 200) << load.body;  // /load still answers while draining
-  EXPECT_EQ(json::parse(load.body)["draining"], true);
-  EXPECT_GE(json::parse(load.body)["running"].get<int>(), 1);
+  auto load = [&] { return json::parse(status.get("/load").body); };
+  bool queued = false;
+  for (int i = 0; i < 500 && !queued; ++i) {
+    const json l = load();
+    queued = l["running"].get<int>() + l["waiting"].get<int>() >= 6;
+    if (!queued) std::this_thread::sleep_for(milliseconds(2));
+  }
+  ASSERT_TRUE(queued);
+  ASSERT_EQ(kill(rs.servers[0]->proc.pid(), SIGTERM), 0);
+  json l;
+  for (int i = 0; i < 500; ++i) {
+    l = load();  // /load still answers while draining
+    if (l["draining"] == true) break;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  EXPECT_EQ(l["draining"], true);
+  EXPECT_GE(l["running"].get<int>() + l["waiting"].get<int>(), 1);
 
   const std::string draining = replica_id(rs.ports[0]);
   const double before =
@@ -244,7 +263,30 @@ TEST(GatewayFaults, ADrainingReplicaIsSkipped) {
               metric_or(m, "nexus_gateway_retries_total", {{"reason", "draining"}}));
   EXPECT_EQ(counts.ok, 20);  // round-robin, yet none got the draining replica's 503
   EXPECT_LE(routed, 1);      // at most one before a poll saw it (then retried elsewhere)
+}
+
+TEST(GatewayFaults, StoppingWithAStreamInFlightEndsItWithAnErrorEvent) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1);
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports, {"--drain-timeout", "0"});  // SIGTERM stops at once
+  ASSERT_GT(gw.port, 0);
+  HttpClient c("127.0.0.1", gw.port);
+  c.send("POST", "/v1/completions",
+         json{{"prompt", "Once"}, {"max_tokens", 2000}, {"ignore_eos", true}, {"stream", true}}.dump());
+  ASSERT_EQ(c.read_header().status, 200);
+  ASSERT_TRUE(c.next_event().has_value());
+  ASSERT_EQ(kill(gw.proc.pid(), SIGTERM), 0);
+  std::string error;
   bool done = false;
-  while (auto ev = direct.next_event()) done = done || *ev == "data: [DONE]";
+  int events = 1;
+  while (auto ev = c.next_event()) {
+    ++events;
+    if (*ev == "data: [DONE]") done = true;
+    else if (ev->find("\"error\"") != std::string::npos) error = *ev;
+  }
+  std::printf("[stop] %d events, then: %s\n", events, error.c_str());
+  EXPECT_NE(error.find("server_shutting_down"), std::string::npos);
   EXPECT_TRUE(done);
+  EXPECT_EQ(gw.proc.stop(0, std::chrono::seconds(15)), 0);
 }

@@ -105,7 +105,16 @@ std::function<int()> setup(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--replica", a->replicas, "a `nexus serve` replica's URL (http://host:port); repeat for each")
       ->required()
-      ->check(parses_with([](const std::string& u) { loadgen::parse_server_url(u); }, "URL"));
+      ->check(CLI::Validator(
+          [](std::string& u) -> std::string {
+            try {
+              loadgen::parse_server_url(u);
+            } catch (const Error&) {
+              return "'" + u + "' is not a replica URL: expected http://HOST[:PORT][/PATH]";
+            }
+            return {};
+          },
+          "URL"));
   sub.add_option("--policy", a->policy, "routing: least-load (power of two choices), prefix, round-robin")
       ->capture_default_str()
       ->check(CLI::Validator(

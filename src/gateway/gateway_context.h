@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "gateway/gateway_metrics.h"
@@ -13,6 +15,8 @@
 #include "gateway/routing_policy.h"
 
 namespace nexus::gateway {
+
+class ProxySession;
 
 struct GatewayContext {
   GatewayContext(GatewayOptions o, const std::vector<std::string>& replica_ids)
@@ -26,6 +30,9 @@ struct GatewayContext {
   std::atomic<bool> draining{false};
   std::atomic<int32_t> in_flight{0};
   std::atomic<uint64_t> session_seed{1};  // seeds each session's random numbers
+  // Live sessions, for stop(); guarded by sessions_mu.
+  std::mutex sessions_mu;
+  std::unordered_map<ProxySession*, std::weak_ptr<ProxySession>> sessions;
 };
 
 }  // namespace nexus::gateway

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -40,7 +41,7 @@ std::vector<std::string> ids_of(const std::vector<loadgen::ServerUrl>& urls) {
 
 struct GatewayServer::Impl {
   Impl(GatewayOptions o, const std::vector<loadgen::ServerUrl>& urls)
-      : ctx(std::move(o), ids_of(urls)), ioc(std::make_unique<net::io_context>(ctx.opts.io_threads)), acceptor(*ioc) {
+      : ctx(std::move(o), ids_of(urls)), ioc(std::make_unique<net::io_context>(ctx.opts.io_threads)), acceptor(net::make_strand(*ioc)) {
     for (size_t i = 0; i < urls.size(); ++i) {
       GatewayMetrics& m = ctx.metrics;
       ctx.replicas.push_back(std::make_unique<Replica>(
@@ -76,8 +77,8 @@ struct GatewayServer::Impl {
 
   GatewayContext ctx;
   std::unique_ptr<net::io_context> ioc;
-  tcp::acceptor acceptor;
-  net::steady_timer accept_backoff{*ioc};
+  tcp::acceptor acceptor;  // on a strand: stop() closes it while accepts run
+  net::steady_timer accept_backoff{acceptor.get_executor()};
   std::vector<std::shared_ptr<HealthChecker>> checkers;
   std::vector<std::thread> threads;
   uint16_t port = 0;
@@ -112,6 +113,31 @@ void GatewayServer::stop() {
   Impl& m = *impl_;
   if (m.stopped) return;
   m.stopped = true;
+  if (m.started) {
+    // Requests still in flight end with an error event or a 503 instead of
+    // a cut connection; then wait (bounded) for the sessions to close.
+    std::vector<std::shared_ptr<ProxySession>> live;
+    {
+      std::lock_guard lock(m.ctx.sessions_mu);
+      for (auto& [p, w] : m.ctx.sessions)
+        if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+    for (auto& s : live) s->shutdown();
+    live.clear();
+    net::post(m.acceptor.get_executor(), [&m] {
+      boost::system::error_code ignored;
+      m.acceptor.close(ignored);
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    for (;;) {
+      {
+        std::lock_guard lock(m.ctx.sessions_mu);
+        if (m.ctx.sessions.empty()) break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   m.ioc->stop();
   for (auto& t : m.threads) t.join();
   m.threads.clear();

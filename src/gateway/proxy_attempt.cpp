@@ -4,13 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
-
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <limits>
 
 #include "gateway/proxy_http.h"
 #include "gateway/proxy_session.h"
@@ -128,9 +127,12 @@ void ProxySession::connect_upstream() {
     boost::system::error_code ignored;
     if (self->up_) self->up_->close(ignored);
   });
+  upstream_pending_ = true;
   net::async_connect(*up_, replica_->pool.endpoints(),
-                     net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec,
-                                                                                            const auto&) {
+                     net::bind_executor(client_.get_executor(), [self = shared_from_this()](
+                                                                    boost::system::error_code ec, const auto&) {
+                       self->upstream_pending_ = false;
+                       if (self->stopping_) return self->end_for_shutdown();
                        if (ec) return self->attempt_failed(RetryReason::Connect, "connect: " + ec.message());
                        boost::system::error_code ignored;
                        self->up_->set_option(net::ip::tcp::no_delay(true), ignored);
@@ -152,20 +154,28 @@ void ProxySession::write_upstream() {
   up_req_.body() = req_.body();
   up_req_.prepare_payload();
   sent_at_ = Clock::now();
-  http::async_write(*up_, up_req_,
-                    net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                      if (ec) return self->attempt_failed(self->timed_out_ ? RetryReason::Timeout : RetryReason::Reset,
-                                                          "write: " + ec.message());
-                      self->res_parser_.emplace();
-                      // (Not boost::none: Boost 1.74 compares a Content-Length against an empty
-                      // optional as "greater" and fails every sized body.)
-                      self->res_parser_->body_limit(std::numeric_limits<uint64_t>::max());
-                      http::async_read_header(*self->up_, self->up_buf_, *self->res_parser_,
-                                              net::bind_executor(self->client_.get_executor(),
-                                                                 [self](boost::system::error_code ec, size_t) {
-                                                                   self->on_upstream_header(ec);
-                                                                 }));
-                    }));
+  upstream_pending_ = true;
+  http::async_write(
+      *up_, up_req_,
+      net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+        self->upstream_pending_ = false;
+        if (self->stopping_) return self->end_for_shutdown();
+        if (ec)
+          return self->attempt_failed(self->timed_out_ ? RetryReason::Timeout : RetryReason::Reset,
+                                      "write: " + ec.message());
+        self->res_parser_.emplace();
+        // (Not boost::none: Boost 1.74 compares a Content-Length against an empty
+        // optional as "greater" and fails every sized body.)
+        self->res_parser_->body_limit(std::numeric_limits<uint64_t>::max());
+        self->upstream_pending_ = true;
+        http::async_read_header(
+            *self->up_, self->up_buf_, *self->res_parser_,
+            net::bind_executor(self->client_.get_executor(), [self](boost::system::error_code ec, size_t) {
+              self->upstream_pending_ = false;
+              if (self->stopping_) return self->end_for_shutdown();
+              self->on_upstream_header(ec);
+            }));
+      }));
 }
 
 void ProxySession::on_upstream_header(boost::system::error_code ec) {
@@ -184,10 +194,14 @@ void ProxySession::read_upstream_body() {
   body.data = chunk_.data();
   body.size = chunk_.size();
   if (res_parser_->is_done()) return on_upstream_body({});
-  http::async_read_some(*up_, up_buf_, *res_parser_,
-                        net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                          self->on_upstream_body(ec);
-                        }));
+  upstream_pending_ = true;
+  http::async_read_some(
+      *up_, up_buf_, *res_parser_,
+      net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+        self->upstream_pending_ = false;
+        if (self->stopping_) return self->end_for_shutdown();
+        self->on_upstream_body(ec);
+      }));
 }
 
 void ProxySession::on_upstream_body(boost::system::error_code ec) {
@@ -223,7 +237,8 @@ void ProxySession::relay(size_t n) {
     out_ = fmt::format("HTTP/1.1 {} {}\r\n", res.result_int(), std::string(res.reason()));
     for (const auto& f : res)
       if (end_to_end(f.name())) out_ += fmt::format("{}: {}\r\n", std::string(f.name_string()), std::string(f.value()));
-    out_ += chunked_ ? fmt::format("Transfer-Encoding: chunked\r\nConnection: {}\r\n\r\n", keep_alive_ ? "keep-alive" : "close")
+    out_ += chunked_ ? fmt::format("Transfer-Encoding: chunked\r\nConnection: {}\r\n\r\n",
+                                   keep_alive_ ? "keep-alive" : "close")
                      : std::string("Connection: close\r\n\r\n");
     const double total = std::chrono::duration<double>(Clock::now() - received_).count();
     ctx_.metrics.added_latency().observe(std::max(0.0, total - upstream_seconds_));
@@ -237,7 +252,9 @@ void ProxySession::relay(size_t n) {
   }
   const bool done = res_parser_->is_done();
   if (done && chunked_) out_ += "0\r\n\r\n";
+  writing_ = true;
   net::async_write(client_, net::buffer(out_), [self = shared_from_this(), done](boost::system::error_code ec, size_t) {
+    self->writing_ = false;
     if (ec) {
       // The client went away: drop the replica's connection, which cancels
       // its generation.
@@ -245,15 +262,15 @@ void ProxySession::relay(size_t n) {
       self->finish(Outcome::ClientGone);
       return self->close_client();
     }
-    if (!done) return self->read_upstream_body();
+    if (!done) return self->stopping_ ? self->end_for_shutdown() : self->read_upstream_body();
     const bool keep = self->res_parser_->keep_alive();
     self->end_attempt(AttemptEnd::Healthy, keep);
     self->finish(Outcome::Success);
     if (self->ctx_.opts.log)
-      self->ctx_.opts.log(fmt::format("{} {} {} {} {:.1f}ms (stream)", std::string(self->req_.method_string()),
-                                      std::string(self->req_.target()), 200, self->replica_->id,
-                                      std::chrono::duration<double, std::milli>(Clock::now() - self->received_).count()));
-    if (self->keep_alive_) return self->read_request();
+      self->ctx_.opts.log(fmt::format(
+          "{} {} {} {} {:.1f}ms (stream)", std::string(self->req_.method_string()), std::string(self->req_.target()),
+          200, self->replica_->id, std::chrono::duration<double, std::milli>(Clock::now() - self->received_).count()));
+    if (self->keep_alive_ && !self->stopping_) return self->read_request();
     self->close_client();
   });
 }
@@ -340,17 +357,17 @@ void ProxySession::give_up() {
                    a.retry_after.empty() ? "" : "Retry-After: " + a.retry_after + "\r\n");
   }
   const int status = last_timed_out_ ? 504 : 502;
-  respond(status,
-          api_error_body(status, fmt::format("No replica answered after {} attempt(s); last: {}", attempts_, last_error_),
-                         last_timed_out_ ? "upstream_timeout" : "bad_gateway"));
+  respond(status, api_error_body(
+                      status, fmt::format("No replica answered after {} attempt(s); last: {}", attempts_, last_error_),
+                      last_timed_out_ ? "upstream_timeout" : "bad_gateway"));
 }
 
 void ProxySession::stream_broken(const std::string& why) {
   end_attempt(AttemptEnd::Failed, false);
   ctx_.metrics.replica(replica_->index).streams_broken->inc();
   const std::string event =
-      server::sse_event(api_error_body(502, "The replica serving this stream failed (" + why + "); the stream is incomplete.",
-                                       "replica_failed")) +
+      server::sse_event(api_error_body(
+          502, "The replica serving this stream failed (" + why + "); the stream is incomplete.", "replica_failed")) +
       std::string(server::kSseDone);
   const std::string payload = (blank_line_last_ ? "" : "\n\n") + event;
   out_ = chunked_ ? fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", payload.size(), payload) : payload;

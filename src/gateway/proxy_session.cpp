@@ -5,6 +5,7 @@
 #include <limits>
 
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/proxy_http.h"
+#include "server/sse.h"
 
 namespace nexus::gateway {
 
@@ -39,6 +41,10 @@ ProxySession::ProxySession(Socket client, GatewayContext& ctx)
       tried_(ctx.replicas.size()) {}
 
 ProxySession::~ProxySession() {
+  {
+    std::lock_guard lock(ctx_.sessions_mu);
+    ctx_.sessions.erase(this);
+  }
   // The io_context went away with a request in flight (gateway stopped).
   if (attempt_open_ && replica_) replica_->load.end_request();
   if (proxying_) {
@@ -48,6 +54,10 @@ ProxySession::~ProxySession() {
 }
 
 void ProxySession::start() {
+  {
+    std::lock_guard lock(ctx_.sessions_mu);
+    ctx_.sessions.emplace(this, weak_from_this());
+  }
   boost::system::error_code ignored;
   client_.set_option(net::ip::tcp::no_delay(true), ignored);
   read_request();
@@ -82,8 +92,10 @@ void ProxySession::on_header(boost::system::error_code ec) {
   // 1 KiB) would otherwise stall a second.
   if (beast::iequals(req_parser_->get()[http::field::expect], "100-continue")) {
     out_ = "HTTP/1.1 100 Continue\r\n\r\n";
+    writing_ = true;
     return net::async_write(client_, net::buffer(out_), [self = shared_from_this(), read_body](boost::system::error_code ec, size_t) {
-      if (ec) return self->close_client();
+      self->writing_ = false;
+      if (ec || self->stopping_) return self->close_client();
       read_body();
     });
   }
@@ -176,8 +188,11 @@ void ProxySession::respond(int status, const std::string& body, const std::strin
 }
 
 void ProxySession::write_client(bool then_next_request) {
+  writing_ = true;
   net::async_write(client_, net::buffer(out_),
                    [self = shared_from_this(), then_next_request](boost::system::error_code ec, size_t) {
+                     self->writing_ = false;
+                     if (self->stopping_) return self->close_client();
                      if (ec || !then_next_request) {
                        if (ec) self->close_client();
                        return;
@@ -185,6 +200,34 @@ void ProxySession::write_client(bool then_next_request) {
                      if (self->keep_alive_) return self->read_request();
                      self->close_client();
                    });
+}
+
+void ProxySession::shutdown() {
+  net::post(client_.get_executor(), [self = shared_from_this()] { self->end_for_shutdown(); });
+}
+
+void ProxySession::end_for_shutdown() {
+  stopping_ = true;
+  if (writing_) return;  // its completion closes the connection
+  if (upstream_pending_) {
+    // Its handler comes back here once the operation is cancelled.
+    boost::system::error_code ignored;
+    if (up_) up_->close(ignored);
+    return;
+  }
+  keep_alive_ = false;
+  backoff_.cancel();
+  if (!proxying_) return close_client();
+  end_attempt(AttemptEnd::Healthy, false);
+  finish(Outcome::UpstreamError);
+  const std::string message = "The gateway stopped before this request finished; retry it.";
+  if (!started_)
+    return respond(503, api_error_body(503, message, "server_shutting_down"), "application/json", "Retry-After: 1\r\n");
+  const std::string payload = (blank_line_last_ ? "" : "\n\n") +
+                              server::sse_event(api_error_body(503, message, "server_shutting_down")) +
+                              std::string(server::kSseDone);
+  out_ = chunked_ ? fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", payload.size(), payload) : payload;
+  write_client(false);
 }
 
 }  // namespace nexus::gateway

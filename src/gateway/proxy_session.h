@@ -42,6 +42,10 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   ProxySession(boost::asio::ip::tcp::socket client, GatewayContext& ctx);
   ~ProxySession();
   void start();
+  // Thread-safe: the gateway stops. A request in flight ends now: a started
+  // stream with an error event (server_shutting_down) and [DONE], an
+  // unanswered request with a 503; then the connection closes.
+  void shutdown();
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -79,6 +83,7 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void stream_broken(const std::string& why);
   void finish(Outcome outcome);
   void arm_deadline(std::chrono::milliseconds d);
+  void end_for_shutdown();
 
   GatewayContext& ctx_;
   Socket client_;
@@ -88,6 +93,9 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   boost::beast::http::request<boost::beast::http::string_body> req_;
   std::string out_;
   std::mt19937_64 rng_;
+  bool writing_ = false;           // a write to the client is in flight
+  bool upstream_pending_ = false;  // an operation on up_ is in flight
+  bool stopping_ = false;          // shutdown(): resumed when those complete
 
   // The request being proxied.
   bool proxying_ = false;
