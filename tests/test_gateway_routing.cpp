@@ -265,3 +265,23 @@ TEST(GatewayRouting, WithoutReplicasEveryAnswerIsAnOpenAIError) {
   EXPECT_NE(r.body.find("no_replica_available"), std::string::npos) << r.body;
   EXPECT_EQ(r.header("retry-after"), "1");
 }
+
+TEST(GatewayRouting, BadFlagsAreRefusedByName) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"gateway", "--replica is required"},
+                        Case{"gateway --replica nope", "'nope' is not a replica URL"},
+                        Case{"gateway --replica http://127.0.0.1:1 --policy fastest", "unknown policy 'fastest'"},
+                        Case{"gateway --replica http://127.0.0.1:1 --fault abort=30", "expected abort=PCT:STATUS"},
+                        Case{"gateway --replica http://127.0.0.1:1 --load-interval-ms 500", "500 is outside 1 to 100"},
+                        Case{"gateway --replica http://127.0.0.1:1 --listen nowhere", "--listen: expected HOST:PORT"}}) {
+    const CommandResult r = run_nexus(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+  }
+  const CommandResult twice = run_nexus("gateway --replica http://127.0.0.1:1 --replica http://127.0.0.1:1/v1");
+  EXPECT_EQ(twice.exit_code, 1);
+  EXPECT_NE(twice.err.find("listed twice"), std::string::npos) << twice.err;
+}
