@@ -148,9 +148,12 @@ namespace {
 // tokens; the replicas' KV pools hold about three groups' prefixes each.
 double prefix_hit_rate(const std::string& model, const std::string& policy) {
   constexpr int kGroups = 9, kClients = 4, kPerClient = 45, kBlockBytes = 10240;  // stories260K, f16
-  ReplicaSet rs(model, 3, {"--max-seqs", "4", "--kv-memory", std::to_string(48 * kBlockBytes)});
+  ReplicaSet rs(model, 3, {"--max-seqs", "4", "--kv-memory", std::to_string(44 * kBlockBytes)});
   EXPECT_TRUE(rs.all_started());
-  GatewayProcess gw(rs.ports, {"--policy", policy});
+  // Four clients put at most 4 requests on a replica, and its small KV pool
+  // adds up to 2 (a full pool) to its score: a threshold of 6 keeps every
+  // prefix on its replica here (the override itself: test_gateway_units).
+  GatewayProcess gw(rs.ports, {"--policy", policy, "--prefix-threshold", "6"});
   EXPECT_GT(gw.port, 0);
   if (!rs.all_started() || gw.port == 0) return -1;
   std::mt19937 rng(42);
