@@ -200,7 +200,7 @@ TEST(CliMain, UsageErrorsExitTwoAndWordBadNumbers) {
                         Case{"serve --port 99999", "--port: 99999 is outside 0 to 65535"},
                         Case{"serve --kv-type q4_0", "--kv-type: 'q4_0' is not a KV type: use f16, f32 or q8_0"},
                         Case{"serve --kv-memory 2X", "--kv-memory: '2X' is not a size"},
-                        Case{"serve --chat-template bogus", "--chat-template: unknown chat template 'bogus'"},
+                        Case{"serve --chat-template bogus", "--chat-template: bogus not in {auto,plain}"},
                         Case{"serve --max-queue 0", "--max-queue: 0 is outside 1 to 2147483647"},
                         Case{"synth --type Q5_K -o /dev/null", "--type: unsupported type 'Q5_K'"},
                         Case{"synth --preset nope -o /dev/null", "--preset: unknown preset 'nope'"},

@@ -42,7 +42,8 @@ const char* ApiRouter::allowed_methods(std::string_view target) {
   const std::string_view path = strip_query(target);
   const std::string_view p = strip_v1(path);
   if (p == "/completions" || p == "/chat/completions") return "POST";
-  if (p == "/models" || p.starts_with("/models/") || path == "/health" || path == "/metrics") return "GET, HEAD";
+  if (p == "/models" || p.starts_with("/models/") || path == "/health" || path == "/metrics" || path == "/load")
+    return "GET, HEAD";
   return nullptr;
 }
 
@@ -79,6 +80,15 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
                                 "model", "model_not_found"));
   }
   if (path == "/health") return HttpReply{200, R"({"status":"ok"})", {}};
+  if (path == "/load") {
+    const LoadReport l = backend_.load();
+    const double util = l.kv_total_blocks > 0 ? static_cast<double>(l.kv_used_blocks) / l.kv_total_blocks : 0.0;
+    return HttpReply{200, json{{"running", l.running}, {"waiting", l.waiting}, {"kv_used_blocks", l.kv_used_blocks},
+                               {"kv_total_blocks", l.kv_total_blocks}, {"kv_utilization", util},
+                               {"draining", draining_ && draining_->load(std::memory_order_relaxed)}}
+                              .dump(),
+                     {}};
+  }
   return HttpReply{200, backend_.metrics_text() + (server_metrics_ ? server_metrics_() : std::string()), {},
                    "text/plain; version=0.0.4; charset=utf-8"};
 }

@@ -6,12 +6,15 @@
 //   GET  /v1/models               {"object":"list","data":[{"id":…,"object":"model",…}]}
 //   GET  /health                  {"status":"ok"}
 //   GET  /metrics                 Prometheus text format 0.0.4 (docs/metrics.md)
+//   GET  /load                    {"running":…,"waiting":…,"kv_used_blocks":…,"kv_total_blocks":…,
+//                                  "kv_utilization":…,"draining":…} for a router (docs/metrics.md)
 // HEAD is answered wherever GET is, with the same reply (the session sends
 // its header only; RFC 9110 section 9.3.2).
 // Unknown path: 404 not_found_error; known path, other method: 405 with Allow.
 // All errors use ApiError's JSON shape. Pure: no I/O, safe from any thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <functional>
 #include <string>
@@ -62,12 +65,15 @@ class ApiRouter {
   // More Prometheus text for GET /metrics, after the backend's (the HTTP
   // server's own counters); called on an I/O thread.
   void set_server_metrics(std::function<std::string()> f) { server_metrics_ = std::move(f); }
+  // The server's drain flag, reported by GET /load (null: never draining).
+  void set_draining_flag(const std::atomic<bool>* draining) { draining_ = draining; }
 
  private:
   RouteResult completion(Endpoint endpoint, std::string_view body) const;
 
   Backend& backend_;
   std::function<std::string()> server_metrics_;
+  const std::atomic<bool>* draining_ = nullptr;
   int64_t created_;  // unix seconds at startup, reported by /v1/models
 };
 

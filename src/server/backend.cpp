@@ -32,4 +32,9 @@ std::shared_ptr<RequestHandle> EngineBackend::submit(GenerationRequest req, Even
 
 std::string EngineBackend::metrics_text() const { return engine_.metrics().render(); }
 
+LoadReport EngineBackend::load() const {
+  const EngineStats st = engine_.stats();
+  return {st.running, st.waiting, st.kv_blocks_used, st.kv_blocks_total};
+}
+
 }  // namespace nexus::server

@@ -18,6 +18,15 @@
 
 namespace nexus::server {
 
+// What GET /load reports (docs/metrics.md, "Load endpoint"): sequences
+// running, requests waiting, KV blocks referenced and in the pool.
+struct LoadReport {
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int32_t kv_used_blocks = 0;
+  int32_t kv_total_blocks = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -42,6 +51,8 @@ class Backend {
   // GET /metrics: the Prometheus text exposition format 0.0.4. A backend
   // without metrics exposes none (an empty document is valid).
   virtual std::string metrics_text() const { return {}; }
+  // GET /load: the engine's counters now (EngineStats); all zero by default.
+  virtual LoadReport load() const { return {}; }
 };
 
 // Backend over a running Engine (which must outlive it). BOS follows the
@@ -60,6 +71,7 @@ class EngineBackend final : public Backend {
   void end_session(uint64_t session) override { engine_.end_session(session); }
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event) override;
   std::string metrics_text() const override;  // the engine's EngineMetrics
+  LoadReport load() const override;           // Engine::stats()
 
  private:
   Engine& engine_;

@@ -190,7 +190,9 @@ void HttpSession::handle_request() {
   start_ = std::chrono::steady_clock::now();
   keep_alive_ = req.keep_alive();
   chunked_ = req.version() >= 11;
-  if (ctx_.draining.load(std::memory_order_relaxed) && target_ != "/metrics" && !target_.starts_with("/metrics?")) {
+  // /metrics and /load still answer while draining (a router reads "draining" there).
+  const bool status_target = target_ == "/metrics" || target_.starts_with("/metrics?") || target_ == "/load";
+  if (ctx_.draining.load(std::memory_order_relaxed) && !status_target) {
     keep_alive_ = false;
     return send_reply(shutting_down_reply("The server is shutting down; send the request to another replica."));
   }
@@ -405,7 +407,8 @@ void HttpSession::log_request(int status, const char* note) {
   // Called once per answered request, before its last bytes are queued, so
   // neither the count nor the log is behind what a client has seen.
   ctx_.requests_served.fetch_add(1, std::memory_order_relaxed);
-  if (!ctx_.opts.log) return;
+  // GET /load is a router's poll (20 a second per gateway): not logged.
+  if (!ctx_.opts.log || (status == 200 && target_ == "/load")) return;
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
   ctx_.opts.log(fmt::format("{} {} {} {:.1f}ms{}", method_, target_, status, ms, note));
 }

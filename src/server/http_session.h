@@ -60,6 +60,7 @@ struct ServerContext {
   ServerContext(Backend& backend, HttpServerOptions o)
       : router(backend), opts(std::move(o)), cors(opts.cors_allow_origins) {
     router.set_server_metrics([this] { return server_metrics_text(); });
+    router.set_draining_flag(&draining);
   }
   // nexus_http_connections_accepted_total, nexus_http_accept_errors_total.
   std::string server_metrics_text() const;

@@ -30,7 +30,7 @@ class EngineServer : public ::testing::Test {
     }
     m_ = &loaded_model(path);
     engine_ = std::make_unique<Engine>(m_->model, *m_->tok, eo);
-    backend_ = std::make_unique<server::EngineBackend>(*engine_, "test-model", server::ChatFamily::Plain);
+    backend_ = std::make_unique<server::EngineBackend>(*engine_, "test-model", server::ChatTemplate());
     server::HttpServerOptions o;
     o.port = 0;
     server_ = std::make_unique<server::HttpServer>(*backend_, o);

@@ -1,0 +1,187 @@
+// `nexus gateway`: one OpenAI-compatible endpoint over several `nexus serve`
+// replicas (src/gateway/, docs/gateway.md). Prints "listening on
+// http://HOST:PORT" on stdout once it accepts connections, one line per
+// request on stderr. The first SIGINT/SIGTERM drains (new requests get 503,
+// requests in flight finish, up to --drain-timeout); a second stops at once.
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <pthread.h>
+
+#include "cli/command.h"
+#include "gateway/fault_injection.h"
+#include "gateway/gateway_server.h"
+#include "loadgen/url.h"
+#include "util/error.h"
+
+namespace nexus::cli {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct GatewayArgs {
+  std::string listen = "127.0.0.1:8090";
+  std::vector<std::string> replicas;
+  std::string policy = "least-load";
+  std::vector<std::string> faults;
+  double drain_timeout = 10;  // seconds
+  int64_t load_interval = 50, health_interval = 500, probe_timeout = 500;
+  int64_t breaker_cool_down = 1000, breaker_window = 10'000;
+  int64_t connect_timeout = 1000, ttft_timeout = 30'000, stream_idle_timeout = 30'000;
+  int64_t backoff_base = 5, backoff_max = 200;
+  gateway::GatewayOptions opts;
+};
+
+// Waits (signals blocked) until the gateway has nothing in flight, the drain
+// timeout passes, or a second stop signal comes; returns what is left.
+int32_t drain(gateway::GatewayServer& gw, const sigset_t& stop_signals, double timeout) {
+  gw.drain();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  for (;;) {
+    const int32_t left = gw.in_flight();
+    if (left == 0) return 0;
+    if (std::chrono::steady_clock::now() >= deadline) return left;
+    const timespec poll{0, 10'000'000};  // 10 ms
+    if (sigtimedwait(&stop_signals, nullptr, &poll) > 0) return left;
+  }
+}
+
+int run_gateway(GatewayArgs& a) {
+  gateway::GatewayOptions& o = a.opts;
+  const size_t colon = a.listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) throw UsageError("--listen: expected HOST:PORT, got '" + a.listen + "'");
+  o.host = a.listen.substr(0, colon);
+  int port = 0;
+  bool oor = false;
+  if (!parse_whole(a.listen.substr(colon + 1), port, oor).empty() || oor || port < 0 || port > 65535)
+    throw UsageError("--listen: '" + a.listen.substr(colon + 1) + "' is not a port (0 to 65535)");
+  o.port = static_cast<uint16_t>(port);
+  o.replicas = a.replicas;
+  o.policy = *gateway::policy_from_name(a.policy);  // checked by the option
+  for (const std::string& f : a.faults) o.faults.push_back(gateway::parse_fault(f));
+  o.health.load_interval = milliseconds(a.load_interval);
+  o.health.health_interval = milliseconds(a.health_interval);
+  o.health.probe_timeout = milliseconds(a.probe_timeout);
+  o.breaker.cool_down = milliseconds(a.breaker_cool_down);
+  o.breaker.window = milliseconds(a.breaker_window);
+  o.connect_timeout = milliseconds(a.connect_timeout);
+  o.ttft_timeout = milliseconds(a.ttft_timeout);
+  o.stream_idle_timeout = milliseconds(a.stream_idle_timeout);
+  o.retry.base_backoff = milliseconds(a.backoff_base);
+  o.retry.max_backoff = milliseconds(a.backoff_max);
+  o.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGPIPE, SIG_IGN);  // a replica or client gone mid-write is an error code, not a signal
+
+  gateway::GatewayServer gw(o);
+  gw.start();
+  std::fprintf(stderr, "nexus gateway: %zu replica(s), policy %s\n", o.replicas.size(), a.policy.c_str());
+  std::printf("listening on http://%s:%u\n", gw.host().c_str(), static_cast<unsigned>(gw.port()));
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "nexus gateway: %s, draining (up to %.0f s; send it again to stop now)\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", a.drain_timeout);
+  if (const int32_t left = drain(gw, stop_signals, a.drain_timeout); left > 0)
+    std::fprintf(stderr, "nexus gateway: closing %d unfinished request(s)\n", left);
+  std::fprintf(stderr, "nexus gateway: shutting down\n");
+  gw.stop();
+  return 0;
+}
+
+std::function<int()> setup(CLI::App& sub) {
+  auto a = std::make_shared<GatewayArgs>();
+  gateway::GatewayOptions& o = a->opts;
+  sub.add_option("--listen", a->listen, "HOST:PORT to listen on (port 0 = any free port, printed at startup)")
+      ->capture_default_str();
+  sub.add_option("--replica", a->replicas, "a `nexus serve` replica's URL (http://host:port); repeat for each")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& u) -> std::string {
+            try {
+              loadgen::parse_server_url(u);
+            } catch (const Error&) {
+              return "'" + u + "' is not a replica URL: expected http://HOST[:PORT][/PATH]";
+            }
+            return {};
+          },
+          "URL"));
+  sub.add_option("--policy", a->policy, "routing: least-load (power of two choices), prefix, round-robin")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& p) -> std::string {
+            return gateway::policy_from_name(p) ? "" : "unknown policy '" + p + "' (least-load, prefix, round-robin)";
+          },
+          ""));
+  sub.add_option("--prefix-threshold", o.prefix_threshold,
+                 "prefix policy: load-score excess (about requests) over the least-loaded replica above which "
+                 "affinity is overridden")
+      ->capture_default_str()
+      ->check(at_least(0.0));
+  sub.add_option("--io-threads", o.io_threads, "I/O threads")->capture_default_str()->check(range(1, 64));
+  sub.add_option("--fault", a->faults, "inject faults: abort=PCT:STATUS or delay=PCT:MS, optionally @URL (one replica)")
+      ->check(parses_with([](const std::string& f) { gateway::parse_fault(f); }, "FAULT"));
+  sub.add_option("--load-interval-ms", a->load_interval, "GET /load poll interval per replica")
+      ->capture_default_str()
+      ->check(range<int64_t>(1, 100));
+  sub.add_option("--health-interval-ms", a->health_interval, "GET /health interval per replica")
+      ->capture_default_str()
+      ->check(range<int64_t>(1, 600'000));
+  sub.add_option("--probe-timeout-ms", a->probe_timeout, "health/load probe timeout")
+      ->capture_default_str()
+      ->check(range<int64_t>(1, 600'000));
+  sub.add_option("--breaker-failures", o.breaker.failure_threshold, "failures within the window that open a breaker")
+      ->capture_default_str()
+      ->check(range(1, 1'000'000));
+  sub.add_option("--breaker-window-ms", a->breaker_window, "breaker failure window")
+      ->capture_default_str()
+      ->check(range<int64_t>(1, 3'600'000));
+  sub.add_option("--breaker-cooldown-ms", a->breaker_cool_down, "open breaker's wait before half-open probes")
+      ->capture_default_str()
+      ->check(range<int64_t>(1, 3'600'000));
+  sub.add_option("--breaker-probes", o.breaker.half_open_probes, "requests let through at once while half-open")
+      ->capture_default_str()
+      ->check(range(1, 1000));
+  sub.add_option("--max-attempts", o.retry.max_attempts, "attempts per request, the first included")
+      ->capture_default_str()
+      ->check(range(1, 16));
+  sub.add_option("--retry-budget", o.retry.budget_ratio, "retries allowed as a share of requests over the last 10 s")
+      ->capture_default_str()
+      ->check(range(0.0, 10.0));
+  sub.add_option("--retry-min", o.retry.min_retries, "retries always allowed per 10 s, on top of the share")
+      ->capture_default_str()
+      ->check(range(0, 1'000'000));
+  sub.add_option("--backoff-base-ms", a->backoff_base, "first retry's backoff cap (doubling, full jitter)")
+      ->capture_default_str()
+      ->check(range<int64_t>(0, 60'000));
+  sub.add_option("--backoff-max-ms", a->backoff_max, "backoff cap")->capture_default_str()->check(range<int64_t>(0, 60'000));
+  sub.add_option("--connect-timeout-ms", a->connect_timeout, "connect timeout to a replica")
+      ->capture_default_str()
+      ->check(range<int64_t>(1, 600'000));
+  sub.add_option("--ttft-timeout-ms", a->ttft_timeout,
+                 "an attempt with no first response byte by then moves to another replica")
+      ->capture_default_str()
+      ->check(range<int64_t>(1, 3'600'000));
+  sub.add_option("--stream-idle-timeout-ms", a->stream_idle_timeout,
+                 "a started stream silent this long ends with an error event")
+      ->capture_default_str()
+      ->check(range<int64_t>(1, 3'600'000));
+  sub.add_option("--drain-timeout", a->drain_timeout, "seconds a stop signal waits for requests in flight")
+      ->capture_default_str()
+      ->check(range(0.0, 3600.0));
+  return [a] { return run_gateway(*a); };
+}
+
+const CommandRegistrar reg{{"gateway", "route the OpenAI-compatible API over several `nexus serve` replicas", setup}};
+
+}  // namespace
+}  // namespace nexus::cli

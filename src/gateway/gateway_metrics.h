@@ -1,0 +1,77 @@
+// GatewayMetrics: the gateway's own Prometheus series (docs/metrics.md,
+// "Gateway"), over metrics::Registry. Every label value is known at startup
+// (replicas, outcomes, reasons), so each series is registered once and
+// updated lock-free afterwards.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gateway/circuit_breaker.h"
+#include "gateway/routing_policy.h"
+#include "metrics/metrics.h"
+
+namespace nexus::gateway {
+
+// How a client request ended.
+enum class Outcome {
+  Success,       // 2xx relayed whole
+  ClientError,   // a 4xx from the replica, relayed (the replica is fine)
+  UpstreamError, // a 5xx relayed, or 502/504 made up after the attempts ran out
+  NoReplica,     // 503: no replica could take it
+  StreamBroken,  // a stream cut after its first byte: ended with an error event
+  ClientGone,    // the client went away first
+  Count
+};
+const char* outcome_name(Outcome o);
+
+// Why an attempt was retried.
+enum class RetryReason { Connect, Reset, Timeout, Status5xx, Draining, QueueFull, Count };
+const char* retry_reason_name(RetryReason r);
+
+enum class FaultKind { Abort, Delay, Count };
+
+class GatewayMetrics {
+ public:
+  // `replicas`: their label values (host:port), in the gateway's order.
+  explicit GatewayMetrics(const std::vector<std::string>& replicas);
+
+  struct PerReplica {
+    std::array<metrics::IntCounter*, static_cast<size_t>(Outcome::Count)> requests{};
+    metrics::IntCounter* routed = nullptr;
+    metrics::IntCounter* attempt_failures = nullptr;
+    metrics::IntCounter* streams_broken = nullptr;
+    metrics::Gauge* breaker_state = nullptr;
+    std::array<metrics::IntCounter*, 3> breaker_transitions{};  // by the state entered
+    metrics::Gauge* load_score = nullptr;
+    metrics::Gauge* in_flight = nullptr;
+  };
+
+  PerReplica& replica(size_t i) { return replicas_[i]; }
+  metrics::IntCounter& no_replica_requests() { return *no_replica_; }
+  metrics::IntCounter& retries(RetryReason r) { return *retries_[static_cast<size_t>(r)]; }
+  metrics::IntCounter& retry_budget_exhausted() { return *budget_exhausted_; }
+  metrics::IntCounter& affinity(AffinityResult r) { return *affinity_[static_cast<size_t>(r)]; }
+  metrics::IntCounter& faults(FaultKind k) { return *faults_[static_cast<size_t>(k)]; }
+  metrics::Histogram& added_latency() { return *added_latency_; }
+  metrics::Gauge& in_flight() { return *in_flight_; }
+  void on_breaker_transition(size_t replica, BreakerState to);
+
+  std::string render() const { return registry_.render(); }
+
+ private:
+  metrics::Registry registry_;
+  std::vector<PerReplica> replicas_;
+  metrics::IntCounter* no_replica_ = nullptr;
+  std::array<metrics::IntCounter*, static_cast<size_t>(RetryReason::Count)> retries_{};
+  metrics::IntCounter* budget_exhausted_ = nullptr;
+  std::array<metrics::IntCounter*, 4> affinity_{};
+  std::array<metrics::IntCounter*, static_cast<size_t>(FaultKind::Count)> faults_{};
+  metrics::Histogram* added_latency_ = nullptr;
+  metrics::Gauge* in_flight_ = nullptr;
+};
+
+}  // namespace nexus::gateway

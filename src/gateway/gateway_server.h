@@ -1,0 +1,84 @@
+// GatewayServer: `nexus gateway`, one OpenAI-compatible endpoint over many
+// `nexus serve` replicas (docs/gateway.md).
+//
+// It serves what a replica serves (POST /v1/completions and
+// /v1/chat/completions, streamed or not, GET /v1/models, ...: every path but
+// the gateway's own is relayed to a replica) plus its own GET /health
+// (200 while some replica can take requests, else 503) and GET /metrics
+// (gateway_metrics.h). It talks to replicas only over HTTP/1.1, through
+// kept-alive pooled connections (connection_pool.h), and relays a stream's
+// SSE bytes as each read brings them. /v1/realtime is refused (501) in this
+// version.
+//
+// Layers: routing (load_state.h, routing_policy.h, prefix_affinity.h) and
+// execution (health_checker.h, circuit_breaker.h, retry_policy.h,
+// fault_injection.h), joined per client connection by proxy_session.h.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gateway/circuit_breaker.h"
+#include "gateway/fault_injection.h"
+#include "gateway/health_checker.h"
+#include "gateway/retry_policy.h"
+#include "gateway/routing_policy.h"
+
+namespace nexus::gateway {
+
+struct GatewayOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8090;                // 0 = an ephemeral port (see port())
+  std::vector<std::string> replicas;   // http://host:port URLs, at least one
+  int io_threads = 2;
+  PolicyKind policy = PolicyKind::LeastLoad;
+  double prefix_threshold = 4;         // load-score units (about requests)
+  HealthOptions health;
+  BreakerOptions breaker;
+  RetryOptions retry;
+  std::chrono::milliseconds connect_timeout{1'000};
+  // An attempt whose first response byte (a stream's first event, a
+  // non-streamed response's whole body) has not come by then is cancelled
+  // and moved to another replica.
+  std::chrono::milliseconds ttft_timeout{30'000};
+  // A started stream silent for this long ends with an error event.
+  std::chrono::milliseconds stream_idle_timeout{30'000};
+  std::chrono::milliseconds client_idle_timeout{60'000};
+  size_t body_limit = 1 << 20;         // request body bytes (413 above)
+  size_t response_limit = 64 << 20;    // a non-streamed response's bytes
+  std::vector<FaultRule> faults;
+  // One line per request ("POST /v1/completions 200 127.0.0.1:8081 12.3ms"),
+  // from an I/O thread; must be thread-safe. Empty = no log.
+  std::function<void(const std::string&)> log;
+};
+
+class GatewayServer {
+ public:
+  // Parses the replica URLs and binds (throws nexus::Error when it cannot).
+  explicit GatewayServer(GatewayOptions opts);
+  ~GatewayServer();  // stop()
+  GatewayServer(const GatewayServer&) = delete;
+  GatewayServer& operator=(const GatewayServer&) = delete;
+
+  void start();  // I/O threads, health checkers, accepting
+  // Graceful shutdown: new requests get 503 server_shutting_down
+  // (Retry-After: 1, connection closed), requests in flight go on; the
+  // caller waits for in_flight() to reach zero, then calls stop().
+  void drain();
+  int32_t in_flight() const;
+  // Closes everything and joins the threads. Idempotent.
+  void stop();
+
+  uint16_t port() const;
+  const std::string& host() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nexus::gateway

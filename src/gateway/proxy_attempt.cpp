@@ -1,0 +1,389 @@
+// ProxySession's attempts (proxy_session.h): choose a replica, fault
+// injection, connect or reuse, write, read the answer, relay a stream,
+// retry or give up.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <limits>
+
+#include "gateway/proxy_http.h"
+#include "gateway/proxy_session.h"
+#include "server/sse.h"
+
+namespace nexus::gateway {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+bool retryable_status(int status) { return status == 429 || status >= 500; }
+
+}  // namespace
+
+// ---- attempts -------------------------------------------------------------
+
+void ProxySession::start_attempt() {
+  const auto now = Clock::now();
+  // Up to one pass per replica: a breaker may refuse between the filter and
+  // the admission (another session took the last half-open probe).
+  for (size_t pass = 0; pass < ctx_.replicas.size(); ++pass) {
+    std::vector<Candidate> fresh, any;
+    for (auto& r : ctx_.replicas) {
+      if (!r->available(now)) continue;
+      const Candidate c{r->index, r->load.score()};
+      any.push_back(c);
+      if (!tried_[r->index]) fresh.push_back(c);
+    }
+    const std::vector<Candidate>& candidates = fresh.empty() ? any : fresh;
+    if (candidates.empty()) break;
+    const RouteDecision d = ctx_.router.choose(candidates, attempts_ == 0 ? prefix_ : std::vector<uint64_t>{});
+    const Admission a = ctx_.replicas[d.replica]->breaker.try_acquire(now);
+    if (a == Admission::Denied) {
+      tried_[d.replica] = true;
+      continue;
+    }
+    if (attempts_ == 0 && d.affinity != AffinityResult::None) ctx_.metrics.affinity(d.affinity).inc();
+    return begin_attempt(d.replica, a);
+  }
+  // No replica can take it: relay the last answer if there was one, else 503.
+  if (last_answer_ || !last_error_.empty()) return give_up();
+  ctx_.metrics.no_replica_requests().inc();
+  proxying_ = false;
+  ctx_.in_flight.fetch_sub(1);
+  ctx_.metrics.in_flight().add(-1);
+  replica_ = nullptr;
+  respond(503, api_error_body(503, "No replica is available to take the request.", "no_replica_available"),
+          "application/json", "Retry-After: 1\r\n");
+}
+
+void ProxySession::begin_attempt(size_t index, Admission admission) {
+  ++attempts_;
+  tried_[index] = true;
+  replica_ = ctx_.replicas[index].get();
+  probe_ = admission == Admission::Probe;
+  attempt_open_ = true;
+  replica_->load.begin_request();
+  ctx_.metrics.replica(index).routed->inc();
+  ctx_.metrics.replica(index).in_flight->set(replica_->load.in_flight());
+  timed_out_ = false;
+  streaming_ = false;
+  body_.clear();
+  up_buf_.clear();
+  arm_deadline(ctx_.opts.ttft_timeout);
+
+  const FaultDecision fault = decide_faults(ctx_.opts.faults, replica_->url.to_string(), rng_);
+  auto go = [this, fault] {
+    if (fault.abort_status) {
+      ctx_.metrics.faults(FaultKind::Abort).inc();
+      const int s = *fault.abort_status;
+      return on_answer(Answer{s, api_error_body(s, "Fault injected by the gateway (--fault abort).", "fault_injected"),
+                              "application/json", ""});
+    }
+    connect_upstream();
+  };
+  if (fault.delay.count() > 0) {
+    ctx_.metrics.faults(FaultKind::Delay).inc();
+    backoff_.expires_after(fault.delay);
+    backoff_.async_wait([self = shared_from_this(), go](boost::system::error_code ec) {
+      if (ec) return;
+      if (self->timed_out_) return self->attempt_failed(RetryReason::Timeout, "no answer within the TTFT timeout");
+      go();
+    });
+    return;
+  }
+  go();
+}
+
+void ProxySession::arm_deadline(std::chrono::milliseconds d) {
+  const uint64_t seq = ++deadline_seq_;
+  deadline_.expires_after(d);
+  deadline_.async_wait([self = shared_from_this(), seq](boost::system::error_code ec) {
+    if (ec || seq != self->deadline_seq_) return;
+    self->timed_out_ = true;
+    boost::system::error_code ignored;
+    if (self->up_) self->up_->close(ignored);  // the pending upstream operation fails
+  });
+}
+
+void ProxySession::connect_upstream() {
+  up_ = replica_->pool.take_idle();
+  up_reused_ = up_ != nullptr;
+  if (up_) return write_upstream();
+  up_ = replica_->pool.fresh();
+  // The connect has its own, shorter limit; the TTFT deadline still runs.
+  const uint64_t seq = ++deadline_seq_;
+  const auto connect_limit = std::min(ctx_.opts.connect_timeout, ctx_.opts.ttft_timeout);
+  deadline_.expires_after(connect_limit);
+  deadline_.async_wait([self = shared_from_this(), seq](boost::system::error_code ec) {
+    if (ec || seq != self->deadline_seq_) return;
+    self->timed_out_ = true;
+    boost::system::error_code ignored;
+    if (self->up_) self->up_->close(ignored);
+  });
+  upstream_pending_ = true;
+  net::async_connect(*up_, replica_->pool.endpoints(),
+                     net::bind_executor(client_.get_executor(), [self = shared_from_this()](
+                                                                    boost::system::error_code ec, const auto&) {
+                       self->upstream_pending_ = false;
+                       if (self->stopping_) return self->end_for_shutdown();
+                       if (ec) return self->attempt_failed(RetryReason::Connect, "connect: " + ec.message());
+                       boost::system::error_code ignored;
+                       self->up_->set_option(net::ip::tcp::no_delay(true), ignored);
+                       // The TTFT limit counts from the connection.
+                       self->arm_deadline(self->ctx_.opts.ttft_timeout);
+                       self->write_upstream();
+                     }));
+}
+
+void ProxySession::write_upstream() {
+  up_req_ = {};
+  up_req_.method(req_.method());
+  up_req_.target(replica_->url.base_path + std::string(req_.target()));
+  up_req_.version(11);
+  for (const auto& f : req_)
+    if (end_to_end(f.name())) up_req_.insert(f.name_string(), f.value());
+  up_req_.set(http::field::host, replica_->id);
+  up_req_.keep_alive(true);
+  up_req_.body() = req_.body();
+  up_req_.prepare_payload();
+  sent_at_ = Clock::now();
+  upstream_pending_ = true;
+  http::async_write(
+      *up_, up_req_,
+      net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+        self->upstream_pending_ = false;
+        if (self->stopping_) return self->end_for_shutdown();
+        if (ec)
+          return self->attempt_failed(self->timed_out_ ? RetryReason::Timeout : RetryReason::Reset,
+                                      "write: " + ec.message());
+        self->res_parser_.emplace();
+        // (Not boost::none: Boost 1.74 compares a Content-Length against an empty
+        // optional as "greater" and fails every sized body.)
+        self->res_parser_->body_limit(std::numeric_limits<uint64_t>::max());
+        self->upstream_pending_ = true;
+        http::async_read_header(
+            *self->up_, self->up_buf_, *self->res_parser_,
+            net::bind_executor(self->client_.get_executor(), [self](boost::system::error_code ec, size_t) {
+              self->upstream_pending_ = false;
+              if (self->stopping_) return self->end_for_shutdown();
+              self->on_upstream_header(ec);
+            }));
+      }));
+}
+
+void ProxySession::on_upstream_header(boost::system::error_code ec) {
+  if (ec)
+    return attempt_failed(timed_out_ ? RetryReason::Timeout : RetryReason::Reset,
+                          timed_out_ ? "no answer within the TTFT timeout" : "read: " + ec.message());
+  const auto& res = res_parser_->get();
+  const int status = static_cast<int>(res.result_int());
+  const std::string ctype(res[http::field::content_type]);
+  streaming_ = status / 100 == 2 && ctype.starts_with("text/event-stream");
+  read_upstream_body();
+}
+
+void ProxySession::read_upstream_body() {
+  auto& body = res_parser_->get().body();
+  body.data = chunk_.data();
+  body.size = chunk_.size();
+  if (res_parser_->is_done()) return on_upstream_body({});
+  upstream_pending_ = true;
+  http::async_read_some(
+      *up_, up_buf_, *res_parser_,
+      net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+        self->upstream_pending_ = false;
+        if (self->stopping_) return self->end_for_shutdown();
+        self->on_upstream_body(ec);
+      }));
+}
+
+void ProxySession::on_upstream_body(boost::system::error_code ec) {
+  if (ec == http::error::need_buffer) ec = {};
+  const size_t n = chunk_.size() - res_parser_->get().body().size;
+  if (ec) {
+    const std::string why = timed_out_ ? (started_ ? "the replica went silent" : "no answer within the TTFT timeout")
+                                       : "read: " + ec.message();
+    if (started_) return stream_broken(why);
+    return attempt_failed(timed_out_ ? RetryReason::Timeout : RetryReason::Reset, why);
+  }
+  if (streaming_) {
+    if (n > 0) return relay(n);
+    if (res_parser_->is_done()) return relay(0);
+    return read_upstream_body();
+  }
+  body_.append(chunk_.data(), n);
+  if (body_.size() > ctx_.opts.response_limit)
+    return attempt_failed(RetryReason::Reset, "the response exceeds the gateway's response limit");
+  if (!res_parser_->is_done()) return read_upstream_body();
+  const auto& res = res_parser_->get();
+  upstream_seconds_ = std::chrono::duration<double>(Clock::now() - sent_at_).count();
+  on_answer(Answer{static_cast<int>(res.result_int()), std::move(body_), std::string(res[http::field::content_type]),
+                   std::string(res[http::field::retry_after])});
+}
+
+void ProxySession::relay(size_t n) {
+  out_.clear();
+  if (!started_) {
+    started_ = true;
+    upstream_seconds_ = std::chrono::duration<double>(Clock::now() - sent_at_).count();
+    const auto& res = res_parser_->get();
+    out_ = fmt::format("HTTP/1.1 {} {}\r\n", res.result_int(), std::string(res.reason()));
+    for (const auto& f : res)
+      if (end_to_end(f.name())) out_ += fmt::format("{}: {}\r\n", std::string(f.name_string()), std::string(f.value()));
+    out_ += chunked_ ? fmt::format("Transfer-Encoding: chunked\r\nConnection: {}\r\n\r\n",
+                                   keep_alive_ ? "keep-alive" : "close")
+                     : std::string("Connection: close\r\n\r\n");
+    const double total = std::chrono::duration<double>(Clock::now() - received_).count();
+    ctx_.metrics.added_latency().observe(std::max(0.0, total - upstream_seconds_));
+  }
+  arm_deadline(ctx_.opts.stream_idle_timeout);
+  if (n > 0) {
+    if (chunked_) out_ += fmt::format("{:x}\r\n", n);
+    out_.append(chunk_.data(), n);
+    if (chunked_) out_ += "\r\n";
+    blank_line_last_ = n >= 2 && chunk_[n - 1] == '\n' && chunk_[n - 2] == '\n';
+  }
+  const bool done = res_parser_->is_done();
+  if (done && chunked_) out_ += "0\r\n\r\n";
+  writing_ = true;
+  net::async_write(client_, net::buffer(out_), [self = shared_from_this(), done](boost::system::error_code ec, size_t) {
+    self->writing_ = false;
+    if (ec) {
+      // The client went away: drop the replica's connection, which cancels
+      // its generation.
+      self->end_attempt(AttemptEnd::Healthy, false);
+      self->finish(Outcome::ClientGone);
+      return self->close_client();
+    }
+    if (!done) return self->stopping_ ? self->end_for_shutdown() : self->read_upstream_body();
+    const bool keep = self->res_parser_->keep_alive();
+    self->end_attempt(AttemptEnd::Healthy, keep);
+    self->finish(Outcome::Success);
+    if (self->ctx_.opts.log)
+      self->ctx_.opts.log(fmt::format(
+          "{} {} {} {} {:.1f}ms (stream)", std::string(self->req_.method_string()), std::string(self->req_.target()),
+          200, self->replica_->id, std::chrono::duration<double, std::milli>(Clock::now() - self->received_).count()));
+    if (self->keep_alive_ && !self->stopping_) return self->read_request();
+    self->close_client();
+  });
+}
+
+void ProxySession::on_answer(Answer a) {
+  if (retryable_status(a.status)) {
+    RetryReason reason = RetryReason::Status5xx;
+    if (a.status == 429) reason = RetryReason::QueueFull;
+    if (a.status == 503 && a.body.find("server_shutting_down") != std::string::npos) {
+      reason = RetryReason::Draining;
+      replica_->draining.store(true);
+    }
+    const bool replica_fault = reason == RetryReason::Status5xx;
+    end_attempt(replica_fault ? AttemptEnd::Failed : AttemptEnd::Healthy,
+                up_ && res_parser_ && res_parser_->keep_alive());
+    last_error_ = fmt::format("HTTP {}", a.status);
+    last_answer_ = std::move(a);
+    last_timed_out_ = false;
+    return retry_or_give_up(reason);
+  }
+  end_attempt(AttemptEnd::Healthy, up_ && res_parser_ && res_parser_->keep_alive());
+  const double total = std::chrono::duration<double>(Clock::now() - received_).count();
+  ctx_.metrics.added_latency().observe(std::max(0.0, total - upstream_seconds_));
+  finish(a.status / 100 == 2 ? Outcome::Success : Outcome::ClientError);
+  respond(a.status, a.body, a.content_type.empty() ? "application/json" : a.content_type,
+          a.retry_after.empty() ? "" : "Retry-After: " + a.retry_after + "\r\n");
+}
+
+void ProxySession::attempt_failed(RetryReason reason, const std::string& detail) {
+  end_attempt(AttemptEnd::Failed, false);
+  last_error_ = replica_->id + ": " + detail;
+  last_timed_out_ = reason == RetryReason::Timeout;
+  retry_or_give_up(reason);
+}
+
+void ProxySession::end_attempt(AttemptEnd how, bool keep_connection) {
+  ++deadline_seq_;  // disarms the deadline
+  deadline_.cancel();
+  if (!attempt_open_) return;
+  attempt_open_ = false;
+  const auto now = Clock::now();
+  auto& m = ctx_.metrics.replica(replica_->index);
+  if (how == AttemptEnd::Healthy) {
+    replica_->breaker.record_success(now, probe_);
+  } else {
+    replica_->breaker.record_failure(now, probe_);
+    m.attempt_failures->inc();
+  }
+  replica_->load.end_request();
+  m.in_flight->set(replica_->load.in_flight());
+  if (up_) {
+    if (keep_connection && !timed_out_) {
+      replica_->pool.give_back(std::move(up_));
+    } else {
+      boost::system::error_code ignored;
+      up_->close(ignored);
+      up_.reset();
+    }
+  }
+  up_.reset();
+  res_parser_.reset();
+}
+
+void ProxySession::retry_or_give_up(RetryReason reason) {
+  const auto now = Clock::now();
+  if (attempts_ >= ctx_.opts.retry.max_attempts) return give_up();
+  if (!ctx_.budget.try_spend(now)) {
+    ctx_.metrics.retry_budget_exhausted().inc();
+    return give_up();
+  }
+  ctx_.metrics.retries(reason).inc();
+  const auto wait = backoff_delay(attempts_, ctx_.opts.retry, rng_);
+  backoff_.expires_after(wait);
+  backoff_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!ec) self->start_attempt();
+  });
+}
+
+void ProxySession::give_up() {
+  finish(Outcome::UpstreamError);
+  if (last_answer_) {
+    const Answer a = *last_answer_;
+    return respond(a.status, a.body, a.content_type.empty() ? "application/json" : a.content_type,
+                   a.retry_after.empty() ? "" : "Retry-After: " + a.retry_after + "\r\n");
+  }
+  const int status = last_timed_out_ ? 504 : 502;
+  respond(status, api_error_body(
+                      status, fmt::format("No replica answered after {} attempt(s); last: {}", attempts_, last_error_),
+                      last_timed_out_ ? "upstream_timeout" : "bad_gateway"));
+}
+
+void ProxySession::stream_broken(const std::string& why) {
+  end_attempt(AttemptEnd::Failed, false);
+  ctx_.metrics.replica(replica_->index).streams_broken->inc();
+  const std::string event =
+      server::sse_event(api_error_body(
+          502, "The replica serving this stream failed (" + why + "); the stream is incomplete.", "replica_failed")) +
+      std::string(server::kSseDone);
+  const std::string payload = (blank_line_last_ ? "" : "\n\n") + event;
+  out_ = chunked_ ? fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", payload.size(), payload) : payload;
+  finish(Outcome::StreamBroken);
+  if (ctx_.opts.log)
+    ctx_.opts.log(fmt::format("{} {} 200 {} stream broken: {}", std::string(req_.method_string()),
+                              std::string(req_.target()), replica_->id, why));
+  write_client(true);
+}
+
+void ProxySession::finish(Outcome outcome) {
+  if (!proxying_) return;
+  proxying_ = false;
+  ctx_.in_flight.fetch_sub(1);
+  ctx_.metrics.in_flight().add(-1);
+  if (replica_) ctx_.metrics.replica(replica_->index).requests[static_cast<size_t>(outcome)]->inc();
+}
+
+}  // namespace nexus::gateway

@@ -1,0 +1,233 @@
+#include "gateway/proxy_session.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <nlohmann/json.hpp>
+
+#include "gateway/proxy_http.h"
+#include "server/sse.h"
+
+namespace nexus::gateway {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using nlohmann::json;
+
+namespace {
+
+std::string_view path_of(std::string_view target) {
+  const size_t q = target.find('?');
+  return q == std::string_view::npos ? target : target.substr(0, q);
+}
+
+}  // namespace
+
+ProxySession::ProxySession(Socket client, GatewayContext& ctx)
+    : ctx_(ctx),
+      client_(std::move(client)),
+      client_timer_(client_.get_executor()),
+      deadline_(client_.get_executor()),
+      backoff_(client_.get_executor()),
+      rng_(ctx.session_seed.fetch_add(1) * 0x9e3779b97f4a7c15ull),
+      tried_(ctx.replicas.size()) {}
+
+ProxySession::~ProxySession() {
+  {
+    std::lock_guard lock(ctx_.sessions_mu);
+    ctx_.sessions.erase(this);
+  }
+  // The io_context went away with a request in flight (gateway stopped).
+  if (attempt_open_ && replica_) replica_->load.end_request();
+  if (proxying_) {
+    ctx_.in_flight.fetch_sub(1);
+    ctx_.metrics.in_flight().add(-1);
+  }
+}
+
+void ProxySession::start() {
+  {
+    std::lock_guard lock(ctx_.sessions_mu);
+    ctx_.sessions.emplace(this, weak_from_this());
+  }
+  boost::system::error_code ignored;
+  client_.set_option(net::ip::tcp::no_delay(true), ignored);
+  read_request();
+}
+
+void ProxySession::close_client() {
+  boost::system::error_code ignored;
+  client_timer_.cancel();
+  client_.shutdown(Socket::shutdown_both, ignored);
+  client_.close(ignored);
+}
+
+void ProxySession::read_request() {
+  req_parser_.emplace();
+  req_parser_->body_limit(ctx_.opts.body_limit);
+  req_parser_->header_limit(64 * 1024);
+  client_timer_.expires_after(ctx_.opts.client_idle_timeout);
+  client_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!ec) self->close_client();
+  });
+  http::async_read_header(client_, client_buf_, *req_parser_,
+                          [self = shared_from_this()](boost::system::error_code ec, size_t) { self->on_header(ec); });
+}
+
+void ProxySession::on_header(boost::system::error_code ec) {
+  if (ec) return on_request(ec);
+  auto read_body = [self = shared_from_this()] {
+    http::async_read(self->client_, self->client_buf_, *self->req_parser_,
+                     [self](boost::system::error_code ec, size_t) { self->on_request(ec); });
+  };
+  // A client that waits for "100 Continue" before its body (curl does above
+  // 1 KiB) would otherwise stall a second.
+  if (beast::iequals(req_parser_->get()[http::field::expect], "100-continue")) {
+    out_ = "HTTP/1.1 100 Continue\r\n\r\n";
+    writing_ = true;
+    return net::async_write(client_, net::buffer(out_), [self = shared_from_this(), read_body](boost::system::error_code ec, size_t) {
+      self->writing_ = false;
+      if (ec || self->stopping_) return self->close_client();
+      read_body();
+    });
+  }
+  read_body();
+}
+
+void ProxySession::on_request(boost::system::error_code ec) {
+  client_timer_.cancel();
+  if (ec == http::error::body_limit) {
+    keep_alive_ = false;
+    return respond(413, api_error_body(413, fmt::format("The request body exceeds {} bytes.", ctx_.opts.body_limit),
+                                       "request_too_large", "invalid_request_error"));
+  }
+  if (ec == http::error::header_limit) {
+    keep_alive_ = false;
+    return respond(431, api_error_body(431, "The request headers are too large.", "headers_too_large",
+                                       "invalid_request_error"));
+  }
+  if (ec) {
+    const bool benign = ec == http::error::end_of_stream || ec == net::error::eof ||
+                        ec == net::error::operation_aborted || ec == net::error::connection_reset;
+    if (benign || client_buf_.size() == 0) return close_client();
+    keep_alive_ = false;
+    return respond(400, api_error_body(400, "Malformed HTTP request: " + ec.message(), "bad_http_request",
+                                       "invalid_request_error"));
+  }
+  req_ = req_parser_->release();
+  handle_request();
+}
+
+void ProxySession::handle_request() {
+  replica_ = nullptr;  // (of the previous request on this connection)
+  keep_alive_ = req_.keep_alive();
+  chunked_ = req_.version() >= 11;
+  if (!chunked_) keep_alive_ = false;  // an HTTP/1.0 stream ends with the connection
+  received_ = Clock::now();
+  const std::string_view path = path_of(std::string_view(req_.target().data(), req_.target().size()));
+  const bool get = req_.method() == http::verb::get;
+  if (ctx_.draining.load()) {
+    keep_alive_ = false;
+    return respond(503, api_error_body(503, "The gateway is shutting down; retry shortly.", "server_shutting_down"),
+                   "application/json", "Retry-After: 1\r\n");
+  }
+  if (path == "/health" && get) {
+    int available = 0;
+    for (auto& r : ctx_.replicas) available += r->available(received_);
+    if (available == 0)
+      return respond(503, api_error_body(503, "No replica is available.", "no_replica_available"));
+    return respond(200, json{{"status", "ok"}, {"replicas_available", available}}.dump());
+  }
+  if (path == "/metrics" && get)
+    return respond(200, ctx_.metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+  if (path == "/v1/realtime" || path == "/realtime")
+    return respond(501, api_error_body(501, "The gateway does not relay /v1/realtime WebSocket sessions yet; "
+                                            "connect to a replica directly.",
+                                       "not_implemented"));
+  // Everything else goes to a replica, which validates it. The body is read
+  // only for routing: a prefix to hash (a body that is not JSON is relayed
+  // as it is, and the replica answers 400).
+  if (ctx_.router.policy() == PolicyKind::Prefix && !req_.body().empty()) {
+    const json body = json::parse(req_.body(), nullptr, false);
+    prefix_ = prefix_block_hashes(prefix_text(body));
+  } else {
+    prefix_.clear();
+  }
+  proxying_ = true;
+  ctx_.in_flight.fetch_add(1);
+  ctx_.metrics.in_flight().add(1);
+  ctx_.budget.record_request(received_);
+  attempts_ = 0;
+  std::fill(tried_.begin(), tried_.end(), false);
+  last_answer_.reset();
+  last_error_.clear();
+  last_timed_out_ = false;
+  started_ = false;
+  start_attempt();
+}
+
+void ProxySession::respond(int status, const std::string& body, const std::string& content_type,
+                           const std::string& extra_headers) {
+  out_ = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: {}\r\n\r\n", status,
+                     std::string(http::obsolete_reason(static_cast<http::status>(status))), content_type, body.size(),
+                     extra_headers, keep_alive_ ? "keep-alive" : "close");
+  if (req_.method() != http::verb::head) out_ += body;
+  if (ctx_.opts.log)
+    ctx_.opts.log(fmt::format("{} {} {} {} {:.1f}ms", std::string(req_.method_string()), std::string(req_.target()),
+                              status, replica_ ? replica_->id : "-",
+                              std::chrono::duration<double, std::milli>(Clock::now() - received_).count()));
+  write_client(true);
+}
+
+void ProxySession::write_client(bool then_next_request) {
+  writing_ = true;
+  net::async_write(client_, net::buffer(out_),
+                   [self = shared_from_this(), then_next_request](boost::system::error_code ec, size_t) {
+                     self->writing_ = false;
+                     if (self->stopping_) return self->close_client();
+                     if (ec || !then_next_request) {
+                       if (ec) self->close_client();
+                       return;
+                     }
+                     if (self->keep_alive_) return self->read_request();
+                     self->close_client();
+                   });
+}
+
+void ProxySession::shutdown() {
+  net::post(client_.get_executor(), [self = shared_from_this()] { self->end_for_shutdown(); });
+}
+
+void ProxySession::end_for_shutdown() {
+  stopping_ = true;
+  if (writing_) return;  // its completion closes the connection
+  if (upstream_pending_) {
+    // Its handler comes back here once the operation is cancelled.
+    boost::system::error_code ignored;
+    if (up_) up_->close(ignored);
+    return;
+  }
+  keep_alive_ = false;
+  backoff_.cancel();
+  if (!proxying_) return close_client();
+  end_attempt(AttemptEnd::Healthy, false);
+  finish(Outcome::UpstreamError);
+  const std::string message = "The gateway stopped before this request finished; retry it.";
+  if (!started_)
+    return respond(503, api_error_body(503, message, "server_shutting_down"), "application/json", "Retry-After: 1\r\n");
+  const std::string payload = (blank_line_last_ ? "" : "\n\n") +
+                              server::sse_event(api_error_body(503, message, "server_shutting_down")) +
+                              std::string(server::kSseDone);
+  out_ = chunked_ ? fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", payload.size(), payload) : payload;
+  write_client(false);
+}
+
+}  // namespace nexus::gateway

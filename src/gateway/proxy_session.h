@@ -1,0 +1,132 @@
+// ProxySession: one client connection of the gateway (internal to
+// GatewayServer). Everything it does runs on the client socket's strand;
+// upstream sockets come from the replicas' pools and their completion
+// handlers are bound to the same strand.
+//
+// Per request: read it (body_limit), answer the gateway's own routes, else
+// run attempts until one answers:
+//   choose a replica (available ones not yet tried first; routing_policy.h)
+//   -> injected faults (fault_injection.h) -> a pooled or new connection
+//   -> write the request -> read the response header -> read the body.
+// Nothing reaches the client before the first body bytes of a 2xx stream or
+// the whole of a non-streamed answer, so until then a failure (connect
+// error, reset, the TTFT timeout, a 5xx, 429, 503 draining) can be retried
+// on another replica, with full-jitter backoff and within the retry budget
+// (retry_policy.h). A stream's bytes are then relayed as each read brings
+// them (one read, one write: a slow client slows its replica's socket, never
+// the gateway); if the replica fails after that, the stream ends with an
+// OpenAI-style error event and `data: [DONE]` (code replica_failed).
+// proxy_session.cpp holds the client side (requests, the gateway's own
+// routes, replies), proxy_attempt.cpp the attempts.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+
+#include "gateway/gateway_context.h"
+
+namespace nexus::gateway {
+
+class ProxySession : public std::enable_shared_from_this<ProxySession> {
+ public:
+  ProxySession(boost::asio::ip::tcp::socket client, GatewayContext& ctx);
+  ~ProxySession();
+  void start();
+  // Thread-safe: the gateway stops. A request in flight ends now: a started
+  // stream with an error event (server_shutting_down) and [DONE], an
+  // unanswered request with a 503; then the connection closes.
+  void shutdown();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  using Socket = boost::asio::ip::tcp::socket;
+  enum class AttemptEnd { Healthy, Failed };
+  struct Answer {  // a whole upstream (or injected) response
+    int status = 0;
+    std::string body, content_type, retry_after;
+  };
+
+  // Client side.
+  void read_request();
+  void on_header(boost::system::error_code ec);
+  void on_request(boost::system::error_code ec);
+  void handle_request();
+  void respond(int status, const std::string& body, const std::string& content_type = "application/json",
+               const std::string& extra_headers = "");
+  void write_client(bool then_next_request);
+  void close_client();
+
+  // Attempts.
+  void start_attempt();
+  void begin_attempt(size_t replica, Admission admission);
+  void connect_upstream();
+  void write_upstream();
+  void on_upstream_header(boost::system::error_code ec);
+  void read_upstream_body();
+  void on_upstream_body(boost::system::error_code ec);
+  void relay(size_t n);
+  void on_answer(Answer a);
+  void attempt_failed(RetryReason reason, const std::string& detail);
+  void end_attempt(AttemptEnd how, bool keep_connection);
+  void retry_or_give_up(RetryReason reason);
+  void give_up();
+  void stream_broken(const std::string& why);
+  void finish(Outcome outcome);
+  void arm_deadline(std::chrono::milliseconds d);
+  void end_for_shutdown();
+
+  GatewayContext& ctx_;
+  Socket client_;
+  boost::asio::steady_timer client_timer_, deadline_, backoff_;
+  boost::beast::flat_buffer client_buf_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> req_parser_;
+  boost::beast::http::request<boost::beast::http::string_body> req_;
+  std::string out_;
+  std::mt19937_64 rng_;
+  bool writing_ = false;           // a write to the client is in flight
+  bool upstream_pending_ = false;  // an operation on up_ is in flight
+  bool stopping_ = false;          // shutdown(): resumed when those complete
+
+  // The request being proxied.
+  bool proxying_ = false;
+  bool keep_alive_ = true;
+  bool chunked_ = true;  // HTTP/1.1 client: a stream in chunks
+  std::vector<uint64_t> prefix_;
+  Clock::time_point received_;
+  int attempts_ = 0;
+  std::vector<bool> tried_;
+  std::optional<Answer> last_answer_;  // the last retryable answer, relayed if nothing better comes
+  std::string last_error_;
+  bool last_timed_out_ = false;
+
+  // The current attempt.
+  Replica* replica_ = nullptr;  // the last replica tried
+  bool attempt_open_ = false;
+  bool probe_ = false;
+  std::unique_ptr<Socket> up_;
+  bool up_reused_ = false;
+  boost::beast::flat_buffer up_buf_;
+  boost::beast::http::request<boost::beast::http::string_body> up_req_;
+  std::optional<boost::beast::http::response_parser<boost::beast::http::buffer_body>> res_parser_;
+  std::array<char, 16 * 1024> chunk_{};
+  std::string body_;
+  bool streaming_ = false;
+  bool started_ = false;  // bytes of the response reached the client
+  bool blank_line_last_ = true;
+  bool timed_out_ = false;
+  uint64_t deadline_seq_ = 0;
+  Clock::time_point sent_at_;
+  double upstream_seconds_ = 0;  // the answering replica's own time to first byte
+};
+
+}  // namespace nexus::gateway

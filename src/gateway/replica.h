@@ -1,0 +1,40 @@
+// Replica: one `nexus serve` behind the gateway, and what the gateway knows
+// of it: its address, connection pool, load (load_state.h), circuit breaker
+// (circuit_breaker.h), and whether it said it is draining (GET /load's
+// "draining", or a 503 server_shutting_down answer). A draining replica gets
+// no new requests until a poll says it stopped draining.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+
+#include "gateway/circuit_breaker.h"
+#include "gateway/connection_pool.h"
+#include "gateway/load_state.h"
+#include "loadgen/url.h"
+
+namespace nexus::gateway {
+
+struct Replica {
+  Replica(size_t index, const loadgen::ServerUrl& url, boost::asio::any_io_executor ex, BreakerOptions breaker_opts,
+          std::function<void(BreakerState, BreakerState)> on_transition)
+      : index(index),
+        url(url),
+        id(url.host + ":" + url.port),
+        pool(std::move(ex), url.host, url.port),
+        breaker(breaker_opts, std::move(on_transition)) {}
+
+  // Not draining and the breaker admits (routing's filter).
+  bool available(CircuitBreaker::Clock::time_point now) { return !draining.load() && breaker.would_admit(now); }
+
+  size_t index;
+  loadgen::ServerUrl url;
+  std::string id;  // host:port, the metrics label
+  ConnectionPool pool;
+  LoadState load;
+  CircuitBreaker breaker;
+  std::atomic<bool> draining{false};
+};
+
+}  // namespace nexus::gateway
