@@ -170,7 +170,7 @@ int serve(ServeArgs& a) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<ServeArgs>();
-  sub.add_option("-m,--model", a->model, "GGUF model file (default: the built-in stories260K)");
+  sub.add_option("-m,--model", a->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
   sub.add_option("--host", a->host, "address to listen on")->capture_default_str();
   constexpr int32_t kMaxInt = std::numeric_limits<int32_t>::max();
   sub.add_option("--port", a->port, "TCP port; 0 = any free port (printed at startup)")

@@ -19,7 +19,9 @@ struct OpenedModel {
 
 // `given` empty: the built-in model (assets/builtin_model.h), parsed in
 // place from the binary's own bytes; nothing on disk is consulted.
-// Otherwise a GGUF file path. Throws Error "model file not found: PATH
+// A reference hf:OWNER/REPO[:QUANT|/FILE.gguf] or ollama:NAME[:TAG]: its file
+// in the store (store/pull.h), pulled first when it is not there (the id is
+// the file's stem). Otherwise a GGUF file path. Throws Error "model file not found: PATH
 // (pass one with -m PATH)" when the file is absent, and GgufFile's errors
 // for a file that is not a valid GGUF.
 OpenedModel open_model(const std::string& given);
