@@ -9,6 +9,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config clang lld ccache
   libboost-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libcurl4-openssl-dev libssl-dev  # nexus pull: HTTPS downloads, SHA-256 (src/store)
   curl
   prometheus  # tests/test_prometheus.cpp scrapes `nexus serve` with the real server
 )

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/open_model.h"
 #include "cli/run_cuda.h"
 #include "gguf/gguf_file.h"
 #include "model/bench_model.h"
@@ -33,8 +34,8 @@ struct BenchArgs {
 
 // Each test against the model's context, as bench_model() checks it, but
 // as a usage error that names the option.
-void check_test_sizes(const BenchArgs& a, const std::string& path) {
-  const int32_t ctx = LlamaConfig::from_gguf(GgufFile(path)).n_ctx_train;
+void check_test_sizes(const BenchArgs& a, const GgufFile& gguf) {
+  const int32_t ctx = LlamaConfig::from_gguf(gguf).n_ctx_train;
   for (int32_t n : a.n_prompt)
     if (n > ctx) throw UsageError(fmt::format("--n-prompt: {} exceeds the model's context of {} tokens", n, ctx));
   for (int32_t n : a.n_gen)
@@ -48,8 +49,8 @@ int run_bench(const BenchArgs& a) {
     if (a.json) throw UsageError("--json: not supported with --device cuda yet");
     require_cuda_device();
 #ifdef NEXUS_HAVE_CUDA
-    const std::string path = model_path(a.model);
-    check_test_sizes(a, path);
+    const std::string path = model_file(a.model, "bench-model --device cuda");
+    check_test_sizes(a, GgufFile(path));
     CudaBenchOptions co;
     co.n_prompt = a.n_prompt;
     co.n_gen = a.n_gen;
@@ -69,9 +70,9 @@ int run_bench(const BenchArgs& a) {
   opt.bandwidth_bytes = static_cast<uint64_t>(a.bw_mib) << 20;
   opt.bandwidth_runs = a.bw_runs;
   if (!a.quiet) opt.log = [](const std::string& s) { std::fprintf(stderr, "bench-model: %s\n", s.c_str()); };
-  const std::string path = model_path(a.model);
-  check_test_sizes(a, path);
-  const BenchModelReport r = bench_model(path, opt);
+  const OpenedModel m = open_model(a.model);
+  check_test_sizes(a, *m.gguf);
+  const BenchModelReport r = bench_model(*m.gguf, m.id, opt);
   const std::string out = a.json ? bench_model_json(r) : bench_model_markdown(r);
   std::fputs(out.c_str(), stdout);
   return 0;
@@ -79,7 +80,7 @@ int run_bench(const BenchArgs& a) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<BenchArgs>();
-  sub.add_option("-m,--model", a->model, "GGUF model (default: ../shared/models/stories260K.gguf)");
+  sub.add_option("-m,--model", a->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
   sub.add_option("-p,--n-prompt", a->n_prompt, "prefill tests, comma-separated token counts (0: none)")
       ->delimiter(',')
       ->capture_default_str()

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/open_model.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
 #include "model/quant_mix.h"
@@ -49,7 +50,8 @@ std::string human_bytes(uint64_t n) {
 }
 
 int run_info(const InfoOptions& o) {
-  const GgufFile f(model_path(o.model));
+  const OpenedModel m = open_model(o.model);
+  const GgufFile& f = *m.gguf;
   fmt::print("file:         {}\n", f.path());
   fmt::print("GGUF version: {}\n", f.version());
   fmt::print("alignment:    {}\n", f.alignment());
@@ -118,7 +120,7 @@ const CommandRegistrar reg{{"info", "print a GGUF file's header, metadata and te
                             [](CLI::App& sub) -> std::function<int()> {
                               auto o = std::make_shared<InfoOptions>();
                               CLI::Option* file = sub.add_option(
-                                  "model", o->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
+                                  "model", o->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
                               // -m as run, serve and tokenize take it.
                               sub.add_option("-m,--model", o->model, "the same, as an option")->excludes(file);
                               sub.add_option("--array-items", o->array_items,

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli/command.h"
+#include "cli/open_model.h"
 #include "cli/usage_error.h"
 #include "gguf/gguf_file.h"
 #include "model/kl_divergence.h"
@@ -46,8 +47,8 @@ struct PerplexityArgs {
 
 // A GGUF file opened as a model: its mapping, tokenizer and weights.
 struct OpenModel {
-  explicit OpenModel(const std::string& path)
-      : gguf(std::make_unique<GgufFile>(path)), tok(Tokenizer::from_gguf(*gguf)),
+  explicit OpenModel(std::unique_ptr<GgufFile> file)
+      : gguf(std::move(file)), tok(Tokenizer::from_gguf(*gguf)),
         model(std::make_unique<LlamaModel>(*gguf)) {}
   std::unique_ptr<GgufFile> gguf;
   std::unique_ptr<Tokenizer> tok;
@@ -121,16 +122,15 @@ void print_kl_block(const KlDivergenceStats& s, const std::string& base_path) {
 
 int run(const PerplexityArgs& a) {
   using Clock = std::chrono::steady_clock;
-  const std::string model_file = model_path(a.model);
+  OpenModel m(open_model(a.model).gguf);
   const std::string text = read_text(a.text_file);
   if (!a.base.empty() && !std::filesystem::exists(a.base)) throw Error("base model file not found: " + a.base);
 
-  OpenModel m(model_file);
   const std::vector<int32_t> tokens = m.tok->encode(text, true);
   std::unique_ptr<OpenModel> base;
   int32_t n_ctx_train = m.model->config().n_ctx_train;
   if (!a.base.empty()) {
-    base = std::make_unique<OpenModel>(a.base);
+    base = std::make_unique<OpenModel>(std::make_unique<GgufFile>(a.base));
     require_same_tokenizer(m, *base, tokens, text);
     n_ctx_train = std::min(n_ctx_train, base->model->config().n_ctx_train);
   }
@@ -188,7 +188,7 @@ int run(const PerplexityArgs& a) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<PerplexityArgs>();
-  sub.add_option("-m,--model", a->model, "GGUF model (default: ../shared/models/stories260K.gguf)");
+  sub.add_option("-m,--model", a->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
   sub.add_option("-f,--file", a->text_file, "text file to score (UTF-8; one final newline is dropped)")->required();
   a->ctx_opt = sub.add_option("-c,--ctx-size", a->n_ctx,
                               "tokens per chunk (default 512, lowered to the model's training context)")

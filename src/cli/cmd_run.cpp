@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/command.h"
+#include "cli/open_model.h"
 #include "cli/run_cuda.h"
 #include "cli/seed_arg.h"
 #include "engine/engine.h"
@@ -72,19 +73,19 @@ std::string read_stdin_prompt() {
 int run(RunArgs& a) {
   using Clock = std::chrono::steady_clock;
   const auto t_load = Clock::now();
-  a.model = model_path(a.model);
   if (a.device == "cuda") {
     if (!a.stop.empty()) throw UsageError("--stop: not supported with --device cuda yet");
     // Before reading the model or stdin: no GPU means a quick, clear failure.
     require_cuda_device();
   }
-  GgufFile gguf(a.model);
+  const OpenedModel opened = open_model(a.model);
+  const GgufFile& gguf = *opened.gguf;
   check_ctx_size(a.n_ctx, LlamaConfig::from_gguf(gguf).n_ctx_train);
   a.sampling.seed = resolve_seed(a.seed, a.sampling.temperature > 0 ? "nexus run" : nullptr);
   if (!a.prompt_opt->count()) a.prompt = read_stdin_prompt();
   if (a.device == "cuda") {
     CudaRunArgs ca;
-    ca.model = a.model;
+    ca.gguf = &gguf;
     ca.prompt = a.prompt;
     ca.n_predict = a.n_predict;
     ca.n_ctx = a.n_ctx;
@@ -174,7 +175,7 @@ std::function<int()> setup(CLI::App& sub) {
   a->sampling.top_p = 0.95f;
   a->sampling.min_p = 0.05f;
   constexpr int32_t kMaxInt = std::numeric_limits<int32_t>::max();
-  sub.add_option("-m,--model", a->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
+  sub.add_option("-m,--model", a->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
   a->prompt_opt = sub.add_option("-p,--prompt", a->prompt, "prompt text (default: read from stdin)");
   sub.add_option("-n,--n-predict", a->n_predict, "tokens to generate, at most")
       ->capture_default_str()

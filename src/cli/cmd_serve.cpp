@@ -19,6 +19,7 @@
 #include <pthread.h>
 
 #include "cli/command.h"
+#include "cli/open_model.h"
 #include "cli/memory_arg.h"
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
@@ -107,7 +108,6 @@ server::ChatTemplate pick_chat_template(const GgufFile& gguf, const Tokenizer& t
 }
 
 int serve(ServeArgs& a) {
-  a.model = model_path(a.model);
   const int64_t kv_memory = parse_memory_arg(a.kv_memory, "--kv-memory");
 
   // Block the stop signals before any thread starts, so every thread
@@ -123,7 +123,8 @@ int serve(ServeArgs& a) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
 
-  GgufFile gguf(a.model);
+  const OpenedModel opened = open_model(a.model);
+  const GgufFile& gguf = *opened.gguf;
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(gguf);
   LlamaModel model(gguf);
   check_ctx_size(a.n_ctx, model.config().n_ctx_train);
@@ -136,9 +137,7 @@ int serve(ServeArgs& a) {
   eopts.kv_memory = kv_memory;
   eopts.kv_type = *kv_type_from_name(a.kv_type);  // checked by the option
   Engine engine(model, *tok, eopts);
-  // The id clients name in "model": the file's stem (e.g. "stories260K"),
-  // which unlike general.name ("llama" in many files) tells models apart.
-  const std::string id = a.alias.empty() ? std::filesystem::path(a.model).stem().string() : a.alias;
+  const std::string id = a.alias.empty() ? opened.id : a.alias;
   server::EngineBackend backend(engine, id, pick_chat_template(gguf, *tok, a));
 
   server::HttpServerOptions opts;
@@ -171,7 +170,7 @@ int serve(ServeArgs& a) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<ServeArgs>();
-  sub.add_option("-m,--model", a->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
+  sub.add_option("-m,--model", a->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
   sub.add_option("--host", a->host, "address to listen on")->capture_default_str();
   constexpr int32_t kMaxInt = std::numeric_limits<int32_t>::max();
   sub.add_option("--port", a->port, "TCP port; 0 = any free port (printed at startup)")

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/open_model.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -55,7 +56,7 @@ std::string escape_piece(const std::string& piece) {
 }
 
 struct Options {
-  std::string model;  // empty: default_model_path()
+  std::string model;  // empty: the built-in model
   bool no_bos = false;
   bool ids_only = false;
   bool special = false;
@@ -67,8 +68,8 @@ int run(const Options& o, bool have_text) {
   if (!have_text) {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
-  GgufFile gguf(model_path(o.model));
-  const auto tok = Tokenizer::from_gguf(gguf);
+  const OpenedModel m = open_model(o.model);
+  const auto tok = Tokenizer::from_gguf(*m.gguf);
   const std::vector<int32_t> ids = tok->encode(text, !o.no_bos, o.special);
   std::string out;
   if (o.ids_only) {
@@ -86,7 +87,7 @@ int run(const Options& o, bool have_text) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("-m,--model", o->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
+  sub.add_option("-m,--model", o->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
   sub.add_flag("--no-bos", o->no_bos, "do not add BOS");
   sub.add_flag("--ids-only", o->ids_only, "print only the ids, space-separated");
   sub.add_flag("--special", o->special, "parse special tokens written in the text");

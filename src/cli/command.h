@@ -30,17 +30,6 @@ struct CommandRegistrar {
   explicit CommandRegistrar(Command c) { command_registry().push_back(std::move(c)); }
 };
 
-// Default model when -m is not given: ../shared/models/stories260K.gguf
-// relative to the repository root the binary was built from, or to the
-// current directory. Returns the path (which may not exist).
-std::string default_model_path();
-
-// The model a command opens (its -m option): `given`, or
-// default_model_path() when it is empty. Throws util Error "model file not
-// found: PATH (pass one with -m PATH)" when nothing is there, so every
-// command words a missing model the same way.
-std::string model_path(const std::string& given);
-
 // Parses the whole of `text` as T (std::from_chars: an integer for integral
 // T, decimal or exponent form otherwise) into v. Returns why it is not a T
 // ("'abc' is not an integer"; "nan" and "inf" are not numbers either), or ""

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <memory>
 
 #include "cli/command.h"
@@ -13,22 +12,6 @@ namespace nexus::cli {
 std::vector<Command>& command_registry() {
   static std::vector<Command> registry;
   return registry;
-}
-
-std::string default_model_path() {
-  namespace fs = std::filesystem;
-  const fs::path rel = fs::path("..") / "shared" / "models" / "stories260K.gguf";
-  for (const fs::path& root : {fs::path(NEXUS_SOURCE_DIR), fs::current_path()}) {
-    fs::path p = root / rel;
-    if (fs::exists(p)) return fs::weakly_canonical(p).string();
-  }
-  return (fs::path(NEXUS_SOURCE_DIR) / rel).lexically_normal().string();
-}
-
-std::string model_path(const std::string& given) {
-  std::string path = given.empty() ? default_model_path() : given;
-  if (!std::filesystem::exists(path)) throw Error("model file not found: " + path + " (pass one with -m PATH)");
-  return path;
 }
 
 }  // namespace nexus::cli

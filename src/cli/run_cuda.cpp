@@ -31,7 +31,7 @@ int run_cuda(const CudaRunArgs& a) {
   auto secs = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   require_cuda_device();
   const auto t_load = Clock::now();
-  GgufFile gguf(a.model);
+  const GgufFile& gguf = *a.gguf;
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(gguf);
   LlamaModel model(gguf);
   const LlamaConfig& c = model.config();

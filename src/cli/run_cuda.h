@@ -8,10 +8,15 @@
 
 #include "sampling/sampling_params.h"
 
+namespace nexus {
+class GgufFile;
+}
+
 namespace nexus::cli {
 
 struct CudaRunArgs {
-  std::string model, prompt;
+  const GgufFile* gguf = nullptr;  // the model, opened by the caller
+  std::string prompt;
   int32_t n_predict = 256;
   int32_t n_ctx = 0;        // 0 = the model's
   int32_t gpu_layers = -1;  // -1 = all

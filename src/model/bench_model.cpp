@@ -79,18 +79,22 @@ std::string human_count(uint64_t n) {
 }  // namespace
 
 BenchModelReport bench_model(const std::string& path, const BenchModelOptions& opt) {
+  const GgufFile gguf(path);
+  return bench_model(gguf, std::filesystem::path(path).stem().string(), opt);
+}
+
+BenchModelReport bench_model(const GgufFile& gguf, const std::string& id, const BenchModelOptions& opt) {
   if (opt.reps < 1) throw Error("bench-model: repetitions must be >= 1");
   auto log = [&](const std::string& s) {
     if (opt.log) opt.log(s);
   };
-  const GgufFile gguf(path);
   const LlamaModel model(gguf);
   const LlamaConfig& c = model.config();
 
   BenchModelReport r;
   // general.name, unless it only repeats the architecture (stories260K says "llama").
-  r.model = c.name.empty() || c.name == c.arch ? std::filesystem::path(path).stem().string() : c.name;
-  r.path = path;
+  r.model = c.name.empty() || c.name == c.arch ? id : c.name;
+  r.path = gguf.path();
   r.type = std::string(ggml_type_name(model.layers().front().wq.type));
   for (const TensorInfo& t : gguf.tensors()) {
     r.size_bytes += t.n_bytes;

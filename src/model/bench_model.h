@@ -25,6 +25,8 @@
 
 namespace nexus {
 
+class GgufFile;
+
 struct BenchModelOptions {
   std::vector<int32_t> n_prompt = {128, 512};  // pp tests (tokens); 0 entries are skipped
   std::vector<int32_t> n_gen = {128};          // tg tests (tokens); 0 entries are skipped
@@ -83,6 +85,9 @@ struct BenchModelReport {
 // Loads the model at `path` and runs the tests. Throws nexus::Error for an
 // unreadable model, reps < 1, or a test longer than the model's context.
 BenchModelReport bench_model(const std::string& path, const BenchModelOptions& opt);
+// The same over an opened file; `id` names the model when general.name only
+// repeats the architecture (the file's stem above).
+BenchModelReport bench_model(const GgufFile& gguf, const std::string& id, const BenchModelOptions& opt);
 
 // llama-bench style markdown table (header, separator, one line per test),
 // preceded by a line on the bandwidth and weights read per token.
