@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/quant_blocks.h"
+#include "model/arch.h"
 #include "model/kv_cache.h"
 #include "model/llama_config.h"
 #include "util/error.h"
@@ -113,4 +114,57 @@ TEST(KvCache, Q8_0StoresGroupsOf32WithOneScaleEach) {
   EXPECT_EQ(kv_type_from_name("q4_0"), std::nullopt);
   EXPECT_EQ(kv_type_from_name("q8_"), std::nullopt);
   EXPECT_EQ(kv_type_from_name("q8_00"), std::nullopt);
+}
+
+namespace {
+
+// tiny_config with gemma2's pattern: a window on layers 0 and 2 of 4.
+LlamaConfig windowed_config() {
+  LlamaConfig c = tiny_config();
+  c.traits = find_arch("gemma2");
+  c.n_layer = 4;
+  c.n_swa = 8;
+  return c;
+}
+
+}  // namespace
+
+TEST(KvCache, SplitCacheGivesTheWindowedLayersTheirOwnPool) {
+  const LlamaConfig c = windowed_config();
+  const size_t all = KvCache::block_bytes(c, 16, KvType::F32);
+  EXPECT_EQ(KvCache::block_bytes(c, 16, KvType::F32, KvPool::Global), all / 2);
+  EXPECT_EQ(KvCache::block_bytes(c, 16, KvType::F32, KvPool::Windowed), all / 2);
+  KvCache cache(c, 3, 16, KvType::F32, 5);
+  ASSERT_TRUE(cache.split());
+  EXPECT_EQ(cache.n_blocks(), 3);
+  EXPECT_EQ(cache.n_swa_blocks(), 5);
+  EXPECT_EQ(cache.total_bytes(), (3 + 5) * all / 2);
+  const int64_t slab = 16 * c.n_embd_kv();
+  std::vector<int> owner(static_cast<size_t>(cache.total_bytes() / 4), 0);
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    EXPECT_EQ(cache.pool(l), l % 2 == 0 ? KvPool::Windowed : KvPool::Global) << l;
+    EXPECT_EQ(cache.block_stride(l), 2 * 2 * slab) << "two layers of K and V per block in either pool";
+    const int32_t n = l % 2 == 0 ? 5 : 3;
+    for (int32_t b = 0; b < n; ++b)
+      for (int64_t off : {cache.k_offset(b, l), cache.v_offset(b, l)})
+        for (int64_t i = 0; i < slab; ++i) ++owner.at(static_cast<size_t>(off + i));
+  }
+  for (int o : owner) ASSERT_EQ(o, 1);  // the two pools tile the arena
+  std::vector<float> k(16, 0.5f), v(16, -2.0f), out(16);
+  cache.write(4, 2, 7, k.data(), v.data());  // windowed block 4: only the windowed pool has it
+  cache.read_v(4, 2, 7, out.data());
+  EXPECT_EQ(out, v);
+}
+
+TEST(KvCache, UnsplitCacheKeepsTheSinglePoolLayout) {
+  const LlamaConfig c = windowed_config();
+  KvCache one(c, 4, 16, KvType::F32);
+  EXPECT_FALSE(one.split());
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    EXPECT_EQ(one.pool(l), KvPool::Global);
+    EXPECT_EQ(one.k_offset(2, l), 2 * one.block_elems() + l * 2 * 16 * c.n_embd_kv());
+    EXPECT_EQ(one.block_stride(l), one.block_elems());
+  }
+  EXPECT_THROW(KvCache(tiny_config(), 4, 16, KvType::F16, 2), Error) << "no windowed layers to pool";
+  EXPECT_THROW(KvCache(c, 4, 16, KvType::F16, -1), Error);
 }

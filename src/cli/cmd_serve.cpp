@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 #include <pthread.h>
+#include <string>
 
 #include "cli/command.h"
 #include "cli/open_model.h"
@@ -151,9 +152,14 @@ int serve(ServeArgs& a) {
   server::HttpServer http(backend, opts);
   http.start();
   const EngineStats st = engine.stats();
-  std::fprintf(stderr, "model %s: n_ctx %d, chat template %s, KV pool %d blocks of %d tokens (%s, %.1f MiB)\n",
+  std::string windowed;  // the sliding-window layers' own pool (docs/ARCHITECTURE.md, Paged KV cache)
+  if (st.kv_swa_blocks_total > 0)
+    windowed = " + " + std::to_string(st.kv_swa_blocks_total) + " for the windowed layers (window " +
+               std::to_string(st.swa_window) + ")";
+  std::fprintf(stderr, "model %s: n_ctx %d, chat template %s, KV pool %d blocks%s of %d tokens (%s, %.1f MiB)\n",
                backend.model_id().c_str(), backend.n_ctx(), backend.chat_template().origin().c_str(),
-               st.kv_blocks_total, st.block_size, kv_type_name(eopts.kv_type), st.kv_bytes / 1048576.0);
+               st.kv_blocks_total, windowed.c_str(), st.block_size, kv_type_name(eopts.kv_type),
+               st.kv_bytes / 1048576.0);
   std::printf("listening on http://%s:%u\n", http.host().c_str(), static_cast<unsigned>(http.port()));
   std::fflush(stdout);
 

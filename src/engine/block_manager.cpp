@@ -24,16 +24,26 @@ uint64_t chain_hash(uint64_t parent, const int32_t* tokens, int32_t n) {
   return h;
 }
 
-}  // namespace
-
-BlockManager::BlockManager(int32_t n_blocks, int32_t block_size) : block_size_(block_size) {
+int32_t checked_blocks(int32_t n_blocks, int32_t block_size) {
   if (n_blocks < 1) throw Error("block manager: needs at least one block, got " + std::to_string(n_blocks));
   if (block_size < 1) throw Error("block manager: block size must be positive, got " + std::to_string(block_size));
-  blocks_.resize(static_cast<size_t>(n_blocks));
-  block_tokens_.resize(static_cast<size_t>(n_blocks) * block_size);
-  free_.reserve(static_cast<size_t>(n_blocks));
-  for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // block 0 is handed out first
+  return n_blocks;
 }
+
+int32_t checked_window(int32_t n_swa_blocks, int32_t window) {
+  if (n_swa_blocks < 0 || window < 0 || (n_swa_blocks > 0) != (window > 0))
+    throw Error("block manager: a window pool needs both a window and blocks, got window " + std::to_string(window) +
+                " and " + std::to_string(n_swa_blocks) + " blocks");
+  return n_swa_blocks;
+}
+
+}  // namespace
+
+BlockManager::BlockManager(int32_t n_blocks, int32_t block_size, int32_t n_swa_blocks, int32_t window)
+    : block_size_(block_size),
+      window_(window),
+      global_(checked_blocks(n_blocks, block_size), block_size),
+      swa_(checked_window(n_swa_blocks, window), block_size) {}
 
 BlockManager::Seq& BlockManager::get(SeqId seq) {
   auto it = seqs_.find(seq);
@@ -47,6 +57,15 @@ const BlockManager::Seq& BlockManager::get(SeqId seq) const {
   return it->second;
 }
 
+int32_t BlockManager::swa_first_needed(int64_t pos) const {
+  return static_cast<int32_t>(std::max<int64_t>(0, pos - window_ + 1) / block_size_);
+}
+
+void BlockManager::note_swa_held(const Seq& s) {
+  const int32_t held = static_cast<int32_t>(s.swa_table.size()) - s.swa_first;
+  stats_.swa_blocks_per_seq_max = std::max(stats_.swa_blocks_per_seq_max, held);
+}
+
 BlockManager::SeqId BlockManager::create() {
   const SeqId id = next_id_++;
   seqs_[id].last_hash = kRootHash;
@@ -55,7 +74,9 @@ BlockManager::SeqId BlockManager::create() {
 
 void BlockManager::release(SeqId seq) {
   Seq& s = get(seq);
-  for (auto it = s.table.rbegin(); it != s.table.rend(); ++it) unref(*it);
+  for (auto it = s.table.rbegin(); it != s.table.rend(); ++it) global_.unref(*it);
+  for (auto it = s.swa_table.rbegin(); it != s.swa_table.rend(); ++it)
+    if (*it != kNoBlock) swa_.unref(*it);
   seqs_.erase(seq);
 }
 
@@ -65,22 +86,45 @@ int32_t BlockManager::match_prefix(SeqId seq, std::span<const int32_t> tokens) {
   stats_.queried_tokens += static_cast<int64_t>(tokens.size());
   if (tokens.empty()) return 0;
   const size_t max_blocks = (tokens.size() - 1) / static_cast<size_t>(block_size_);
-  uint64_t parent = kRootHash;
+  std::vector<uint64_t> chain{kRootHash};  // chain[i]: hash of the first i blocks
+  std::vector<int32_t> hits;
   for (size_t i = 0; i < max_blocks; ++i) {
     const int32_t* t = tokens.data() + i * block_size_;
-    const uint64_t h = chain_hash(parent, t, block_size_);
-    auto hit = cache_.find(h);
-    if (hit == cache_.end()) break;
-    const int32_t b = hit->second;
-    if (blocks_[b].parent != parent || !same_tokens(b, t)) break;  // a hash collision
-    if (blocks_[b].ref++ == 0) lru_remove(b);
-    s.table.push_back(b);
-    parent = h;
+    const uint64_t h = chain_hash(chain.back(), t, block_size_);
+    const int32_t b = global_.find(h, chain.back(), t);
+    if (b < 0) break;
+    hits.push_back(b);
+    chain.push_back(h);
   }
-  const int32_t matched = static_cast<int32_t>(s.table.size()) * block_size_;
+  // With a window pool, the longest of those prefixes whose next query finds
+  // the windowed blocks it reads still cached.
+  size_t n = hits.size();
+  std::vector<int32_t> swa_hits;
+  for (; has_window_pool() && n > 0; --n) {
+    swa_hits.assign(static_cast<size_t>(swa_first_needed(static_cast<int64_t>(n) * block_size_)), kNoBlock);
+    for (size_t i = swa_hits.size(); i < n; ++i) {
+      const int32_t b = swa_.find(chain[i + 1], chain[i], tokens.data() + i * block_size_);
+      if (b < 0) break;
+      swa_hits.push_back(b);
+    }
+    if (swa_hits.size() == n) break;
+  }
+  if (n == 0) swa_hits.clear();
+  for (size_t i = 0; i < n; ++i) {
+    global_.ref(hits[i]);
+    s.table.push_back(hits[i]);
+  }
+  if (has_window_pool()) {
+    s.swa_first = swa_first_needed(static_cast<int64_t>(n) * block_size_);
+    for (int32_t b : swa_hits)
+      if (b != kNoBlock) swa_.ref(b);
+    s.swa_table = std::move(swa_hits);
+    note_swa_held(s);
+  }
+  const int32_t matched = static_cast<int32_t>(n) * block_size_;
   s.tokens.assign(tokens.begin(), tokens.begin() + matched);
-  s.n_hashed = static_cast<int32_t>(s.table.size());
-  s.last_hash = parent;
+  s.n_hashed = static_cast<int32_t>(n);
+  s.last_hash = chain[n];
   stats_.hit_tokens += matched;
   return matched;
 }
@@ -93,12 +137,21 @@ int32_t BlockManager::blocks_needed(SeqId seq, int32_t n) const {
   return static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(need, 0), INT32_MAX));
 }
 
+bool BlockManager::can_append(SeqId seq, int32_t n, int32_t n_now) const {
+  if (blocks_needed(seq, n) > global_.n_available()) return false;
+  return !has_window_pool() || blocks_needed(seq, n_now < 0 ? n : std::min(n, n_now)) <= swa_.n_available();
+}
+
 bool BlockManager::append(SeqId seq, std::span<const int32_t> tokens) {
   if (tokens.size() > static_cast<size_t>(INT32_MAX)) return false;
   const int32_t need = blocks_needed(seq, static_cast<int32_t>(tokens.size()));
-  if (need > n_available()) return false;
+  if (need > global_.n_available() || (has_window_pool() && need > swa_.n_available())) return false;
   Seq& s = get(seq);
-  for (int32_t i = 0; i < need; ++i) s.table.push_back(allocate());
+  for (int32_t i = 0; i < need; ++i) s.table.push_back(global_.allocate());
+  if (has_window_pool()) {
+    for (int32_t i = 0; i < need; ++i) s.swa_table.push_back(swa_.allocate());
+    note_swa_held(s);
+  }
   s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
   return true;
 }
@@ -107,19 +160,21 @@ void BlockManager::commit(SeqId seq) {
   Seq& s = get(seq);
   const int32_t n_full = static_cast<int32_t>(s.tokens.size() / static_cast<size_t>(block_size_));
   for (; s.n_hashed < n_full; ++s.n_hashed) {
-    const int32_t* t = s.tokens.data() + static_cast<size_t>(s.n_hashed) * block_size_;
+    const size_t i = static_cast<size_t>(s.n_hashed);
+    const int32_t* t = s.tokens.data() + i * block_size_;
     const uint64_t h = chain_hash(s.last_hash, t, block_size_);
-    const int32_t b = s.table[static_cast<size_t>(s.n_hashed)];
-    // The first block computed for a prefix is the one others find; a
-    // duplicate computed concurrently stays private and is freed with its
-    // sequence.
-    if (!blocks_[b].hashed && cache_.emplace(h, b).second) {
-      blocks_[b].hashed = true;
-      blocks_[b].hash = h;
-      blocks_[b].parent = s.last_hash;
-      std::copy(t, t + block_size_, block_tokens_.begin() + static_cast<ptrdiff_t>(b) * block_size_);
-    }
+    global_.publish(s.table[i], h, s.last_hash, t);
+    if (has_window_pool() && s.swa_table[i] != kNoBlock) swa_.publish(s.swa_table[i], h, s.last_hash, t);
     s.last_hash = h;
+  }
+  if (!has_window_pool()) return;
+  // Every later query is at position >= n_tokens: blocks wholly before its
+  // window are read by no one (oldest first, so the LRU evicts them first).
+  const int32_t dead = std::min(swa_first_needed(static_cast<int64_t>(s.tokens.size())),
+                                static_cast<int32_t>(s.swa_table.size()));
+  for (; s.swa_first < dead; ++s.swa_first) {
+    swa_.unref(s.swa_table[static_cast<size_t>(s.swa_first)]);
+    s.swa_table[static_cast<size_t>(s.swa_first)] = kNoBlock;
   }
 }
 
@@ -127,11 +182,25 @@ int32_t BlockManager::truncate(SeqId seq, int32_t n) {
   Seq& s = get(seq);
   n = std::clamp<int32_t>(n, 0, static_cast<int32_t>(s.tokens.size()));
   int32_t keep = (n + block_size_ - 1) / block_size_;
-  if (n % block_size_ != 0 && blocks_[s.table[static_cast<size_t>(keep - 1)]].hashed) n = --keep * block_size_;
+  // A hashed block may be shared: never written again. The two pools hash
+  // independently (a duplicate in one may be the first in the other).
+  if (n % block_size_ != 0) {
+    const size_t last = static_cast<size_t>(keep - 1);
+    const bool shared = global_.hashed(s.table[last]) ||
+                        (has_window_pool() && s.swa_table[last] != kNoBlock && swa_.hashed(s.swa_table[last]));
+    if (shared) n = --keep * block_size_;
+  }
+  // A query at n reads windowed blocks from swa_first_needed(n) on: given back, the rest is useless.
+  if (has_window_pool() && swa_first_needed(n) < s.swa_first) n = keep = 0;
   while (static_cast<int32_t>(s.table.size()) > keep) {
-    unref(s.table.back());
+    global_.unref(s.table.back());
     s.table.pop_back();
   }
+  while (static_cast<int32_t>(s.swa_table.size()) > keep) {
+    if (s.swa_table.back() != kNoBlock) swa_.unref(s.swa_table.back());
+    s.swa_table.pop_back();
+  }
+  s.swa_first = std::min(s.swa_first, keep);
   s.tokens.resize(static_cast<size_t>(n));
   if (s.n_hashed > n / block_size_) {  // recompute the chain hash of the blocks kept
     s.n_hashed = n / block_size_;
@@ -143,89 +212,45 @@ int32_t BlockManager::truncate(SeqId seq, int32_t n) {
 }
 
 std::span<const int32_t> BlockManager::block_table(SeqId seq) const { return get(seq).table; }
+std::span<const int32_t> BlockManager::swa_block_table(SeqId seq) const { return get(seq).swa_table; }
+int32_t BlockManager::n_swa_held(SeqId seq) const {
+  const Seq& s = get(seq);
+  return static_cast<int32_t>(s.swa_table.size()) - s.swa_first;
+}
 int32_t BlockManager::n_tokens(SeqId seq) const { return static_cast<int32_t>(get(seq).tokens.size()); }
 std::span<const int32_t> BlockManager::tokens(SeqId seq) const { return get(seq).tokens; }
 
-int32_t BlockManager::allocate() {
-  int32_t b;
-  if (!free_.empty()) {
-    b = free_.back();
-    free_.pop_back();
-  } else {
-    b = lru_head_;  // evict the least recently released cached block
-    lru_remove(b);
-    cache_.erase(blocks_[b].hash);
-    blocks_[b].hashed = false;
-    ++stats_.evictions;
-  }
-  blocks_[b].ref = 1;
-  return b;
-}
-
-void BlockManager::unref(int32_t b) {
-  if (--blocks_[b].ref > 0) return;
-  if (blocks_[b].hashed) lru_push(b);
-  else free_.push_back(b);
-}
-
-void BlockManager::lru_push(int32_t b) {
-  blocks_[b].lru_prev = lru_tail_;
-  blocks_[b].lru_next = -1;
-  if (lru_tail_ >= 0) blocks_[lru_tail_].lru_next = b;
-  else lru_head_ = b;
-  lru_tail_ = b;
-  ++n_lru_;
-}
-
-void BlockManager::lru_remove(int32_t b) {
-  Block& k = blocks_[b];
-  if (k.lru_prev >= 0) blocks_[k.lru_prev].lru_next = k.lru_next;
-  else lru_head_ = k.lru_next;
-  if (k.lru_next >= 0) blocks_[k.lru_next].lru_prev = k.lru_prev;
-  else lru_tail_ = k.lru_prev;
-  k.lru_prev = k.lru_next = -1;
-  --n_lru_;
-}
-
-bool BlockManager::same_tokens(int32_t b, const int32_t* tokens) const {
-  return std::equal(tokens, tokens + block_size_, block_tokens_.begin() + static_cast<ptrdiff_t>(b) * block_size_);
+BlockManager::Stats BlockManager::stats() const {
+  Stats s = stats_;
+  s.evictions = global_.evictions();
+  s.swa_evictions = swa_.evictions();
+  return s;
 }
 
 void BlockManager::validate() const {
   auto fail = [](const std::string& what) { throw Error("block manager invariant: " + what); };
-  const size_t n = blocks_.size();
-  std::vector<int32_t> refs(n, 0), where(n, 0);  // where: 1 free, 2 cached
+  std::vector<int32_t> refs(static_cast<size_t>(global_.n_blocks()), 0), swa_refs(static_cast<size_t>(swa_.n_blocks()), 0);
   for (const auto& [id, s] : seqs_) {
+    const std::string which = "sequence " + std::to_string(id);
     if (s.table.size() != (s.tokens.size() + block_size_ - 1) / block_size_)
-      fail("sequence " + std::to_string(id) + " has " + std::to_string(s.table.size()) + " blocks for " +
-           std::to_string(s.tokens.size()) + " tokens");
+      fail(which + " has " + std::to_string(s.table.size()) + " blocks for " + std::to_string(s.tokens.size()) +
+           " tokens");
     for (int32_t b : s.table) ++refs.at(static_cast<size_t>(b));
-  }
-  for (int32_t b : free_) {
-    if (where.at(static_cast<size_t>(b))++) fail("block " + std::to_string(b) + " listed twice");
-    if (blocks_[b].ref || blocks_[b].hashed) fail("free block " + std::to_string(b) + " in use or hashed");
-  }
-  int32_t count = 0;
-  for (int32_t b = lru_head_, prev = -1; b >= 0; prev = b, b = blocks_[b].lru_next) {
-    if (++count > n_lru_ || where[b]) fail("LRU list corrupt at block " + std::to_string(b));
-    where[b] = 2;
-    if (blocks_[b].lru_prev != prev) fail("LRU back link of block " + std::to_string(b));
-    if (blocks_[b].ref || !blocks_[b].hashed) fail("cached block " + std::to_string(b) + " in use or unhashed");
-  }
-  if (count != n_lru_) fail("LRU holds " + std::to_string(count) + " blocks, counter says " + std::to_string(n_lru_));
-  for (size_t b = 0; b < n; ++b) {
-    if (blocks_[b].ref != refs[b])
-      fail("block " + std::to_string(b) + " refcount " + std::to_string(blocks_[b].ref) + " but " +
-           std::to_string(refs[b]) + " table entries");
-    if (refs[b] == 0 && where[b] == 0) fail("block " + std::to_string(b) + " leaked");
-    if (blocks_[b].hashed) {
-      auto it = cache_.find(blocks_[b].hash);
-      if (it == cache_.end() || it->second != static_cast<int32_t>(b))
-        fail("hashed block " + std::to_string(b) + " missing from the index");
+    if (!has_window_pool()) {
+      if (!s.swa_table.empty()) fail(which + " has a windowed table without a window pool");
+      continue;
+    }
+    if (s.swa_table.size() != s.table.size()) fail(which + "'s windowed table is not in step with its global one");
+    if (s.swa_first > swa_first_needed(static_cast<int64_t>(s.tokens.size())))
+      fail(which + " gave back windowed blocks its next query reads");
+    for (size_t i = 0; i < s.swa_table.size(); ++i) {
+      const bool given_back = static_cast<int32_t>(i) < s.swa_first;
+      if (given_back != (s.swa_table[i] == kNoBlock)) fail(which + "'s windowed entry " + std::to_string(i));
+      if (!given_back) ++swa_refs.at(static_cast<size_t>(s.swa_table[i]));
     }
   }
-  for (const auto& [h, b] : cache_)
-    if (!blocks_.at(static_cast<size_t>(b)).hashed || blocks_[b].hash != h) fail("index entry for a stale block");
+  global_.validate(refs, "global pool");
+  swa_.validate(swa_refs, "windowed pool");
 }
 
 }  // namespace nexus

@@ -13,6 +13,7 @@
 
 #include "engine/block_manager.h"
 #include "engine/engine_metrics.h"
+#include "engine/kv_pool_sizes.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "grammar/vocab_trie.h"
@@ -22,7 +23,6 @@
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
-#include "util/system_memory.h"
 
 namespace nexus {
 
@@ -36,24 +36,6 @@ std::shared_ptr<const grammar::VocabTrie> grammar_vocab(const Tokenizer& tok, in
   for (int32_t id = 0; id < n_vocab && id < tok.n_vocab(); ++id)
     if (!tok.is_eog(id)) pieces[static_cast<size_t>(id)] = tok.token_to_piece(id, false);
   return std::make_shared<grammar::VocabTrie>(pieces);
-}
-
-// The pool size: the explicit budget, or room for max_seqs full contexts but
-// at most a quarter of the available memory.
-int32_t pool_blocks(const LlamaConfig& c, const EngineOptions& o, int32_t n_ctx) {
-  const size_t block = KvCache::block_bytes(c, kDefaultBlockSize, o.kv_type);
-  if (o.kv_memory < 0) throw Error("engine: kv_memory must not be negative");
-  int64_t budget = o.kv_memory;
-  if (budget == 0) {
-    const int64_t blocks_per_seq = (n_ctx + kDefaultBlockSize - 1) / kDefaultBlockSize;
-    budget = static_cast<int64_t>(block) * blocks_per_seq * o.max_seqs;
-    if (const int64_t ram = available_ram_bytes(); ram > 0) budget = std::min(budget, ram / 4);
-  }
-  const int32_t n = KvCache::blocks_for_budget(c, static_cast<size_t>(budget), kDefaultBlockSize, o.kv_type);
-  if (n < 1)
-    throw Error("engine: a KV memory budget of " + std::to_string(budget) + " bytes holds no block (one block of " +
-                std::to_string(kDefaultBlockSize) + " tokens takes " + std::to_string(block) + " bytes)");
-  return n;
 }
 
 GenerationEvent final_event(const GenerationJob& job, FinishReason reason, const std::string& error) {
@@ -82,8 +64,9 @@ struct Engine::Impl {
       : tok(tok),
         n_vocab(model.config().n_vocab),
         max_queue(o.max_queue),
-        cache(model.config(), pool_blocks(model.config(), o, ctx), kDefaultBlockSize, o.kv_type),
-        blocks(cache.n_blocks(), cache.block_size()),
+        pool_sizes(kv_pool_sizes(model.config(), o, ctx)),
+        cache(model.config(), pool_sizes.n_blocks, kDefaultBlockSize, o.kv_type, pool_sizes.n_swa_blocks),
+        blocks(cache.n_blocks(), cache.block_size(), cache.n_swa_blocks(), cache.split() ? model.config().n_swa : 0),
         sched(blocks, o.max_seqs, o.max_batch_tokens),
         forward(model, cache, o.n_threads, std::min(ctx, cache.n_blocks() * cache.block_size())),
         n_ctx(std::min(ctx, cache.n_blocks() * cache.block_size())) {
@@ -107,6 +90,7 @@ struct Engine::Impl {
   const int32_t max_queue;
   EngineMetrics metrics;  // updated by the engine thread, rendered by any
   // Engine thread only (after construction):
+  const KvPoolSizes pool_sizes;
   KvCache cache;
   BlockManager blocks;
   Scheduler sched;
@@ -194,8 +178,10 @@ void Engine::Impl::accept(GenerationJob job) {
     const size_t limit = std::min(have.size(), s->tokens.size() - 1);
     size_t common = 0;
     while (common < limit && have[common] == s->tokens[common]) ++common;
-    blocks.truncate(kv, static_cast<int32_t>(common));
-    s->resume_kv = kv;
+    // Nothing kept (a window's blocks were given back, or no common block):
+    // the prefix cache may still hold the prompt's beginning.
+    if (blocks.truncate(kv, static_cast<int32_t>(common)) > 0) s->resume_kv = kv;
+    else blocks.release(kv);
   }
   sched.add(s);
 }
@@ -262,9 +248,14 @@ void Engine::Impl::step() {
   for (size_t i = 0; i < plan.preempted.size(); ++i) metrics.add_preemption();
   if (plan.runs.empty()) return;
   runs.clear();
-  for (const ScheduledRun& r : plan.runs)
-    runs.push_back(SeqRun{std::span<const int32_t>(r.seq->tokens.data() + r.n_past, static_cast<size_t>(r.n_tokens)),
-                          r.n_past, blocks.block_table(r.seq->kv), r.completes});
+  for (const ScheduledRun& r : plan.runs) {
+    SeqRun& run = runs.emplace_back();
+    run.tokens = std::span<const int32_t>(r.seq->tokens.data() + r.n_past, static_cast<size_t>(r.n_tokens));
+    run.n_past = r.n_past;
+    run.block_table = blocks.block_table(r.seq->kv);
+    run.swa_block_table = blocks.swa_block_table(r.seq->kv);
+    run.want_logits = r.completes;
+  }
   std::span<const float> logits;
   try {
     logits = forward.forward(runs);
@@ -332,6 +323,12 @@ void Engine::Impl::publish() {
   stats.kv_blocks_used = blocks.n_used();
   stats.kv_blocks_cached = blocks.n_cached();
   stats.kv_blocks_free = blocks.n_free();
+  stats.kv_swa_blocks_total = blocks.swa_pool().n_blocks();
+  stats.kv_swa_blocks_used = blocks.swa_pool().n_used();
+  stats.kv_swa_blocks_cached = blocks.swa_pool().n_cached();
+  stats.kv_swa_blocks_free = blocks.swa_pool().n_free();
+  stats.kv_swa_blocks_per_seq_max = blocks.stats().swa_blocks_per_seq_max;
+  stats.swa_window = blocks.window();
   stats.block_size = blocks.block_size();
   stats.kv_bytes = static_cast<int64_t>(cache.total_bytes());
   stats.steps = static_cast<int64_t>(sched.steps());
@@ -345,6 +342,11 @@ void Engine::Impl::publish() {
                       .kv_blocks_used = stats.kv_blocks_used,
                       .kv_blocks_free = stats.kv_blocks_free,
                       .kv_blocks_cached = stats.kv_blocks_cached,
+                      .kv_swa_blocks_total = stats.kv_swa_blocks_total,
+                      .kv_swa_blocks_used = stats.kv_swa_blocks_used,
+                      .kv_swa_blocks_free = stats.kv_swa_blocks_free,
+                      .kv_swa_blocks_cached = stats.kv_swa_blocks_cached,
+                      .kv_swa_blocks_per_seq_max = stats.kv_swa_blocks_per_seq_max,
                       .prefix_cache_queried_tokens = stats.prefix_queried_tokens,
                       .prefix_cache_hit_tokens = stats.prefix_hit_tokens});
 }

@@ -138,7 +138,8 @@ struct EngineOptions {
                                   // model's n_ctx_train; capped to what the KV pool holds
   int32_t max_seqs = 16;          // sequences running at once (decoding or prefilling)
   int32_t max_batch_tokens = 128; // tokens per engine step (decode tokens + prefill chunks)
-  int64_t kv_memory = 0;          // KV pool budget (bytes); 0 = enough for max_seqs full
+  int64_t kv_memory = 0;          // KV pool budget (bytes), split between the global and the
+                                  // windowed layers as engine/kv_pool_sizes.h says; 0 = enough for max_seqs full
                                   // contexts, at most a quarter of available RAM
   KvType kv_type = KvType::F16;   // element type of the KV cache
 };
@@ -151,6 +152,16 @@ struct EngineStats {
   int32_t kv_blocks_used = 0;   // referenced by a sequence
   int32_t kv_blocks_cached = 0; // unreferenced, holding a reusable prefix
   int32_t kv_blocks_free = 0;
+  // The windowed layers' pool (model/kv_cache.h KvPool; all 0 for a model
+  // without sliding-window layers): blocks by state, the window (positions),
+  // and the most windowed blocks one sequence has held at once since start
+  // -- at most ceil(window / block_size) + 1 while decoding.
+  int32_t kv_swa_blocks_total = 0;
+  int32_t kv_swa_blocks_used = 0;
+  int32_t kv_swa_blocks_cached = 0;
+  int32_t kv_swa_blocks_free = 0;
+  int32_t kv_swa_blocks_per_seq_max = 0;
+  int32_t swa_window = 0;
   int32_t block_size = 0;       // tokens per block
   int64_t kv_bytes = 0;         // bytes of the whole pool
   int64_t steps = 0;            // forward passes run

@@ -10,6 +10,8 @@ namespace {
 constexpr const char* kKvBlocksHelp =
     "KV cache blocks by state: used (referenced by a sequence), free (empty), "
     "cached (unreferenced, holding a reusable prefix, evictable).";
+constexpr const char* kKvSwaBlocksHelp =
+    "Blocks of the sliding-window layers' KV pool by state (0 for models without such layers).";
 
 // nexus_requests_total, one series per finish reason, indexed by FinishReason.
 std::array<metrics::IntCounter*, 4> register_requests(metrics::Registry& reg) {
@@ -71,6 +73,12 @@ EngineMetrics::EngineMetrics()
       kv_used_(registry_.gauge("nexus_kv_blocks", kKvBlocksHelp, {{"state", "used"}})),
       kv_free_(registry_.gauge("nexus_kv_blocks", kKvBlocksHelp, {{"state", "free"}})),
       kv_cached_(registry_.gauge("nexus_kv_blocks", kKvBlocksHelp, {{"state", "cached"}})),
+      kv_swa_total_(registry_.gauge("nexus_kv_swa_blocks_total", "Blocks in the sliding-window layers' KV pool.")),
+      kv_swa_used_(registry_.gauge("nexus_kv_swa_blocks", kKvSwaBlocksHelp, {{"state", "used"}})),
+      kv_swa_free_(registry_.gauge("nexus_kv_swa_blocks", kKvSwaBlocksHelp, {{"state", "free"}})),
+      kv_swa_cached_(registry_.gauge("nexus_kv_swa_blocks", kKvSwaBlocksHelp, {{"state", "cached"}})),
+      kv_swa_per_seq_max_(registry_.gauge("nexus_kv_swa_blocks_per_seq_max",
+                                          "Most sliding-window KV blocks one sequence has held at once since start.")),
       prefix_queried_(registry_.int_counter("nexus_prefix_cache_queried_tokens_total",
                                             "Prompt tokens looked up in the prefix cache.")),
       prefix_hit_(registry_.int_counter("nexus_prefix_cache_hit_tokens_total",
@@ -104,7 +112,12 @@ void EngineMetrics::set_gauges(const EngineGauges& g) noexcept {
                         {&kv_total_, g.kv_blocks_total},
                         {&kv_used_, g.kv_blocks_used},
                         {&kv_free_, g.kv_blocks_free},
-                        {&kv_cached_, g.kv_blocks_cached}});
+                        {&kv_cached_, g.kv_blocks_cached},
+                        {&kv_swa_total_, g.kv_swa_blocks_total},
+                        {&kv_swa_used_, g.kv_swa_blocks_used},
+                        {&kv_swa_free_, g.kv_swa_blocks_free},
+                        {&kv_swa_cached_, g.kv_swa_blocks_cached},
+                        {&kv_swa_per_seq_max_, g.kv_swa_blocks_per_seq_max}});
   prefix_queried_.advance_to(g.prefix_cache_queried_tokens);
   prefix_hit_.advance_to(g.prefix_cache_hit_tokens);
 }

@@ -20,7 +20,9 @@
 //   nexus_prefix_cache_hit_tokens_total (hit rate = rate(hit) / rate(queried))
 // Gauges:
 //   nexus_running_sequences, nexus_waiting_requests,
-//   nexus_kv_blocks{state="used|free|cached"}, nexus_kv_blocks_total
+//   nexus_kv_blocks{state="used|free|cached"}, nexus_kv_blocks_total,
+//   nexus_kv_swa_blocks{state=...}, nexus_kv_swa_blocks_total,
+//   nexus_kv_swa_blocks_per_seq_max (the sliding-window layers' pool)
 //
 // Threading: every observe/set/add method is lock-free, allocation-free and
 // noexcept (relaxed atomics, see metrics/metrics.h); render() is safe
@@ -60,6 +62,13 @@ struct EngineGauges {
   int32_t kv_blocks_used = 0;     // referenced by a sequence
   int32_t kv_blocks_free = 0;     // empty
   int32_t kv_blocks_cached = 0;   // unreferenced but holding a reusable prefix (evictable)
+  // The sliding-window layers' pool, the same states (all 0 without one),
+  // and the most of its blocks one sequence has held at once.
+  int32_t kv_swa_blocks_total = 0;
+  int32_t kv_swa_blocks_used = 0;
+  int32_t kv_swa_blocks_free = 0;
+  int32_t kv_swa_blocks_cached = 0;
+  int32_t kv_swa_blocks_per_seq_max = 0;
   int64_t prefix_cache_queried_tokens = 0;  // cumulative since start
   int64_t prefix_cache_hit_tokens = 0;      // cumulative since start
 };
@@ -108,6 +117,11 @@ class EngineMetrics {
   metrics::Gauge& kv_used_;
   metrics::Gauge& kv_free_;
   metrics::Gauge& kv_cached_;
+  metrics::Gauge& kv_swa_total_;
+  metrics::Gauge& kv_swa_used_;
+  metrics::Gauge& kv_swa_free_;
+  metrics::Gauge& kv_swa_cached_;
+  metrics::Gauge& kv_swa_per_seq_max_;
   metrics::IntCounter& prefix_queried_;
   metrics::IntCounter& prefix_hit_;
 };

@@ -78,11 +78,12 @@ StepPlan Scheduler::plan() {
   return plan;
 }
 
-// Frees blocks until `s` can append n tokens: kept sessions first, then
-// victims with priority < below. False when s cannot get them (s itself may
-// have been the victim).
-bool Scheduler::make_room(SchedSeq* s, int32_t n, int64_t below, StepPlan& plan) {
-  while (!blocks_.can_append(s->kv, n)) {
+// Frees blocks until `s` can append n tokens, n_now of them in this step
+// (BlockManager::can_append): kept sessions first, then victims with
+// priority < below. False when s cannot get them (s itself may have been the
+// victim).
+bool Scheduler::make_room(SchedSeq* s, int32_t n, int32_t n_now, int64_t below, StepPlan& plan) {
+  while (!blocks_.can_append(s->kv, n, n_now)) {
     if (reclaim_ && reclaim_()) continue;
     SchedSeq* v = victim(below);
     if (v == nullptr) return false;
@@ -94,7 +95,7 @@ bool Scheduler::make_room(SchedSeq* s, int32_t n, int64_t below, StepPlan& plan)
 
 bool Scheduler::schedule_running(SchedSeq* s, int32_t& budget, StepPlan& plan) {
   const int32_t n = std::min(s->pending(), budget);
-  if (!make_room(s, n, std::numeric_limits<int64_t>::max(), plan)) return false;
+  if (!make_room(s, n, n, std::numeric_limits<int64_t>::max(), plan)) return false;
   push_run(s, n, budget, plan);
   return true;
 }
@@ -116,7 +117,7 @@ bool Scheduler::admit(SchedSeq* s, int32_t& budget, StepPlan& plan) {
     matched = blocks_.match_prefix(s->kv, s->tokens);
   }
   s->n_computed = matched;
-  if (!make_room(s, s->pending(), s->priority, plan)) {
+  if (!make_room(s, s->pending(), std::min(s->pending(), budget), s->priority, plan)) {
     // A session keeps its blocks while it waits; a prefix match is cheap to redo.
     if (resumed) s->resume_kv = s->kv;
     else blocks_.release(s->kv);

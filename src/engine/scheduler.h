@@ -22,9 +22,11 @@
 //     That victim may be the sequence itself.
 //   - A waiting sequence is admitted when fewer than max_seqs run and the
 //     pool has blocks for ALL its pending tokens (after a prefix-cache
-//     match), preempting strictly lower-priority sequences if that makes it
-//     fit; otherwise admission stops for this step (no overtaking, so a big
-//     request is not starved by small ones behind it).
+//     match; the windowed layers' pool, for the chunk of this step only:
+//     later chunks reuse the windowed blocks that slide out), preempting
+//     strictly lower-priority sequences if that makes it fit; otherwise
+//     admission stops for this step (no overtaking, so a big request is not
+//     starved by small ones behind it).
 // A sequence preempted in a step is not readmitted in the same step.
 // A step that prefills (a chunk of more than one token, or a sequence's
 // first token) at some priority runs nothing of lower priority: an
@@ -116,7 +118,7 @@ class Scheduler {
   void preempt(SchedSeq* v, StepPlan& plan);
   void push_run(SchedSeq* s, int32_t n, int32_t& budget, StepPlan& plan);
 
-  bool make_room(SchedSeq* s, int32_t n, int64_t below, StepPlan& plan);
+  bool make_room(SchedSeq* s, int32_t n, int32_t n_now, int64_t below, StepPlan& plan);
 
   BlockManager& blocks_;
   std::function<bool()> reclaim_;

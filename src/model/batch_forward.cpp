@@ -82,6 +82,16 @@ void BatchForward::validate(std::span<const SeqRun> runs) const {
       if (run.block_table[i] < 0 || run.block_table[i] >= cache_.n_blocks())
         throw Error(which + ": block " + std::to_string(run.block_table[i]) + " is outside the cache of " +
                     std::to_string(cache_.n_blocks()) + " blocks");
+    if (!cache_.split()) continue;
+    if (static_cast<int64_t>(run.swa_block_table.size()) < n_blocks)
+      throw Error(which + ": " + std::to_string(end) + " positions need " + std::to_string(n_blocks) +
+                  " windowed blocks, its windowed block table has " + std::to_string(run.swa_block_table.size()));
+    // The first run token reads the window from n_past - n_swa + 1 on.
+    for (int64_t i = std::max<int64_t>(0, run.n_past - c.n_swa + 1) / bs; i < n_blocks; ++i)
+      if (run.swa_block_table[i] < 0 || run.swa_block_table[i] >= cache_.n_swa_blocks())
+        throw Error(which + ": windowed block " + std::to_string(run.swa_block_table[i]) + " at position " +
+                    std::to_string(i * bs) + " is outside the windowed pool of " +
+                    std::to_string(cache_.n_swa_blocks()) + " blocks");
   }
 }
 
@@ -157,13 +167,17 @@ void BatchForward::run_layers(TokenRange r, std::span<const SeqRun> runs, Thread
   for (int32_t l = 0; l < c.n_layer; ++l) forward_layer(ops, c, model_.layers()[static_cast<size_t>(l)], l, b, r.size());
 }
 
+std::span<const int32_t> BatchForward::table(const SeqRun& run, int32_t layer) const {
+  return cache_.pool(layer) == KvPool::Windowed ? run.swa_block_table : run.block_table;
+}
+
 void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* k,
                             const float* v) {
   const int32_t bs = cache_.block_size();
   const int64_t KV = cache_.n_embd_kv();
   for (int64_t t = r.begin; t < r.end; ++t) {
     const int32_t p = pos_[t];
-    const int32_t block = runs[static_cast<size_t>(run_of_[t])].block_table[static_cast<size_t>(p / bs)];
+    const int32_t block = table(runs[static_cast<size_t>(run_of_[t])], layer)[static_cast<size_t>(p / bs)];
     cache_.write(block, layer, p % bs, &k[(t - r.begin) * KV], &v[(t - r.begin) * KV]);
   }
 }
@@ -201,9 +215,9 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenR
       kv.k = base + kv.k_elem0 * esize;
       kv.v = base + kv.v_elem0 * esize;
       kv.scales = type == KvType::Q8_0 ? cache_.scales() : nullptr;
-      kv.block_table = runs[static_cast<size_t>(run_of_[t])].block_table.data();
+      kv.block_table = table(runs[static_cast<size_t>(run_of_[t])], layer).data();
       kv.block_size = cache_.block_size();
-      kv.block_stride = cache_.block_elems();
+      kv.block_stride = cache_.block_stride(layer);
       kv.kv_stride = cache_.n_embd_kv();
       const int64_t row = static_cast<int64_t>(t) - r.begin;
       const float* q = &q_rows[row * Q + h * hd];

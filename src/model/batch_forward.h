@@ -42,6 +42,11 @@ struct SeqRun {
   std::span<const int32_t> block_table;  // the sequence's blocks, covering n_past + tokens.size() positions
   bool want_logits = true;               // return the logits of the run's last token
   bool all_logits = false;               // return the logits of every token of the run
+  // The windowed layers' blocks when the cache keeps them in their own pool
+  // (KvCache::split()), as long as block_table; entries wholly before the
+  // first run token's window (positions < n_past - n_swa + 1) may be -1
+  // (given back: engine/block_manager.h). Unused otherwise.
+  std::span<const int32_t> swa_block_table;
 };
 
 class BatchForward {
@@ -67,7 +72,8 @@ class BatchForward {
   // Throws nexus::Error, before touching the cache, when `runs` is empty, a
   // run is empty, an id is outside [0, n_vocab), a position would reach the
   // model's training context, a block table is too short or names a block
-  // outside the cache.
+  // outside the cache (for a split cache: the windowed table too, from the
+  // window of the run's first token on).
   std::span<const float> forward(std::span<const SeqRun> runs);
 
   // Whether forward(runs) takes the batch split by token: a decode-only batch
@@ -89,6 +95,9 @@ class BatchForward {
   // Every layer for the batch tokens r, products and attention on `pool`.
   void run_layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool);
   // The attention step of forward_layer for tokens r: k, v, q, out at row r.begin.
+  // The block table `layer` reads in `run`'s sequence: the windowed one for
+  // the windowed layers of a split cache.
+  std::span<const int32_t> table(const SeqRun& run, int32_t layer) const;
   void write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* k, const float* v);
   void attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* q, float* out,
                  ThreadPool& pool);

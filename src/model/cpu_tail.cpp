@@ -95,7 +95,7 @@ void CpuTail::attention(int32_t layer, std::span<const SeqRun> runs, const float
       kv.v = base + (cache_->v_offset(0, cache_layer) + kv_off) * esize;
       kv.block_table = runs[static_cast<size_t>(run_of_[t])].block_table.data();
       kv.block_size = cache_->block_size();
-      kv.block_stride = cache_->block_elems();
+      kv.block_stride = cache_->block_stride(cache_layer);
       kv.kv_stride = cache_->n_embd_kv();
       const int64_t at = static_cast<int64_t>(t) * Q + h * hd;
       const int32_t n_keys = pos_[t] + 1, first = window > 0 ? std::max(0, n_keys - window) : 0;

@@ -35,15 +35,35 @@ std::optional<KvType> kv_type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-size_t KvCache::block_bytes(const LlamaConfig& c, int32_t block_size, KvType type) {
-  const size_t values = 2 * static_cast<size_t>(c.n_layer) * static_cast<size_t>(block_size) *
-                        static_cast<size_t>(c.n_embd_kv());
+namespace {
+
+size_t bytes_of(size_t values, KvType type) {
   switch (type) {
     case KvType::F32: return values * 4;
     case KvType::F16: return values * 2;
     case KvType::Q8_0: return values + values / 32 * 2;
   }
   return 0;
+}
+
+int32_t windowed_layers(const LlamaConfig& c) {
+  int32_t n = 0;
+  for (int32_t l = 0; l < c.n_layer; ++l) n += c.is_swa(l);
+  return n;
+}
+
+}  // namespace
+
+size_t KvCache::block_bytes(const LlamaConfig& c, int32_t block_size, KvType type) {
+  return bytes_of(2 * static_cast<size_t>(c.n_layer) * static_cast<size_t>(block_size) *
+                      static_cast<size_t>(c.n_embd_kv()),
+                  type);
+}
+
+size_t KvCache::block_bytes(const LlamaConfig& c, int32_t block_size, KvType type, KvPool pool) {
+  const int32_t n_w = windowed_layers(c), n = pool == KvPool::Windowed ? n_w : c.n_layer - n_w;
+  return bytes_of(2 * static_cast<size_t>(n) * static_cast<size_t>(block_size) * static_cast<size_t>(c.n_embd_kv()),
+                  type);
 }
 
 int32_t KvCache::blocks_for_budget(const LlamaConfig& c, size_t budget_bytes, int32_t block_size, KvType type) {
@@ -56,9 +76,10 @@ int32_t KvCache::blocks_for_budget(const LlamaConfig& c, size_t budget_bytes, in
 
 void KvCache::Free::operator()(void* p) const { std::free(p); }
 
-KvCache::KvCache(const LlamaConfig& c, int32_t n_blocks, int32_t block_size, KvType type)
-    : n_blocks_(n_blocks), block_size_(block_size), n_embd_kv_(c.n_embd_kv()), n_layer_(c.n_layer), type_(type) {
+KvCache::KvCache(const LlamaConfig& c, int32_t n_blocks, int32_t block_size, KvType type, int32_t n_swa_blocks)
+    : block_size_(block_size), n_embd_kv_(c.n_embd_kv()), n_layer_(c.n_layer), type_(type) {
   if (n_blocks < 1) throw Error("KV cache: needs at least one block, got " + std::to_string(n_blocks));
+  if (n_swa_blocks < 0) throw Error("KV cache: negative windowed block count " + std::to_string(n_swa_blocks));
   if (block_size < 1 || block_size % kAttnChunk != 0)
     throw Error("KV cache: block size " + std::to_string(block_size) + " must be a positive multiple of " +
                 std::to_string(kAttnChunk));
@@ -66,17 +87,36 @@ KvCache::KvCache(const LlamaConfig& c, int32_t n_blocks, int32_t block_size, KvT
   if (type == KvType::Q8_0 && n_embd_kv_ % 32 != 0)
     throw Error("KV cache: q8_0 needs a KV width that is a multiple of 32; this model's is " +
                 std::to_string(n_embd_kv_) + " (use f16)");
+  const int32_t n_windowed = windowed_layers(c);
+  if (n_swa_blocks > 0 && n_windowed == 0)
+    throw Error("KV cache: a windowed pool for a model without sliding-window layers");
   layer_elems_ = 2 * static_cast<int64_t>(block_size) * n_embd_kv_;
-  block_elems_ = static_cast<int64_t>(c.n_layer) * layer_elems_;
-  size_t bytes = 0, total = 0;
-  if (__builtin_mul_overflow(block_bytes(c, block_size, type), static_cast<size_t>(n_blocks), &total) ||
+  pool_of_.resize(static_cast<size_t>(c.n_layer));
+  slot_.resize(static_cast<size_t>(c.n_layer));
+  int32_t n_in[2] = {0, 0};
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    const int p = n_swa_blocks > 0 && c.is_swa(l) ? 1 : 0;
+    pool_of_[static_cast<size_t>(l)] = static_cast<uint8_t>(p);
+    slot_[static_cast<size_t>(l)] = n_in[p]++;
+  }
+  pools_[0] = {n_blocks, 0, n_in[0] * layer_elems_};
+  pools_[1] = {n_swa_blocks, 0, n_in[1] * layer_elems_};
+  size_t total = 0;
+  const size_t per_g = bytes_of(static_cast<size_t>(pools_[0].block_elems), type);
+  const size_t per_w = bytes_of(static_cast<size_t>(pools_[1].block_elems), type);
+  size_t g = 0, w = 0;
+  if (__builtin_mul_overflow(per_g, static_cast<size_t>(n_blocks), &g) ||
+      __builtin_mul_overflow(per_w, static_cast<size_t>(n_swa_blocks), &w) || __builtin_add_overflow(g, w, &total) ||
       total > (size_t{1} << 48))
     throw Error("KV cache: " + std::to_string(n_blocks) + " blocks overflow the address space");
-  bytes = static_cast<size_t>(block_elems_) * element_size() * static_cast<size_t>(n_blocks);
+  pools_[1].elem0 = pools_[0].block_elems * n_blocks;
+  n_elems_ = pools_[1].elem0 + pools_[1].block_elems * n_swa_blocks;
+  const size_t bytes = static_cast<size_t>(n_elems_) * element_size();
   scales_offset_ = type == KvType::Q8_0 ? (bytes + 63) / 64 * 64 : bytes;  // Q8_0 scales start on a cache line
-  if (type == KvType::Q8_0) total = scales_offset_ + n_scales() * 2;
-  // 64-byte aligned (cache lines); aligned_alloc wants a multiple of the alignment.
-  total = (total + 63) / 64 * 64;
+  total = type == KvType::Q8_0 ? scales_offset_ + n_scales() * 2 : bytes;
+  // 64-byte aligned (cache lines); aligned_alloc wants a multiple of the
+  // alignment, and at least one line (an empty global pool of no layers).
+  total = std::max<size_t>(64, (total + 63) / 64 * 64);
   data_.reset(std::aligned_alloc(64, total));
   if (!data_)
     throw Error("KV cache: cannot allocate " + std::to_string(total) + " bytes (" + std::to_string(n_blocks) +
@@ -131,7 +171,8 @@ void KvCache::load(int64_t offset, float* out) const {
 }
 
 void KvCache::write(int32_t block, int32_t layer, int32_t slot, const float* k_row, const float* v_row) {
-  assert(block >= 0 && block < n_blocks_ && slot >= 0 && slot < block_size_);
+  assert(block >= 0 && block < pools_[pool_of_[static_cast<size_t>(layer)]].n_blocks && slot >= 0 &&
+         slot < block_size_);
   store(k_offset(block, layer) + static_cast<int64_t>(slot) * n_embd_kv_, k_row);
   store(v_offset(block, layer) + static_cast<int64_t>(slot) * n_embd_kv_, v_row);
 }
