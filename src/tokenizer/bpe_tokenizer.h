@@ -13,10 +13,19 @@
 //      character (each is a byte-level token in any complete vocabulary; a
 //      byte the vocabulary has no token for is dropped, as in llama.cpp).
 // Pieces map the byte-level characters back to bytes.
+//
+// SentencePiece-shaped BPE (tokenizer.ggml.model "gemma4", or a pre family
+// with byte_encode false, see pre_families.h): spaces become U+2581 before
+// step 1, step 2 is skipped (words are raw UTF-8), a word made only of
+// newlines that is a token is emitted whole, and in step 4 the bytes of a
+// symbol that is not a token become <0xXX> tokens. Pieces (user-defined
+// tokens' too) turn U+2581 back into spaces and <0xXX> into the byte.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -29,7 +38,9 @@ class BpeTokenizer final : public VocabTokenizer {
  public:
   // Throws nexus::Error on missing or inconsistent metadata, malformed
   // merges, or an unknown tokenizer.ggml.pre.
-  explicit BpeTokenizer(const GgufFile& gguf);
+  // `pre_override` replaces tokenizer.ggml.pre (llama.cpp forces "gemma4"
+  // for the gemma4 tokenizer model).
+  explicit BpeTokenizer(const GgufFile& gguf, std::string_view pre_override = {});
 
   const PreTokenizer& pretokenizer() const { return *pre_; }
 
@@ -37,11 +48,13 @@ class BpeTokenizer final : public VocabTokenizer {
   void encode_text(std::string_view text, bool after_special,
                    std::vector<int32_t>& out) const override;
   std::string plain_piece(int32_t id) const override;
+  std::string user_defined_piece(int32_t id) const override;
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
   int32_t rank(std::string_view left, std::string_view right, std::string& key) const;
 
   std::unique_ptr<PreTokenizer> pre_;
   std::unordered_map<std::string, int32_t> ranks_;  // "left right" -> merge rank
+  std::array<int32_t, 256> byte_tokens_{};  // raw mode: byte -> <0xXX> token, -1
 };
 
 // GPT-2's byte-to-unicode table: the UTF-8 text standing for byte `b`.

@@ -3,62 +3,12 @@
 #include <pcre2.h>
 
 #include <array>
-#include <initializer_list>
 
+#include "tokenizer/pre_families.h"
+#include "tokenizer/utf8.h"
 #include "util/error.h"
 
 namespace nexus::tok {
-namespace {
-
-// The GPT-2 regex (openai/gpt-2 encoder.py). llama.cpp's custom splitter
-// also takes a lone whitespace that the regex leaves unmatched; here that
-// comes out as an in-between piece, with the same result.
-constexpr const char* kGpt2 =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
-// Llama 3 (tokenizer.json of Meta-Llama-3), with the case-insensitive group
-// written out as llama.cpp does.
-constexpr const char* kLlama3 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-// Qwen2: as Llama 3 but digits are split one by one.
-constexpr const char* kQwen2 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-struct Family {
-  const char* family;
-  std::initializer_list<const char*> names;
-  std::initializer_list<const char*> regexes;
-  bool ignore_merges;
-  bool add_bos;
-};
-
-// The `pre` values llama.cpp maps to each regex list (llama-vocab.cpp).
-const std::array<Family, 8>& families() {
-  static const std::array<Family, 8> k = {{
-      {"default", {"default"},
-       {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", R"([0-9][0-9][0-9])"}, false, false},
-      {"gpt2",
-       {"gpt-2", "gpt2", "phi-2", "mpt", "olmo", "jais", "roberta-bpe", "gigachat", "jina-es",
-        "jina-de", "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code"},
-       {kGpt2}, false, false},
-      {"llama3", {"llama3", "llama-v3", "llama-bpe", "falcon3"}, {kLlama3}, true, true},
-      // Same regex as llama3, but llama.cpp keeps merges and BOS defaults.
-      {"dbrx", {"dbrx", "smaug-bpe"}, {kLlama3}, false, false},
-      {"qwen2", {"qwen2", "stablelm2", "megrez"}, {kQwen2}, false, false},
-      {"deepseek-coder", {"deepseek-coder"},
-       {R"([\r\n])", R"(\s?\p{L}+)", R"(\s?\p{P}+)",
-        // CJK ideographs, U+0800..U+4E00 and Hangul, as in DeepSeek's tokenizer.json.
-        R"([\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+)", R"(\p{N})"},
-       false, false},
-      {"starcoder",
-       {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"},
-       {R"(\p{N})", kGpt2}, false, false},
-      {"falcon", {"falcon"},
-       {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, R"([0-9][0-9][0-9])"}, false, false},
-  }};
-  return k;
-}
-
-}  // namespace
 
 struct PreTokenizer::Regex {
   pcre2_code* code = nullptr;
@@ -69,19 +19,19 @@ PreTokenizer::PreTokenizer(std::string_view pre) {
   // llama.cpp: a missing pre-tokenizer falls back to "default" (with a
   // warning that quality may suffer); we do the same.
   const std::string_view name = pre.empty() ? std::string_view("default") : pre;
-  const Family* fam = nullptr;
-  for (const Family& f : families()) {
-    for (const char* n : f.names) {
-      if (name == n) fam = &f;
-    }
-  }
+  const PreFamily* fam = find_pre_family(name);
   if (!fam) {
     throw Error("unknown pre-tokenizer '" + std::string(pre) +
                 "' (tokenizer.ggml.pre); known: " + known_names());
   }
+  if (fam->refused) {
+    throw Error("pre-tokenizer '" + std::string(name) + "' (tokenizer.ggml.pre) is not supported: " +
+                fam->refused);
+  }
   family_ = fam->family;
   ignore_merges_ = fam->ignore_merges;
   add_bos_default_ = fam->add_bos;
+  byte_encode_ = fam->byte_encode;
   for (const char* pattern : fam->regexes) {
     int err = 0;
     PCRE2_SIZE err_off = 0;
@@ -130,8 +80,15 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
         }
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
         const size_t mb = ov[0], me = ov[1];
-        if (me == mb) {  // empty match (none of our regexes has one): step on
-          pos = mb + 1;
+        if (me == mb) {
+          // An empty match (superbpe's lookahead) splits the piece there, as
+          // llama.cpp's regex split does; the search resumes one character on.
+          if (mb > done) {
+            next.push_back(piece.substr(done, mb - done));
+            done = mb;
+          }
+          if (mb >= piece.size()) break;
+          pos = mb + utf8::decode(piece, mb).len;
           continue;
         }
         if (mb > done) next.push_back(piece.substr(done, mb - done));
@@ -147,7 +104,8 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
 
 std::string PreTokenizer::known_names() {
   std::string s;
-  for (const Family& f : families()) {
+  for (const PreFamily& f : pre_families()) {
+    if (f.refused) continue;
     for (const char* n : f.names) {
       if (!s.empty()) s += ", ";
       s += n;

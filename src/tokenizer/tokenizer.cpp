@@ -23,8 +23,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
           "gets one from --vocab-from FILE)");
     if (*model == "llama") return std::make_unique<tok::SpmTokenizer>(gguf);
     if (*model == "gpt2") return std::make_unique<tok::BpeTokenizer>(gguf);
+    // Gemma 4: BPE over SentencePiece-style text; llama.cpp forces its pre.
+    if (*model == "gemma4") return std::make_unique<tok::BpeTokenizer>(gguf, "gemma4");
     throw Error("tokenizer: unsupported tokenizer model '" + *model +
-                "' (tokenizer.ggml.model; supported: llama, gpt2)");
+                "' (tokenizer.ggml.model; supported: llama, gpt2, gemma4)");
   } catch (const Error& e) {
     // Name the file, unless the GGUF reader already did.
     const std::string what = e.what();
@@ -128,9 +130,11 @@ void VocabTokenizer::build_pieces() {
       case kTypeByte:
         pieces_[i] = plain_piece(static_cast<int32_t>(i));
         break;
+      case kTypeUserDefined:
+        pieces_[i] = user_defined_piece(static_cast<int32_t>(i));
+        break;
       case kTypeControl:
       case kTypeUnknown:
-      case kTypeUserDefined:
         pieces_[i] = tokens_[i];
         break;
       default:  // unused / undefined: nothing to show (llama.cpp)

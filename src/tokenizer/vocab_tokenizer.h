@@ -71,6 +71,9 @@ class VocabTokenizer : public Tokenizer {
                            std::vector<int32_t>& out) const = 0;
   // The bytes of a normal or byte token (model-specific decoding).
   virtual std::string plain_piece(int32_t id) const = 0;
+  // The text a user-defined token stands for: its vocabulary text, except
+  // where the model escapes spaces in every token (SentencePiece-shaped BPE).
+  virtual std::string user_defined_piece(int32_t id) const { return tokens_[id]; }
 
   std::unordered_map<std::string_view, int32_t> token_to_id_;  // views into tokens_
   int32_t unk_id_ = -1;
