@@ -41,7 +41,7 @@ class SyncBackend final : public server::Backend {
   const std::string& model_id() const override { return id_; }
   int32_t n_ctx() const override { return 64; }
   int32_t n_vocab() const override { return 258; }
-  server::ChatFamily chat_family() const override { return server::ChatFamily::ChatML; }
+  const server::ChatTemplate& chat_template() const override { return chat_; }
   std::vector<int32_t> tokenize(std::string_view text, bool) const override {
     std::vector<int32_t> ids{1};
     for (unsigned char c : text) ids.push_back(c + 2);
@@ -73,6 +73,7 @@ class SyncBackend final : public server::Backend {
 
  private:
   const std::string id_ = "fuzz-model";
+  const server::ChatTemplate chat_;  // the plain fallback
 };
 
 // The server, started on first use and kept for the process (libFuzzer runs
