@@ -87,6 +87,8 @@ inline server::HttpServer& loopback_server() {
     o.io_threads = 1;
     o.body_limit = 64 << 10;
     o.idle_timeout = std::chrono::seconds(5);
+    o.header_timeout = std::chrono::seconds(5);
+    o.body_timeout = std::chrono::seconds(5);
     o.cors_allow_origins = {"https://app.example"};
     auto* s = new server::HttpServer(backend, o);  // never destroyed: libFuzzer exits without unwinding
     s->start();

@@ -337,3 +337,45 @@ TEST_F(RealtimeServer, ServerPingsAnIdleConnectionAndDropsADeadOne) {
 }
 
 }  // namespace
+
+// Queued input is bounded in bytes against the context before anything is
+// tokenized: (n_ctx - kept - 1) * max_token_bytes (the fake's default 256).
+// An append past it is refused with input_too_large; what was queued before
+// stays and still gets its response.
+TEST_F(RealtimeServer, InputBeyondTheContextInBytesIsRefusedAtAppend) {
+  start(100);  // room: 99 tokens, 99 * 256 = 25344 bytes
+  auto c = ws();
+  c->send_json({{"type", "input.append"}, {"text", std::string(30000, 'a')}});
+  expect_ws_error(*c, "input_too_large");
+  c->send_json({{"type", "response.create"}});
+  expect_ws_error(*c, "no_input");  // the refused input was not kept
+  c->send_json({{"type", "input.append"}, {"text", "hi"}});
+  c->send_json({{"type", "input.append"}, {"text", std::string(25343, 'b')}});  // 2 + 25343 > 25344
+  expect_ws_error(*c, "input_too_large");
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 2}}}});
+  const json created = c->recv_until("response.created");
+  EXPECT_EQ(created["response"]["input_tokens"], 3);  // BOS + "hi"
+  EXPECT_EQ(c->recv_until("response.done")["response"]["finish_reason"], "length");
+}
+
+// A response.create over 16 KiB of queued input is tokenized on the
+// tokenizer workers; input appended meanwhile waits for the next response.
+TEST_F(RealtimeServer, LargeInputIsTokenizedOffTheIoThreadAndLaterInputStaysQueued) {
+  opts.io_threads = 1;
+  start();
+  auto c = ws();
+  c->send_json({{"type", "input.append"}, {"text", "hi"}});
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 1}}}});
+  c->recv_until("response.done");
+  const std::thread::id io_thread = backend->tokenize_thread.load();
+  c->send_json({{"type", "input.append"}, {"text", std::string(64 << 10, 'a')}});
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 1}}}});
+  c->send_json({{"type", "input.append"}, {"text", "later"}});
+  const json created = c->recv_until("response.created");
+  EXPECT_EQ(created["response"]["input_tokens"].get<int>(), 64 << 10) << created;
+  EXPECT_NE(backend->tokenize_thread.load(), io_thread);
+  c->recv_until("response.done");
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 1}}}});
+  const json next = c->recv_until("response.created");
+  EXPECT_EQ(next["response"]["input_tokens"].get<int>(), 5) << next;  // "later", not re-sent input
+}

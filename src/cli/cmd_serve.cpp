@@ -2,7 +2,8 @@
 // model. Prints "listening on http://HOST:PORT" on stdout once it accepts
 // connections (with --port 0 the port is the one the OS picked), one line per
 // request on stderr. The first SIGINT/SIGTERM drains (new requests get 503,
-// running generations finish, up to --drain-timeout); a second stops at once.
+// running generations finish, up to --drain-timeout, and the drain lasts at
+// least --drain-grace even when idle); a second stops at once.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -52,19 +53,28 @@ struct ServeArgs {
   std::string alias;
   std::vector<std::string> cors_allow_origins;
   double drain_timeout = 10;  // seconds
+  double drain_grace = 1;     // seconds
+  int max_connections = 0;    // 0 = from RLIMIT_NOFILE
+  double idle_timeout = 60, header_timeout = 30, body_timeout = 60;  // seconds
 };
 
 // Graceful shutdown after the first stop signal: new requests get 503 while
 // the running generations finish (and their responses are written), for at
 // most `timeout` seconds or until a second stop signal; then stop() cancels
-// whatever is left. Returns how many generations were still running.
-int32_t drain(server::HttpServer& http, const Engine& engine, const sigset_t& stop_signals, double timeout) {
+// whatever is left. Idle or not, it lasts at least `grace` seconds (at most
+// `timeout`): the window in which new requests (and a load balancer's health
+// checks) get the documented 503 and /metrics still answers, instead of
+// connections refused. Returns how many generations were still running.
+int32_t drain(server::HttpServer& http, const Engine& engine, const sigset_t& stop_signals, double timeout,
+              double grace) {
   http.drain();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(timeout);
+  const auto grace_end = start + std::chrono::duration<double>(std::min(grace, timeout));
   for (;;) {
     const EngineStats st = engine.stats();
     const int32_t left = std::max(st.running + st.waiting, http.in_flight());
-    if (left == 0) return 0;
+    if (left == 0 && std::chrono::steady_clock::now() >= grace_end) return 0;
     if (std::chrono::steady_clock::now() >= deadline) return left;
     const timespec poll{0, 10'000'000};  // 10 ms
     if (sigtimedwait(&stop_signals, nullptr, &poll) > 0) return left;
@@ -146,6 +156,11 @@ int serve(ServeArgs& a) {
   opts.port = static_cast<uint16_t>(a.port);
   opts.io_threads = a.io_threads;
   opts.cors_allow_origins = a.cors_allow_origins;
+  opts.max_connections = a.max_connections;
+  auto ms = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); };
+  opts.idle_timeout = ms(a.idle_timeout);
+  opts.header_timeout = ms(a.header_timeout);
+  opts.body_timeout = ms(a.body_timeout);
   opts.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   // Declared after the engine: destroyed (and stopped) first, so no engine
   // event is posted to a server that is gone.
@@ -167,7 +182,7 @@ int serve(ServeArgs& a) {
   sigwait(&stop_signals, &sig);
   std::fprintf(stderr, "nexus serve: %s, draining (up to %.0f s; send it again to stop now)\n",
                sig == SIGINT ? "SIGINT" : "SIGTERM", a.drain_timeout);
-  if (const int32_t left = drain(http, engine, stop_signals, a.drain_timeout); left > 0)
+  if (const int32_t left = drain(http, engine, stop_signals, a.drain_timeout, a.drain_grace); left > 0)
     std::fprintf(stderr, "nexus serve: cancelling %d unfinished generation(s)\n", left);
   std::fprintf(stderr, "nexus serve: shutting down\n");
   http.stop();
@@ -205,6 +220,27 @@ std::function<int()> setup(CLI::App& sub) {
                  "a second signal stops at once")
       ->capture_default_str()
       ->check(range(0.0, 3600.0));
+  sub.add_option("--drain-grace", a->drain_grace,
+                 "seconds the drain lasts at least, even with nothing running (new requests get 503, "
+                 "/metrics answers); at most --drain-timeout")
+      ->capture_default_str()
+      ->check(range(0.0, 3600.0));
+  sub.add_option("--max-connections", a->max_connections,
+                 "open connections (HTTP and realtime) at most; beyond it 503 too_many_connections; "
+                 "0 = the descriptor limit (RLIMIT_NOFILE) less 64")
+      ->capture_default_str()
+      ->check(range(0, 1 << 20));
+  sub.add_option("--idle-timeout", a->idle_timeout,
+                 "seconds a connection may wait for the first byte of a request (keep-alive) before it is closed")
+      ->capture_default_str()
+      ->check(range(0.001, 86400.0));
+  sub.add_option("--header-timeout", a->header_timeout,
+                 "seconds from a request's first byte to the end of its header; beyond it 408")
+      ->capture_default_str()
+      ->check(range(0.001, 86400.0));
+  sub.add_option("--body-timeout", a->body_timeout, "seconds from a request's header to the end of its body; beyond it 408")
+      ->capture_default_str()
+      ->check(range(0.001, 86400.0));
   sub.add_option("--kv-type", a->kv_type, "KV cache element type: f16, f32, q8_0 (any case)")
       ->capture_default_str()
       ->check(CLI::Validator(

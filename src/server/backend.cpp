@@ -1,12 +1,20 @@
 #include "server/backend.h"
 
+#include <algorithm>
+
 #include "engine/engine_metrics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nexus::server {
 
 EngineBackend::EngineBackend(Engine& engine, std::string model_id, ChatTemplate chat_template)
-    : engine_(engine), model_id_(std::move(model_id)), chat_template_(std::move(chat_template)) {}
+    : engine_(engine), model_id_(std::move(model_id)), chat_template_(std::move(chat_template)) {
+  // A vocabulary entry is at least as long as the input it stands for: "▁"
+  // (3 bytes) for a space, "<0x41>" for a byte, byte-level symbols of 1-2
+  // bytes per byte, special tokens their literal text.
+  const Tokenizer& tok = engine_.tokenizer();
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) max_token_bytes_ = std::max(max_token_bytes_, tok.token_text(id).size());
+}
 
 int32_t EngineBackend::n_ctx() const { return engine_.n_ctx(); }
 

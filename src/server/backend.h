@@ -42,6 +42,11 @@ class Backend {
   virtual std::vector<int32_t> tokenize_continuation(std::string_view text, bool parse_special) const {
     return tokenize(text, parse_special);
   }
+  // The longest vocabulary entry, in bytes: no token stands for more input
+  // bytes than this, so text of more than n * max_token_bytes() bytes takes
+  // more than n tokens (realtime sessions refuse such input before
+  // tokenizing it). The default, 256, suits test backends.
+  virtual size_t max_token_bytes() const { return 256; }
   // Whether `token` ends a generation (EOS/EOT); false by default.
   virtual bool is_end_of_generation(int32_t token) const { return false; }
   // Engine::end_session: releases the KV a session keeps. No-op by default.
@@ -68,6 +73,7 @@ class EngineBackend final : public Backend {
   std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const override;
   std::vector<int32_t> tokenize_continuation(std::string_view text, bool parse_special) const override;
   bool is_end_of_generation(int32_t token) const override;
+  size_t max_token_bytes() const override { return max_token_bytes_; }
   void end_session(uint64_t session) override { engine_.end_session(session); }
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event) override;
   std::string metrics_text() const override;  // the engine's EngineMetrics
@@ -77,6 +83,7 @@ class EngineBackend final : public Backend {
   Engine& engine_;
   std::string model_id_;
   ChatTemplate chat_template_;
+  size_t max_token_bytes_ = 1;
 };
 
 }  // namespace nexus::server

@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -23,6 +25,42 @@ namespace nexus::server {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+
+namespace {
+
+// Refused connections still writing their 503 at once; beyond this, one is
+// closed at accept without a reply (each holds a descriptor for up to the
+// linger time).
+constexpr int32_t kMaxRefusing = 64;
+
+// max_connections 0: RLIMIT_NOFILE's soft limit less what the process needs
+// besides connections (model file, pipes, the listener, logs).
+int resolve_max_connections(int requested) {
+  if (requested > 0) return requested;
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return 1024;
+  return static_cast<int>(std::clamp<rlim_t>(lim.rlim_cur, 80, 1 << 20) - 64);
+}
+
+HttpServerOptions resolved(HttpServerOptions o) {
+  o.max_connections = resolve_max_connections(o.max_connections);
+  return o;
+}
+
+}  // namespace
+
+ServerContext::ServerContext(Backend& backend, HttpServerOptions o)
+    : router(backend), opts(resolved(std::move(o))), cors(opts.cors_allow_origins), tokenizer(opts.tokenizer_threads) {
+  router.set_server_metrics([this] { return server_metrics_text(); });
+  router.set_draining_flag(&draining);
+}
+
+size_t ServerContext::open_connections() const {
+  std::lock_guard lock(mu);
+  const size_t n = sessions.size() + realtime_sessions.size();
+  // Refused connections (sending their 503) are bounded on their own.
+  return n - std::min(n, static_cast<size_t>(std::max(0, refusing.load(std::memory_order_relaxed))));
+}
 
 struct HttpServer::Impl {
   Impl(Backend& backend, HttpServerOptions opts)
@@ -41,9 +79,31 @@ struct HttpServer::Impl {
       ctx.connections_accepted.fetch_add(1, std::memory_order_relaxed);
       boost::system::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);  // SSE chunks are small; send them now
-      std::make_shared<HttpSession>(std::move(socket), ctx)->start();
+      if (ctx.open_connections() >= static_cast<size_t>(ctx.opts.max_connections)) {
+        refuse(std::move(socket));
+      } else {
+        std::make_shared<HttpSession>(std::move(socket), ctx)->start();
+      }
       do_accept();
     });
+  }
+
+  // Over max_connections: 503 too_many_connections (Retry-After: 1), then
+  // the connection closes; or, with kMaxRefusing refusals already under way,
+  // closed at once.
+  void refuse(tcp::socket socket) {
+    ctx.connections_refused.fetch_add(1, std::memory_order_relaxed);
+    if (ctx.refusing.load(std::memory_order_relaxed) >= kMaxRefusing) {
+      boost::system::error_code ignored;
+      socket.close(ignored);
+      return;
+    }
+    HttpReply r = error_reply(ApiError(
+        503, fmt::format("The server has {} connections open, its limit (--max-connections); retry shortly.",
+                         ctx.opts.max_connections),
+        "", "too_many_connections", "server_error"));
+    r.headers.emplace_back("Retry-After", "1");
+    std::make_shared<HttpSession>(std::move(socket), ctx)->refuse(std::move(r));
   }
 
   // accept() failed: out of descriptors (EMFILE, ENFILE), buffers (ENOBUFS)
@@ -153,6 +213,8 @@ void HttpServer::stop() {
   }
   // From here on no engine thread posts into (or holds a part of) ioc.
   s.ctx.gate->close();
+  // Nor a tokenizer worker (what they hold goes with them, while ioc lives).
+  s.ctx.tokenizer.stop();
   s.work.reset();
   s.ioc.stop();
   for (std::thread& t : s.threads) t.join();
@@ -171,9 +233,20 @@ std::string ServerContext::server_metrics_text() const {
       "# HELP nexus_http_accept_errors_total accept() calls that failed (out of descriptors, ...); each is "
       "followed by a wait of 10 ms doubling to 1 s.\n"
       "# TYPE nexus_http_accept_errors_total counter\n"
-      "nexus_http_accept_errors_total {}\n",
-      connections_accepted.load(std::memory_order_relaxed), accept_errors.load(std::memory_order_relaxed));
+      "nexus_http_accept_errors_total {}\n"
+      "# HELP nexus_http_connections_open HTTP and realtime connections open now.\n"
+      "# TYPE nexus_http_connections_open gauge\n"
+      "nexus_http_connections_open {}\n"
+      "# HELP nexus_http_connections_refused_total Connections refused over --max-connections (503, or closed "
+      "at accept).\n"
+      "# TYPE nexus_http_connections_refused_total counter\n"
+      "nexus_http_connections_refused_total {}\n",
+      connections_accepted.load(std::memory_order_relaxed), accept_errors.load(std::memory_order_relaxed),
+      open_connections(), connections_refused.load(std::memory_order_relaxed));
 }
+
+uint64_t HttpServer::connections_refused() const { return impl_->ctx.connections_refused.load(); }
+int HttpServer::max_connections() const { return impl_->ctx.opts.max_connections; }
 
 uint64_t HttpServer::accept_errors() const { return impl_->ctx.accept_errors.load(); }
 uint64_t HttpServer::requests_served() const { return impl_->ctx.requests_served.load(); }

@@ -5,8 +5,16 @@
 // kept alive across requests, streamed (chunked SSE) or not. Limits:
 //   body_limit         request bodies above it get 413 and the connection is
 //                      closed (after draining what the client still sends)
-//   idle_timeout       a connection with no complete request for this long is
-//                      closed (covers idle keep-alive and slow headers/bodies)
+//   max_connections    open connections (HTTP and realtime) at most; one
+//                      accepted beyond it gets 503 too_many_connections and
+//                      is closed (after a short drain; refusals beyond
+//                      kMaxRefusing at once are closed at accept, no reply)
+//   idle_timeout       a connection waiting for the first byte of a request
+//                      this long is closed, without a response
+//   header_timeout     a request header not complete this long after its
+//                      first byte: 408 request_timeout, connection closed
+//   body_timeout       a request body not complete this long after its
+//                      header: 408 request_timeout, connection closed
 //   write_timeout      a write that does not complete within this closes it
 //   max_pending_bytes  output queued for a slow client above this cancels
 //                      its generation and closes the connection, so the
@@ -38,7 +46,15 @@ struct HttpServerOptions {
   uint16_t port = 8080;                               // 0 = an ephemeral port (see port())
   int io_threads = 2;
   size_t body_limit = 1 << 20;                        // bytes
+  // 0 = derived from RLIMIT_NOFILE at construction: its soft limit less 64
+  // (descriptors the process needs besides connections), at least 16.
+  int max_connections = 0;
   std::chrono::milliseconds idle_timeout{60'000};
+  std::chrono::milliseconds header_timeout{30'000};
+  std::chrono::milliseconds body_timeout{60'000};
+  // Workers that tokenize inputs of TokenizerPool::kOffThreadBytes or more
+  // (tokenizer_pool.h).
+  int tokenizer_threads = 2;
   std::chrono::milliseconds write_timeout{60'000};
   size_t max_pending_bytes = 1 << 20;
   std::chrono::milliseconds ws_ping_interval{20'000};
@@ -82,6 +98,9 @@ class HttpServer {
   // retrying at once (which spins a core while the limit holds).
   uint64_t accept_errors() const;
   uint64_t requests_served() const;  // requests answered (or abandoned by their client)
+  // Connections refused for max_connections (503 or closed at accept).
+  uint64_t connections_refused() const;
+  int max_connections() const;  // the cap in force (max_connections resolved)
 
  private:
   struct Impl;

@@ -19,6 +19,7 @@ using tcp = net::ip::tcp;
 namespace {
 
 constexpr size_t kWatchdogRead = 4096;
+constexpr size_t kFirstRead = 4096;  // bytes read while waiting for a request's first byte
 constexpr size_t kMaxDrain = 64u << 20;            // bytes discarded before closing
 constexpr std::chrono::seconds kLinger{5};
 
@@ -54,9 +55,14 @@ void EventRelay::detach() {
 }
 
 HttpSession::HttpSession(tcp::socket socket, ServerContext& ctx)
-    : registration_{ctx, this}, stream_(std::move(socket)), ctx_(ctx), timer_(stream_.get_executor()) {}
+    : registration_{ctx, this},
+      stream_(std::move(socket)),
+      ctx_(ctx),
+      timer_(stream_.get_executor()),
+      deadline_(stream_.get_executor()) {}
 
 HttpSession::Registration::~Registration() {
+  if (refusing) ctx.refusing.fetch_sub(1, std::memory_order_relaxed);
   std::lock_guard lock(ctx.mu);
   ctx.sessions.erase(self);
   ctx.cv.notify_all();
@@ -68,6 +74,22 @@ void HttpSession::start() {
     ctx_.sessions.emplace(this, weak_from_this());
   }
   net::post(executor(), [self = shared_from_this()] { self->do_read(); });
+}
+
+void HttpSession::refuse(HttpReply reply) {
+  registration_.refusing = true;
+  ctx_.refusing.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(ctx_.mu);
+    ctx_.sessions.emplace(this, weak_from_this());
+  }
+  net::post(executor(), [self = shared_from_this(), reply = std::move(reply)] {
+    self->method_ = "-";
+    self->target_ = "-";
+    self->start_ = std::chrono::steady_clock::now();
+    self->keep_alive_ = false;
+    self->send_reply(reply);  // then linger_close: the client reads the 503, not a reset
+  });
 }
 
 namespace {
@@ -110,6 +132,20 @@ void HttpSession::end_for_shutdown() {
   if (!writing_) after_response_written();
 }
 
+// Reads run without the stream's own timeout (which closes the socket): a
+// deadline cancels them instead, so a 408 can still be written.
+void HttpSession::arm_deadline(std::chrono::milliseconds after) {
+  const uint64_t gen = ++deadline_gen_;
+  timed_out_ = false;
+  deadline_.expires_after(after);
+  deadline_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+    if (ec || gen != self->deadline_gen_ || self->closed_) return;
+    self->timed_out_ = true;
+    beast::error_code ignored;
+    self->stream_.socket().cancel(ignored);
+  });
+}
+
 void HttpSession::do_read() {
   if (closed_) return;
   parser_.emplace();
@@ -117,13 +153,30 @@ void HttpSession::do_read() {
   parser_->header_limit(kMaxHeaderBytes);
   head_ = false;
   cors_headers_.clear();
-  stream_.expires_after(ctx_.opts.idle_timeout);
+  stream_.expires_never();
+  if (buffer_.size() > 0) return read_header();  // pipelined: the next request is here
+  // Idle (keep-alive, or a new connection): wait for the first byte.
+  phase_ = ReadPhase::Idle;
+  arm_deadline(ctx_.opts.idle_timeout);
+  stream_.async_read_some(buffer_.prepare(kFirstRead), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    if (ec) return self->on_read_error(ec);
+    self->buffer_.commit(n);
+    self->read_header();
+  });
+}
+
+void HttpSession::read_header() {
+  if (closed_) return;
+  phase_ = ReadPhase::Header;
+  arm_deadline(ctx_.opts.header_timeout);
   http::async_read_header(stream_, buffer_, *parser_,
                           [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
 }
 
 void HttpSession::on_header(beast::error_code ec) {
   if (ec) return on_read_error(ec);
+  ++deadline_gen_;  // the header deadline is over (the body's is armed below)
+  deadline_.cancel();
   const auto& req = parser_->get();
   const auto origin = req[http::field::origin];
   cors_headers_ = ctx_.cors.response_headers(std::string_view(origin.data(), origin.size()));
@@ -142,19 +195,39 @@ void HttpSession::on_header(beast::error_code ec) {
   }
   if (beast::iequals(req[http::field::expect], "100-continue")) enqueue("HTTP/1.1 100 Continue\r\n\r\n");
   if (parser_->is_done()) return on_body({});
-  stream_.expires_after(ctx_.opts.idle_timeout);
+  phase_ = ReadPhase::Body;
+  arm_deadline(ctx_.opts.body_timeout);
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
 }
 
 void HttpSession::on_body(beast::error_code ec) {
   if (ec) return on_read_error(ec);
-  stream_.expires_never();
+  ++deadline_gen_;  // the deadline no longer applies
+  deadline_.cancel();
   handle_request();
 }
 
 void HttpSession::on_read_error(beast::error_code ec) {
   if (closed_) return;
+  ++deadline_gen_;
+  deadline_.cancel();
+  if (timed_out_) {
+    timed_out_ = false;
+    // Idle: nothing was asked, nothing is answered (RFC 9112 section 9.6).
+    if (phase_ == ReadPhase::Idle) return close();
+    const bool header = phase_ == ReadPhase::Header;
+    method_ = header ? "-" : std::string(parser_->get().method_string());
+    target_ = header ? "-" : std::string(parser_->get().target().substr(0, 256));
+    start_ = std::chrono::steady_clock::now();
+    keep_alive_ = false;
+    const auto limit = header ? ctx_.opts.header_timeout : ctx_.opts.body_timeout;
+    return send_reply(error_reply(ApiError(
+        408,
+        fmt::format("The request {} did not arrive within {} ms{}.", header ? "header" : "body", limit.count(),
+                    header ? " of its first byte" : " of its header"),
+        "", "request_timeout")));
+  }
   const bool got_header = parser_ && parser_->is_header_done();
   if (got_header) {
     method_ = std::string(parser_->get().method_string());
@@ -196,7 +269,24 @@ void HttpSession::handle_request() {
     keep_alive_ = false;
     return send_reply(shutting_down_reply("The server is shutting down; send the request to another replica."));
   }
-  Dispatch d = dispatch_request(req, ctx_.router, ctx_.cors);
+  if (req.body().size() < TokenizerPool::kOffThreadBytes)
+    return on_dispatched(dispatch_request(req, ctx_.router, ctx_.cors));
+  // A large body: parse, render and tokenize it on the pool; the session
+  // reads nothing meanwhile (parser_ is the pool's until the result is back).
+  dispatching_ = true;
+  const bool queued = ctx_.tokenizer.post([self = shared_from_this()]() mutable {
+    auto d = std::make_shared<Dispatch>(dispatch_request(self->parser_->get(), self->ctx_.router, self->ctx_.cors));
+    HttpSession& s = *self;
+    gated_post(*s.ctx_.gate, s.executor(), [self = std::move(self), d] {
+      self->dispatching_ = false;
+      self->on_dispatched(std::move(*d));
+    });
+  });
+  if (!queued) close();  // the server is stopping
+}
+
+void HttpSession::on_dispatched(Dispatch d) {
+  if (closed_) return;
   head_ = d.head;
   cors_headers_ = std::move(d.cors);
   if (std::holds_alternative<UpgradeToRealtime>(d.action)) return upgrade_to_realtime();
@@ -398,6 +488,8 @@ void HttpSession::close() {
   handle_.reset();
   generating_ = false;
   timer_.cancel();
+  ++deadline_gen_;
+  deadline_.cancel();
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
   stream_.close();

@@ -1,11 +1,15 @@
 // HttpSession: one client connection (internal to HttpServer).
 //
-// Everything a session does runs on its strand. Per request it reads the
-// header (kMaxHeaderBytes; framing and target length checked there,
+// Everything a session does runs on its strand. Per request it waits for the
+// first byte (idle_timeout: then closed without a response), reads the header
+// (header_timeout, kMaxHeaderBytes; framing and target length checked there,
 // request_framing.h; answering "Expect: 100-continue"), then the body
-// (body_limit), asks dispatch_request (request_dispatch.h: HEAD, CORS, the
-// WebSocket handshake, the ApiRouter), and queues a reply (without its body
-// for HEAD), submits a generation, or hands the socket to a RealtimeSession.
+// (body_timeout, body_limit; either timeout is a 408), asks dispatch_request
+// (request_dispatch.h: HEAD, CORS, the WebSocket handshake, the ApiRouter) --
+// on the TokenizerPool when the body has TokenizerPool::kOffThreadBytes or
+// more, so parsing, rendering and tokenizing it never holds an I/O thread --
+// and queues a reply (without its body for HEAD), submits a generation, or
+// hands the socket to a RealtimeSession.
 //
 // Output goes through one byte queue with at most one async_write in flight;
 // whatever accumulates meanwhile leaves in the next write. Engine events reach
@@ -36,6 +40,8 @@
 #include "server/api_router.h"
 #include "server/cors.h"
 #include "server/http_server.h"
+#include "server/request_dispatch.h"
+#include "server/tokenizer_pool.h"
 
 namespace nexus::server {
 
@@ -55,27 +61,40 @@ struct PostGate {
   }
 };
 
+// Posts `fn` to `ex` unless the gate is closed (then `fn` is dropped, after
+// the lock is released). Any thread.
+template <class Executor, class Fn>
+bool gated_post(PostGate& gate, const Executor& ex, Fn fn) {
+  std::lock_guard lock(gate.mu);
+  if (!gate.open) return false;
+  boost::asio::post(ex, std::move(fn));
+  return true;
+}
+
 // State shared by the server and its sessions.
 struct ServerContext {
-  ServerContext(Backend& backend, HttpServerOptions o)
-      : router(backend), opts(std::move(o)), cors(opts.cors_allow_origins) {
-    router.set_server_metrics([this] { return server_metrics_text(); });
-    router.set_draining_flag(&draining);
-  }
-  // nexus_http_connections_accepted_total, nexus_http_accept_errors_total.
+  ServerContext(Backend& backend, HttpServerOptions o);
+  // nexus_http_connections_accepted_total, nexus_http_accept_errors_total,
+  // nexus_http_connections_open, nexus_http_connections_refused_total.
   std::string server_metrics_text() const;
+  // HTTP and realtime sessions alive now, refused ones not counted (a
+  // connection being upgraded may count twice for a moment).
+  size_t open_connections() const;
   ApiRouter router;
-  HttpServerOptions opts;
+  HttpServerOptions opts;  // max_connections resolved (> 0)
   CorsPolicy cors;
+  TokenizerPool tokenizer;
   std::atomic<uint64_t> connections_accepted{0};
   std::atomic<uint64_t> accept_errors{0};  // accept() failures (EMFILE, ...), each followed by a wait
+  std::atomic<uint64_t> connections_refused{0};  // over max_connections
+  std::atomic<int32_t> refusing{0};              // refused sessions still sending their 503
   std::atomic<uint64_t> requests_served{0};
   // HttpServer::drain(): new requests get 503, running ones go on.
   std::atomic<bool> draining{false};
   // HTTP generations submitted whose response is not yet fully written.
   std::atomic<int32_t> http_in_flight{0};
   // Live sessions, for stop(); guarded by mu. cv signals a session's end.
-  std::mutex mu;
+  mutable std::mutex mu;
   std::condition_variable cv;
   std::unordered_map<HttpSession*, std::weak_ptr<HttpSession>> sessions;
   std::unordered_map<RealtimeSession*, std::weak_ptr<RealtimeSession>> realtime_sessions;
@@ -100,6 +119,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(boost::asio::ip::tcp::socket socket, ServerContext& ctx);
   void start();     // registers with the context and starts reading
+  // Instead of start(): answers `reply` (a 503 for max_connections) at once,
+  // without reading a request, and closes. Counted in ctx.refusing.
+  void refuse(HttpReply reply);
   // Thread-safe: cancel the generation, end its response with an error (an
   // SSE error event and [DONE], or a 503), close the socket.
   void shutdown();
@@ -108,10 +130,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
  private:
   void do_read();
+  void read_header();
+  void arm_deadline(std::chrono::milliseconds after);
   void on_header(boost::beast::error_code ec);
   void on_body(boost::beast::error_code ec);
   void on_read_error(boost::beast::error_code ec);
   void handle_request();
+  void on_dispatched(Dispatch d);
   void upgrade_to_realtime();
   void start_generation(PendingGeneration g);
   void send_reply(const HttpReply& r);
@@ -133,6 +158,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   struct Registration {
     ServerContext& ctx;
     HttpSession* self;
+    bool refusing = false;  // counted in ctx.refusing
     ~Registration();
   };
   Registration registration_;
@@ -141,6 +167,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   boost::asio::steady_timer timer_;  // idle wait after a response, or linger
+  // Read deadlines (idle, header, body): on expiry the read is cancelled and
+  // timed_out_ set; the socket stays open for the 408.
+  enum class ReadPhase { Idle, Header, Body };
+  boost::asio::steady_timer deadline_;
+  ReadPhase phase_ = ReadPhase::Idle;
+  uint64_t deadline_gen_ = 0;
+  bool timed_out_ = false;
+  bool dispatching_ = false;  // dispatch_request runs on the TokenizerPool
 
   // The current request.
   std::string method_, target_;

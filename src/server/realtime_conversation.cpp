@@ -1,5 +1,7 @@
 #include "server/realtime_conversation.h"
 
+#include <algorithm>
+
 #include "server/prompt_builder.h"
 
 namespace nexus::server::realtime {
@@ -67,9 +69,27 @@ std::vector<int32_t> Conversation::build_prompt() const {
   return ids;
 }
 
-void Conversation::commit(std::vector<int32_t> prompt) {
+size_t input_bytes(const InputItem& item) {
+  if (!item.is_message) return item.text.size();
+  const ChatMessage& m = item.message;
+  return m.role.size() + m.content.size() + m.name.size() + m.tool_call_id.size() +
+         (m.tool_calls.is_null() ? 0 : m.tool_calls.dump().size());
+}
+
+void Conversation::append_input(InputItem item) {
+  pending_bytes_ += input_bytes(item);
+  pending_.push_back(std::move(item));
+}
+
+void Conversation::discard_pending(size_t n) {
+  n = std::min(n, pending_.size());
+  for (size_t i = 0; i < n; ++i) pending_bytes_ -= input_bytes(pending_[i]);
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+void Conversation::commit(std::vector<int32_t> prompt, size_t n_items) {
   tokens_ = std::move(prompt);
-  pending_.clear();
+  discard_pending(n_items);
   after_response_ = false;
 }
 

@@ -21,10 +21,13 @@
 //       BOS (a BOS the template writes first is dropped);
 //   raw text: tokenized as is (special tokens parsed), with BOS only when it
 //       opens the conversation (as POST /v1/completions would).
-// Consecutive messages form one segment. Not thread-safe (one strand).
+// Consecutive messages form one segment. Not thread-safe (one strand); a
+// copy may build a prompt on another thread (the TokenizerPool) while the
+// original takes more input.
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -41,16 +44,23 @@ class Conversation {
   const std::string& system() const { return system_; }
   bool started() const { return !tokens_.empty(); }
 
-  void append_input(InputItem item) { pending_.push_back(std::move(item)); }
+  void append_input(InputItem item);
   bool has_pending() const { return !pending_.empty(); }
-  // Drops the input not yet sent (e.g. input that would overflow the context).
-  void discard_pending() { pending_.clear(); }
+  size_t pending_count() const { return pending_.size(); }
+  // Bytes of the pending input (texts, message contents, roles, names,
+  // tool calls as JSON), plus the system prompt while the conversation has
+  // not started: what the next build_prompt tokenizes.
+  size_t pending_bytes() const { return pending_bytes_ + (started() ? 0 : system_.size()); }
+  // Drops the first `n` pending items (default all), e.g. input that would
+  // overflow the context.
+  void discard_pending(size_t n = SIZE_MAX);
 
   // The next prompt: kept tokens + the pending input, tokenized. Changes
   // nothing (the caller commits once the engine accepted the request).
   std::vector<int32_t> build_prompt() const;
-  // Makes `prompt` (from build_prompt) the kept tokens; clears the pending input.
-  void commit(std::vector<int32_t> prompt);
+  // Makes `prompt` (from build_prompt over the first `n_items` pending
+  // items) the kept tokens; drops those items (later ones stay pending).
+  void commit(std::vector<int32_t> prompt, size_t n_items = SIZE_MAX);
 
   // A token the engine sampled for the running response.
   void on_generated(int32_t token) { tokens_.push_back(token); }
@@ -63,6 +73,7 @@ class Conversation {
   std::string system_;
   std::vector<int32_t> tokens_;
   std::vector<InputItem> pending_;
+  size_t pending_bytes_ = 0;
   bool after_response_ = false;  // the kept tokens end with a response
 };
 
@@ -70,6 +81,9 @@ class Conversation {
 // `messages` follow it: the tail of a rendering of {user, assistant,
 // messages...} after the assistant's content. Throws ApiError as
 // ChatTemplate::render does.
+// The bytes an input item adds to pending_bytes().
+size_t input_bytes(const InputItem& item);
+
 std::string chat_continuation(const ChatTemplate& t, const std::vector<ChatMessage>& messages);
 
 }  // namespace nexus::server::realtime

@@ -1,5 +1,6 @@
 #include "server/realtime_session.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include <boost/asio/post.hpp>
@@ -163,17 +164,21 @@ void RealtimeSession::handle_event(std::string_view text) {
         return update_session(ev.session);
       case realtime::EventType::InputAppend:
         // Also while a response runs: the input waits for the next response.
-        return conv_.append_input(std::move(*ev.input));
+        return append_input(std::move(*ev.input));
       case realtime::EventType::ResponseCreate:
         return create_response(ev.response);
       case realtime::EventType::ResponseCancel:
-        if (!running_) throw EventError("no_response", "No response is running.");
+        if (!running_)
+          throw EventError("no_response", preparing_ ? "No response is running yet (its prompt is being tokenized)."
+                                                     : "No response is running.");
         redirect_pending_ = false;
         return handle_->cancel();
       case realtime::EventType::ResponseRedirect:
         // Bad overrides are refused now, before the running response is cancelled.
+        if (preparing_)
+          throw EventError("response_in_progress", "A response is being prepared; redirect it once it runs.");
         realtime::resolve_params(params_, ev.response, backend_.model_id(), backend_.n_ctx());
-        conv_.append_input(std::move(*ev.input));
+        append_input(std::move(*ev.input));
         if (!running_) return create_response(ev.response);  // it ended already: just continue
         redirect_pending_ = true;
         redirect_overrides_ = std::move(ev.response);
@@ -215,19 +220,92 @@ void RealtimeSession::update_session(const json& s) {
   send(realtime::session_updated(id_, shown));
 }
 
+void RealtimeSession::append_input(realtime::InputItem item) {
+  // Each token stands for at most max_token_bytes() input bytes: input over
+  // the room in bytes takes more tokens than the context has left, whatever
+  // it tokenizes to. Refused here, before it is tokenized or even kept.
+  const int64_t kept = static_cast<int64_t>(conv_.tokens().size());
+  const int64_t room_tokens = std::max<int64_t>(0, backend_.n_ctx() - kept - 1);
+  const uint64_t room_bytes = static_cast<uint64_t>(room_tokens) * backend_.max_token_bytes();
+  const uint64_t bytes = conv_.pending_bytes() + realtime::input_bytes(item);
+  if (bytes > room_bytes) {
+    throw EventError("input_too_large",
+                     fmt::format("Input too large for the context: the pending input would be {} bytes, and the "
+                                 "context has room for {} more tokens (at most {} bytes, {} a token). This input "
+                                 "was refused; the {} bytes queued before it stay.",
+                                 bytes, room_tokens, room_bytes, backend_.max_token_bytes(), conv_.pending_bytes()));
+  }
+  conv_.append_input(std::move(item));
+}
+
 void RealtimeSession::create_response(const json& overrides) {
-  if (running_) throw EventError("response_in_progress", "A response is running; cancel or redirect it first.");
+  if (running_ || preparing_)
+    throw EventError("response_in_progress", "A response is running; cancel or redirect it first.");
   if (!conv_.has_pending()) throw EventError("no_input", "No new input: send input.append first.");
   realtime::ResolvedParams p = realtime::resolve_params(params_, overrides, backend_.model_id(), backend_.n_ctx());
-  std::vector<int32_t> prompt;
-  try {
-    prompt = conv_.build_prompt();
-  } catch (const ApiError& e) {
+  if (ctx_.draining.load(std::memory_order_relaxed))
+    throw EventError("server_shutting_down", "The server is shutting down; open a session on another replica.");
+  const size_t n_items = conv_.pending_count();
+  if (conv_.pending_bytes() < TokenizerPool::kOffThreadBytes) {
+    std::optional<ApiError> error;
+    std::vector<int32_t> prompt;
+    try {
+      prompt = conv_.build_prompt();
+    } catch (const ApiError& e) {
+      error = e;
+    }
+    return on_prompt_built(std::move(p), std::move(prompt), std::move(error), n_items);
+  }
+  // A large input: tokenized on the pool, over a copy of the conversation
+  // (more input may arrive meanwhile; it stays pending for the next turn).
+  preparing_ = true;
+  auto snapshot = std::make_shared<realtime::Conversation>(conv_);
+  auto params = std::make_shared<realtime::ResolvedParams>(std::move(p));
+  const bool queued = ctx_.tokenizer.post([self = shared_from_this(), snapshot, params, n_items]() mutable {
+    auto prompt = std::make_shared<std::vector<int32_t>>();
+    auto error = std::make_shared<std::optional<ApiError>>();
+    try {
+      *prompt = snapshot->build_prompt();
+    } catch (const ApiError& e) {
+      *error = e;
+    }
+    snapshot.reset();
+    RealtimeSession& s = *self;
+    gated_post(*s.ctx_.gate, s.executor(), [self = std::move(self), params, prompt, error, n_items] {
+      self->preparing_ = false;
+      try {
+        self->on_prompt_built(std::move(*params), std::move(*prompt), std::move(*error), n_items);
+      } catch (const EventError& e) {
+        self->send(realtime::error_event(e.code, e.message, e.event.empty() ? "response.create" : e.event));
+      }
+    });
+  });
+  if (!queued) {
+    preparing_ = false;
+    throw EventError("server_shutting_down", "The server is shutting down; open a session on another replica.");
+  }
+}
+
+// The prompt of the first `n_items` pending items, or the error that
+// building it threw. Throws EventError.
+void RealtimeSession::on_prompt_built(realtime::ResolvedParams p, std::vector<int32_t> prompt,
+                                      std::optional<ApiError> error, size_t n_items) {
+  if (failed_ || closing_) return;
+  if (close_after_output_) {  // session.close (or shutdown) came meanwhile
+    if (!writing_ && !running_) begin_close();
+    return;
+  }
+  if (error) {
     // The chat template refused or failed on the pending input: it would
     // fail the same way at every response.create, so it is dropped.
-    conv_.discard_pending();
-    throw EventError(e.code.empty() ? "invalid_value" : e.code, e.message + " The pending input was discarded.");
+    conv_.discard_pending(n_items);
+    throw EventError(error->code.empty() ? "invalid_value" : error->code,
+                     error->message + " The pending input was discarded.");
   }
+  start_response(std::move(p), std::move(prompt), n_items);
+}
+
+void RealtimeSession::start_response(realtime::ResolvedParams p, std::vector<int32_t> prompt, size_t n_items) {
   const auto kept = static_cast<int32_t>(conv_.tokens().size());
   p.request.prompt_is_tokens = true;
   p.request.prompt_tokens.assign(prompt.begin(), prompt.end());
@@ -240,7 +318,7 @@ void RealtimeSession::create_response(const json& overrides) {
     if (e.code == "context_length_exceeded") {
       // The queued input can never fit: drop it, or every later
       // response.create would fail the same way.
-      conv_.discard_pending();
+      conv_.discard_pending(n_items);
       throw EventError(e.code, e.message + " The pending input was discarded; the conversation keeps its " +
                                    std::to_string(kept) + " tokens.");
     }
@@ -254,7 +332,7 @@ void RealtimeSession::create_response(const json& overrides) {
     relay_.reset();
     throw EventError("queue_full", "The server is busy; retry the response.create later.");
   }
-  conv_.commit(std::move(prompt));
+  conv_.commit(std::move(prompt), n_items);
   running_ = true;
   overflow_ = false;
   return_tokens_ = p.return_tokens;

@@ -14,6 +14,16 @@
 // and response.done is followed by an `error` slow_consumer. A client that
 // still does not read (queue over twice the limit) is disconnected.
 //
+// Input bounds: an input.append (or response.redirect input) that would
+// bring the pending input past the context's room in bytes -- (n_ctx - kept
+// tokens - 1) * Backend::max_token_bytes(), input that cannot fit whatever
+// it tokenizes to -- is refused with an `error` event input_too_large and
+// never tokenized; the input queued before it stays. A response.create whose
+// pending input has TokenizerPool::kOffThreadBytes or more builds its prompt
+// on the TokenizerPool (the session is "preparing": another response.create
+// or a redirect gets response_in_progress, a cancel no_response), so an I/O
+// thread never tokenizes a large input.
+//
 // Liveness: a read is always pending; after ws_ping_interval of silence the
 // server pings, and a peer silent for another interval is disconnected.
 // A connection that goes away (error, close, timeout) cancels its running
@@ -24,6 +34,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/beast/core.hpp>
@@ -31,6 +42,7 @@
 #include <boost/beast/websocket.hpp>
 #include <nlohmann/json.hpp>
 
+#include "server/api_error.h"
 #include "server/http_session.h"
 #include "server/realtime_conversation.h"
 #include "server/ws_frame_guard.h"
@@ -57,7 +69,11 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   void on_read(boost::beast::error_code ec);
   void handle_event(std::string_view text);
   void update_session(const nlohmann::json& s);
+  void append_input(realtime::InputItem item);  // throws EventError input_too_large
   void create_response(const nlohmann::json& overrides);
+  void on_prompt_built(realtime::ResolvedParams p, std::vector<int32_t> prompt, std::optional<ApiError> error,
+                       size_t n_items);
+  void start_response(realtime::ResolvedParams p, std::vector<int32_t> prompt, size_t n_items);
   void finish_response(const GenerationEvent& ev);
   void send(std::string msg);
   void do_write();
@@ -92,6 +108,7 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   std::string response_id_;
   uint64_t responses_ = 0;
   bool running_ = false;
+  bool preparing_ = false;  // its prompt is being built on the TokenizerPool
   bool return_tokens_ = false;
   bool overflow_ = false;                // cancelled for a slow reader
   bool redirect_pending_ = false;        // start a response when this one ends

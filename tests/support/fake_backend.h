@@ -42,12 +42,14 @@ class FakeBackend final : public server::Backend {
   int32_t n_vocab() const override { return 258; }
   const server::ChatTemplate& chat_template() const override { return chat; }
   std::vector<int32_t> tokenize(std::string_view text, bool) const override {
+    tokenize_thread.store(std::this_thread::get_id());
     std::vector<int32_t> ids{1};
     for (unsigned char c : text) ids.push_back(c + 2);
     return ids;
   }
   // Without BOS: bytes + 2.
   std::vector<int32_t> tokenize_continuation(std::string_view text, bool) const override {
+    tokenize_thread.store(std::this_thread::get_id());
     std::vector<int32_t> ids;
     for (unsigned char c : text) ids.push_back(c + 2);
     return ids;
@@ -70,6 +72,9 @@ class FakeBackend final : public server::Backend {
   std::string metrics_text() const override { return kMetricsText; }
   static constexpr const char* kMetricsText =
       "# HELP fake_requests_total Fake.\n# TYPE fake_requests_total counter\nfake_requests_total 7\n";
+
+  // The thread of the last tokenize call (HTTP tests check which one runs it).
+  mutable std::atomic<std::thread::id> tokenize_thread{};
 
   size_t queued() const { std::lock_guard lock(mu_); return queue_.size(); }
   void hold() { std::lock_guard lock(mu_); held_ = true; }
