@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <string>
 
 #include "cli/command.h"
@@ -118,6 +119,19 @@ server::ChatTemplate pick_chat_template(const GgufFile& gguf, const Tokenizer& t
   }
 }
 
+// Raises the descriptor soft limit to the hard one (at most 65536), as
+// servers commonly do, so the default --max-connections (the soft limit
+// less 64) is not the shell's 1024 where more is allowed.
+void raise_descriptor_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t want = lim.rlim_max == RLIM_INFINITY ? 65536 : std::min<rlim_t>(lim.rlim_max, 65536);
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < want) {
+    lim.rlim_cur = want;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
 int serve(ServeArgs& a) {
   const int64_t kv_memory = parse_memory_arg(a.kv_memory, "--kv-memory");
 
@@ -151,6 +165,7 @@ int serve(ServeArgs& a) {
   const std::string id = a.alias.empty() ? opened.id : a.alias;
   server::EngineBackend backend(engine, id, pick_chat_template(gguf, *tok, a));
 
+  raise_descriptor_limit();
   server::HttpServerOptions opts;
   opts.host = a.host;
   opts.port = static_cast<uint16_t>(a.port);
@@ -227,7 +242,7 @@ std::function<int()> setup(CLI::App& sub) {
       ->check(range(0.0, 3600.0));
   sub.add_option("--max-connections", a->max_connections,
                  "open connections (HTTP and realtime) at most; beyond it 503 too_many_connections; "
-                 "0 = the descriptor limit (RLIMIT_NOFILE) less 64")
+                 "0 = the descriptor limit (RLIMIT_NOFILE, raised to its hard limit up to 65536) less 64")
       ->capture_default_str()
       ->check(range(0, 1 << 20));
   sub.add_option("--idle-timeout", a->idle_timeout,
