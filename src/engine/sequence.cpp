@@ -1,5 +1,6 @@
 #include "engine/sequence.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -67,12 +68,25 @@ std::span<const float> Sequence::apply_grammar(std::span<const float> logits) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::vector<uint64_t>& allowed = grammar_->allowed_tokens();
   const bool done = grammar_->done(), can_end = grammar_->can_end();
-  masked_.assign(logits.begin(), logits.end());
+  const size_t n = logits.size();
+  masked_.resize(n);
   bool any = false;
-  for (size_t id = 0; id < masked_.size(); ++id) {
-    const bool ok = !done && id / 64 < allowed.size() && ((allowed[id / 64] >> (id % 64)) & 1) != 0;
-    if (!ok) masked_[id] = kNegInf;
-    any = any || ok;
+  // A word of the mask at a time: whole words (inside a string) copy, empty
+  // words fill, only mixed ones go bit by bit.
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const size_t lo = w * 64, hi = std::min(n, lo + 64);
+    const uint64_t bits = done || w >= allowed.size() ? 0 : allowed[w];
+    if (bits == 0) {
+      std::fill(masked_.begin() + static_cast<ptrdiff_t>(lo), masked_.begin() + static_cast<ptrdiff_t>(hi), kNegInf);
+      continue;
+    }
+    any = true;
+    if (bits == ~uint64_t{0}) {
+      std::copy(logits.begin() + static_cast<ptrdiff_t>(lo), logits.begin() + static_cast<ptrdiff_t>(hi),
+                masked_.begin() + static_cast<ptrdiff_t>(lo));
+      continue;
+    }
+    for (size_t id = lo; id < hi; ++id) masked_[id] = ((bits >> (id - lo)) & 1) ? logits[id] : kNegInf;
   }
   if (can_end) {
     for (int32_t id : tok_.eog_ids()) {

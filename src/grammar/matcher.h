@@ -12,9 +12,18 @@
 // as states. A state's transition on a byte is computed once and kept: the
 // matcher builds, lazily, the deterministic automaton of the grammar over
 // the input it actually meets (subset construction on demand). Walking the
-// vocabulary trie for a mask then costs one table lookup per trie edge, and
-// inside a string, where almost every token is allowed, the walk stays on
-// one or two states. Masks are cached per state (LRU of 64).
+// vocabulary trie for a mask then costs one table lookup per trie edge. A
+// state's transitions are computed together at its first use (bytes that
+// the same stacks take share one subset construction).
+//
+// Masks (XGrammar's split, adapted to the DFA): a state that loops on many
+// bytes (inside a string: every byte but '"', '\\' and non-ASCII) allows
+// every token made of those bytes, whatever the context; that token set is
+// computed once per byte set and vocabulary (VocabTrie::loop_index) and
+// copied, and only the tokens that leave the loop (through a quote, an
+// escape, a multi-byte character) are walked from where they leave. Other
+// states walk the trie, pruned by the bytes they take. Masks are cached per
+// state (LRU of 64), so a repeat state costs a lookup.
 //
 // Bounds: more than kMaxStacks stacks in one state (a grammar too ambiguous
 // to follow) or more than kMaxStates states make accept() and
@@ -55,6 +64,9 @@ class Matcher {
   // Advances by `bytes`; returns false (and changes nothing) when the
   // grammar rejects them.
   bool accept(std::string_view bytes);
+  // Whether accept(bytes) would succeed, without advancing (it may add
+  // kept transitions); for checks of single tokens.
+  bool allows(std::string_view bytes);
 
   const VocabTrie& vocab() const { return *vocab_; }
 
@@ -79,8 +91,12 @@ class Matcher {
   const std::vector<int32_t>& expand(int32_t f);
   int32_t state(std::vector<int32_t> stacks);
   int32_t next(int32_t s, uint8_t byte);
+  int32_t step(int32_t s, uint8_t byte);
+  void fill_row(int32_t s);
   const ByteSet& set_at(Pos p) const;
   void walk(uint32_t node, int32_t s, std::vector<uint64_t>& mask);
+  void take_edge(uint32_t edge, int32_t s, std::vector<uint64_t>& mask);
+  std::vector<uint64_t> compute_mask(int32_t s);
 
   std::shared_ptr<const Grammar> g_;
   std::shared_ptr<const VocabTrie> vocab_;
@@ -91,6 +107,7 @@ class Matcher {
   std::vector<State> states_;
   std::unordered_map<std::vector<int32_t>, int32_t, KeyHash> state_ids_;
   std::vector<std::array<int32_t, 256>> trans_;
+  std::vector<char> row_done_;  // fill_row() ran for the state
   int32_t current_ = 0;  // state id
   std::list<std::pair<int32_t, std::vector<uint64_t>>> masks_;  // most recent first
 };
