@@ -1,6 +1,7 @@
 // Grammar masks and their caches: the loop index (tokens decided once per
-// byte set), each state's transitions computed together, and the masks
-// kept per state, all checked against single-token checks (allows(), which
+// byte set), each state's transitions computed together, the masks kept per
+// state in an automaton shared by matchers, and the engine's automaton per
+// grammar text, all checked against single-token checks (allows(), which
 // uses no mask machinery) and against fresh matchers on random walks, on a
 // synthetic vocabulary and on TinyLLama-v0's 32000 tokens.
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
+#include "grammar/automaton_cache.h"
 #include "grammar/gbnf.h"
 #include "grammar/json_grammar.h"
 #include "grammar/json_schema.h"
@@ -61,15 +63,18 @@ std::vector<std::string> synthetic_vocab(size_t n, uint32_t seed) {
 
 // Walks `steps` random allowed tokens; at each step the mask must equal the
 // single-token checks of a stride of the vocabulary, and every 7 steps a
-// fresh matcher replaying the same tokens (with a new trie where fresh_trie,
-// so no cached loop index either) must give the same mask.
+// fresh matcher (its own automaton, and a new trie where fresh_trie, so no
+// cached loop index either) replaying the same tokens must give the same mask.
 void random_walks(const std::shared_ptr<const Grammar>& g, const std::vector<std::string>& pieces, int walks, int steps,
                   uint32_t seed, size_t check_stride = 1, bool fresh_trie = true) {
   const auto vocab = std::make_shared<VocabTrie>(pieces);
+  // Every walk shares one automaton: later walks meet states (and masks)
+  // earlier ones computed, as requests of one grammar do in the engine.
+  const auto shared = std::make_shared<Automaton>(g, vocab);
   std::mt19937 rng(seed);
   int checked = 0;
   for (int w = 0; w < walks; ++w) {
-    Matcher m(g, vocab);
+    Matcher m(shared);
     std::vector<std::string> history;
     for (int step = 0; step < steps; ++step) {
       const std::vector<uint64_t> mask = m.allowed_tokens();
@@ -195,6 +200,49 @@ TEST(GrammarMasks, JsonStringsLoopOnTheBytesWarmedWithTheTrie) {
     EXPECT_TRUE(bit(mask, 0));  // "a"
     EXPECT_EQ(vocab->n_loop_indexes(), 1u);  // that state looped on exactly the warmed bytes
   }
+}
+
+}  // namespace
+}  // namespace nexus::grammar
+
+namespace nexus::grammar {
+namespace {
+
+TEST(GrammarMasks, AutomataAreSharedByGrammarTextAndVocabulary) {
+  const auto vocab = std::make_shared<VocabTrie>(synthetic_vocab(300, 7));
+  const auto other_vocab = std::make_shared<VocabTrie>(synthetic_vocab(300, 8));
+  AutomatonCache cache(2);
+  const auto a = cache.get(gbnf(kJsonObjectGbnf), vocab);
+  EXPECT_EQ(cache.get(gbnf(kJsonObjectGbnf), vocab), a);  // parsed again: the same text
+  EXPECT_NE(cache.get(gbnf(kJsonObjectGbnf), other_vocab), a);
+  const auto b = cache.get(gbnf(R"(root ::= "a" [b-c]*)"), vocab);
+  EXPECT_NE(b, a);
+  EXPECT_NE(cache.get(gbnf(R"(root ::= "a" [b-d]*)"), vocab), b);  // another byte set
+  EXPECT_EQ(grammar_key(*gbnf(R"(root ::= "a" [b-c]*)")), grammar_key(*gbnf(R"(root ::= "a" [b-c]*)")));
+  EXPECT_NE(grammar_key(*gbnf(R"(root ::= "a" [b-c]*)")), grammar_key(*gbnf(R"(root ::= "a" [b-c]+)")));
+  // Capacity 2: the JSON grammar over `vocab` was least recently used.
+  EXPECT_NE(cache.get(gbnf(kJsonObjectGbnf), vocab), a);
+}
+
+TEST(GrammarMasks, MatchersOfOneAutomatonKeepTheirOwnPlace) {
+  const std::vector<std::string> pieces = synthetic_vocab(500, 9);
+  const auto vocab = std::make_shared<VocabTrie>(pieces);
+  const auto g = gbnf(kJsonObjectGbnf);
+  const auto shared = std::make_shared<Automaton>(g, vocab);
+  Matcher x(shared), y(shared);
+  Matcher px(g, vocab), py(g, vocab);  // private automata
+  const std::vector<std::string> dx = {"{\"", "a", "\":", " ", "[", "1", "]", "}"};
+  const std::vector<std::string> dy = {"{\"", "ab", "\": ", "\"", "x\"", "}"};
+  for (size_t i = 0; i < std::max(dx.size(), dy.size()); ++i) {  // interleaved
+    EXPECT_EQ(x.allowed_tokens(), px.allowed_tokens()) << i;
+    EXPECT_EQ(y.allowed_tokens(), py.allowed_tokens()) << i;
+    EXPECT_EQ(x.can_end(), px.can_end());
+    EXPECT_EQ(y.can_end(), py.can_end());
+    if (i < dx.size()) ASSERT_TRUE(x.accept(dx[i]) && px.accept(dx[i])) << dx[i];
+    if (i < dy.size()) ASSERT_TRUE(y.accept(dy[i]) && py.accept(dy[i])) << dy[i];
+  }
+  EXPECT_TRUE(x.can_end() && y.can_end());
+  EXPECT_GT(shared->n_states(), 10u);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "engine/kv_pool_sizes.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "grammar/automaton_cache.h"
 #include "grammar/loop_index.h"
 #include "grammar/vocab_trie.h"
 #include "kernels/thread_pool.h"
@@ -119,6 +120,8 @@ struct Engine::Impl {
   std::shared_ptr<const grammar::VocabTrie> vocab_trie;
   std::shared_future<std::shared_ptr<const grammar::VocabTrie>> trie_build;
   std::deque<GenerationJob> waiting_trie;
+  // One automaton per grammar text, shared by its requests (states, masks).
+  grammar::AutomatonCache automata;
   struct Kept {
     BlockManager::SeqId kv;
     uint64_t last_use;
@@ -197,7 +200,7 @@ void Engine::Impl::accept(GenerationJob job) {
     }
     // (A grammar too large to follow is refused here, by the matcher.)
     seq = std::make_unique<Sequence>(job, tok, n_vocab, n_arrived + 1, &metrics,
-                                     job.req.grammar ? vocab_trie : nullptr);
+                                     job.req.grammar ? automata.get(job.req.grammar, vocab_trie) : nullptr);
     ++n_arrived;
   } catch (const std::exception& e) {
     const GenerationEvent ev = final_event(job, FinishReason::Error, e.what());

@@ -32,11 +32,11 @@ void validate_request(const GenerationRequest& req, int32_t n_ctx, int32_t n_voc
 }
 
 Sequence::Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival,
-                   EngineMetrics* metrics, std::shared_ptr<const grammar::VocabTrie> vocab)
+                   EngineMetrics* metrics, std::shared_ptr<grammar::Automaton> grammar)
     : job_(std::move(job)), tok_(tok), metrics_(metrics), sampler_(job_.req.sampling, n_vocab), decoder_(tok), stop_(job_.req.stop.stop) {
   if (job_.req.grammar) {
-    if (!vocab) throw Error("engine: a grammar request needs the vocabulary trie");
-    grammar_ = std::make_unique<grammar::Matcher>(job_.req.grammar, std::move(vocab));
+    if (!grammar) throw Error("engine: a grammar request needs its automaton");
+    grammar_ = std::make_unique<grammar::Matcher>(std::move(grammar));
   }
   priority = job_.req.priority;
   this->arrival = arrival;

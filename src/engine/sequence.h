@@ -46,10 +46,11 @@ class Sequence : public SchedSeq {
  public:
   // `job` must have passed validate_request. `metrics` (may be null) gets
   // every inter-token gap and the final event's record.
-  // `vocab` (the tokenizer's pieces as a trie) must be given when the
-  // request has a grammar.
+  // `grammar` (the automaton of the request's grammar over the tokenizer's
+  // pieces, maybe shared with other requests of the same grammar:
+  // grammar/automaton_cache.h) must be given when the request has a grammar.
   Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival, EngineMetrics* metrics,
-           std::shared_ptr<const grammar::VocabTrie> vocab = nullptr);
+           std::shared_ptr<grammar::Automaton> grammar = nullptr);
 
   bool cancelled() const { return job_.handle && job_.handle->cancelled(); }
   const std::shared_ptr<RequestHandle>& handle() const { return job_.handle; }

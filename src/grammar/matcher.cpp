@@ -7,7 +7,6 @@
 namespace nexus::grammar {
 namespace {
 
-constexpr size_t kCacheEntries = 64;
 // A state looping on fewer bytes is walked whole (its loop index would save
 // little, and every distinct set takes a slot of the trie's cache).
 constexpr size_t kMinLoopBytes = 8;
@@ -21,13 +20,13 @@ inline uint32_t idx_of(uint64_t p) { return static_cast<uint32_t>(p & 0xFFFF); }
 
 }  // namespace
 
-size_t Matcher::KeyHash::operator()(const std::vector<int32_t>& v) const {
+size_t Automaton::KeyHash::operator()(const std::vector<int32_t>& v) const {
   size_t h = v.size();
   for (int32_t x : v) h ^= static_cast<size_t>(x) * 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h;
 }
 
-Matcher::Matcher(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTrie> vocab)
+Automaton::Automaton(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTrie> vocab)
     : g_(std::move(g)), vocab_(std::move(vocab)) {
   for (const Rule& r : g_->rules) {
     if (r.alternatives.size() > 0xFFFF) throw Error("grammar: rule '" + r.name + "' has too many alternatives");
@@ -42,10 +41,42 @@ Matcher::Matcher(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTr
     const auto& e = expand(frame(make_pos(g_->root, a, 0), kBottom));
     start.insert(start.end(), e.begin(), e.end());
   }
-  current_ = state(std::move(start));
+  start_ = state(std::move(start));
 }
 
-int32_t Matcher::frame(Pos p, int32_t parent) {
+size_t Automaton::n_states() const {
+  std::lock_guard lock(mu_);
+  return states_.size();
+}
+
+bool Automaton::can_end(int32_t s) const {
+  const auto& st = states_[static_cast<size_t>(s)].stacks;
+  return !st.empty() && st.front() == kBottom;
+}
+
+bool Automaton::done(int32_t s) const {
+  const auto& st = states_[static_cast<size_t>(s)].stacks;
+  return st.size() == 1 && st.front() == kBottom;
+}
+
+const std::vector<uint64_t>& Automaton::mask(int32_t s) {
+  if (auto it = masks_.find(s); it != masks_.end()) return it->second;
+  std::vector<uint64_t> m = compute_mask(s);
+  const size_t bytes = m.size() * sizeof(uint64_t);
+  if (mask_bytes_ + bytes > kMaskCacheBytes) {
+    masks_.clear();
+    mask_bytes_ = 0;
+  }
+  mask_bytes_ += bytes;
+  return masks_.emplace(s, std::move(m)).first->second;
+}
+
+Matcher::Matcher(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTrie> vocab)
+    : Matcher(std::make_shared<Automaton>(std::move(g), std::move(vocab))) {}
+
+Matcher::Matcher(std::shared_ptr<Automaton> shared) : a_(std::move(shared)), current_(a_->start_) {}
+
+int32_t Automaton::frame(Pos p, int32_t parent) {
   auto& by_parent = frame_ids_[p];
   auto [it, fresh] = by_parent.try_emplace(parent, static_cast<int32_t>(frames_.size()));
   if (fresh) {
@@ -56,7 +87,7 @@ int32_t Matcher::frame(Pos p, int32_t parent) {
   return it->second;
 }
 
-const ByteSet& Matcher::set_at(Pos p) const {
+const ByteSet& Automaton::set_at(Pos p) const {
   return g_->sets[g_->rules[rule_of(p)].alternatives[alt_of(p)][idx_of(p)].index];
 }
 
@@ -64,7 +95,7 @@ const ByteSet& Matcher::set_at(Pos p) const {
 // for: ends of alternatives return to the parent, rule references open each
 // alternative (a reference last in its sequence is a tail call: the new
 // frame sits directly on the parent). Left recursion was refused by check().
-const std::vector<int32_t>& Matcher::expand(int32_t f) {
+const std::vector<int32_t>& Automaton::expand(int32_t f) {
   if (expanded_done_[static_cast<size_t>(f)]) return expanded_[static_cast<size_t>(f)];
   std::vector<int32_t> out;
   const Frame fr = frames_[static_cast<size_t>(f)];
@@ -91,7 +122,7 @@ const std::vector<int32_t>& Matcher::expand(int32_t f) {
   return expanded_[static_cast<size_t>(f)];
 }
 
-int32_t Matcher::state(std::vector<int32_t> stacks) {
+int32_t Automaton::state(std::vector<int32_t> stacks) {
   std::sort(stacks.begin(), stacks.end());
   stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
   if (stacks.empty()) return kDead;
@@ -113,14 +144,14 @@ int32_t Matcher::state(std::vector<int32_t> stacks) {
   return it->second;
 }
 
-int32_t Matcher::next(int32_t s, uint8_t byte) {
+int32_t Automaton::next(int32_t s, uint8_t byte) {
   if (!row_done_[static_cast<size_t>(s)]) fill_row(s);
   const int32_t t = trans_[static_cast<size_t>(s)][byte];
   return t != kUnknown ? t : step(s, byte);
 }
 
 // One transition, computed on its own (and kept); throws what state() throws.
-int32_t Matcher::step(int32_t s, uint8_t byte) {
+int32_t Automaton::step(int32_t s, uint8_t byte) {
   int32_t result = kDead;
   if (states_[static_cast<size_t>(s)].firsts.test(byte)) {
     std::vector<int32_t> to;
@@ -143,7 +174,7 @@ int32_t Matcher::step(int32_t s, uint8_t byte) {
 // string state's ~200 bytes are one group). A transition whose state cannot
 // be made (too many stacks or states) stays unknown, so that step() throws
 // only if that byte really comes, as it would have without this.
-void Matcher::fill_row(int32_t s) {
+void Automaton::fill_row(int32_t s) {
   row_done_[static_cast<size_t>(s)] = 1;
   const std::vector<int32_t> from = states_[static_cast<size_t>(s)].stacks;  // states_ may grow below
   const ByteSet firsts = states_[static_cast<size_t>(s)].firsts;
@@ -185,42 +216,44 @@ void Matcher::fill_row(int32_t s) {
 }
 
 bool Matcher::can_end() const {
-  const auto& st = states_[static_cast<size_t>(current_)].stacks;
-  return !st.empty() && st.front() == kBottom;
+  std::lock_guard lock(a_->mu_);
+  return a_->can_end(current_);
 }
 
 bool Matcher::done() const {
-  const auto& st = states_[static_cast<size_t>(current_)].stacks;
-  return st.size() == 1 && st.front() == kBottom;
+  std::lock_guard lock(a_->mu_);
+  return a_->done(current_);
 }
 
 bool Matcher::accept(std::string_view bytes) {
+  std::lock_guard lock(a_->mu_);
   int32_t s = current_;
   for (unsigned char c : bytes) {
-    s = next(s, c);
-    if (s == kDead) return false;
+    s = a_->next(s, c);
+    if (s == Automaton::kDead) return false;
   }
   current_ = s;
   return true;
 }
 
 bool Matcher::allows(std::string_view bytes) {
+  std::lock_guard lock(a_->mu_);
   int32_t s = current_;
   for (unsigned char c : bytes) {
-    s = next(s, c);
-    if (s == kDead) return false;
+    s = a_->next(s, c);
+    if (s == Automaton::kDead) return false;
   }
   return true;
 }
 
-void Matcher::walk(uint32_t node, int32_t s, std::vector<uint64_t>& mask) {
+void Automaton::walk(uint32_t node, int32_t s, std::vector<uint64_t>& mask) {
   const VocabTrie::Node& n = vocab_->nodes()[node];
   for (uint32_t k = 0; k < n.n_children; ++k) take_edge(n.first_child + k, s, mask);
 }
 
 // The tokens below trie edge e (its node's and its subtree's) that state s
 // allows.
-void Matcher::take_edge(uint32_t e, int32_t s, std::vector<uint64_t>& mask) {
+void Automaton::take_edge(uint32_t e, int32_t s, std::vector<uint64_t>& mask) {
   const VocabTrie::Edge& edge = vocab_->edges()[e];
   if (!states_[static_cast<size_t>(s)].firsts.test(edge.byte)) return;
   const int32_t to = next(s, edge.byte);
@@ -237,7 +270,7 @@ void Matcher::take_edge(uint32_t e, int32_t s, std::vector<uint64_t>& mask) {
 // (inside a string), the tokens made of those bytes come from the loop
 // index and only its exits are walked; elsewhere the whole trie is walked
 // (pruned by the bytes s takes).
-std::vector<uint64_t> Matcher::compute_mask(int32_t s) {
+std::vector<uint64_t> Automaton::compute_mask(int32_t s) {
   if (!row_done_[static_cast<size_t>(s)]) fill_row(s);
   ByteSet loop;
   for (int b = 0; b < 256; ++b)
@@ -255,15 +288,9 @@ std::vector<uint64_t> Matcher::compute_mask(int32_t s) {
 }
 
 const std::vector<uint64_t>& Matcher::allowed_tokens() {
-  for (auto it = masks_.begin(); it != masks_.end(); ++it) {
-    if (it->first == current_) {
-      masks_.splice(masks_.begin(), masks_, it);
-      return masks_.front().second;
-    }
-  }
-  masks_.emplace_front(current_, compute_mask(current_));
-  if (masks_.size() > kCacheEntries) masks_.pop_back();
-  return masks_.front().second;
+  std::lock_guard lock(a_->mu_);
+  mask_ = a_->mask(current_);
+  return mask_;
 }
 
 }  // namespace nexus::grammar
