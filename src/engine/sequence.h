@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -101,7 +102,7 @@ class Sequence : public SchedSeq {
   std::vector<float> penalized_;  // the logits logit_bias or a penalty edits (sample())
   Logprobs logprobs_;             // of the last sampled token, when the request asked
   std::unique_ptr<grammar::Matcher> grammar_;  // when the request has a grammar
-  std::vector<float> masked_;     // the logits with the grammar's mask applied
+  std::vector<std::pair<int32_t, float>> eog_kept_;  // apply_grammar(): EOG logits to restore
   StreamDecoder decoder_;
   StopMatcher stop_;
   Usage usage_;
