@@ -20,6 +20,7 @@
 #include "grammar/json_grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/loop_index.h"
+#include "grammar/token_set.h"
 #include "grammar/matcher.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -243,6 +244,46 @@ TEST(GrammarMasks, MatchersOfOneAutomatonKeepTheirOwnPlace) {
   }
   EXPECT_TRUE(x.can_end() && y.can_end());
   EXPECT_GT(shared->n_states(), 10u);
+}
+
+}  // namespace
+}  // namespace nexus::grammar
+
+namespace nexus::grammar {
+namespace {
+
+TEST(GrammarMasks, TokenSetsKeepTheSmallestFormAndGiveTheBitsBack) {
+  std::mt19937 rng(21);
+  for (int32_t n : {1, 63, 64, 65, 1000, 32000}) {
+    for (double density : {0.0, 0.001, 0.02, 0.5, 0.98, 0.999, 1.0}) {
+      std::vector<uint64_t> bits((static_cast<size_t>(n) + 63) / 64, 0);
+      size_t count = 0;
+      for (int32_t id = 0; id < n; ++id)
+        if (std::uniform_real_distribution<double>(0, 1)(rng) < density || density == 1.0) {
+          bits[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+          ++count;
+        }
+      const TokenSet set(bits, n);
+      std::vector<uint64_t> back = {42};  // overwritten whatever it held
+      set.to_bits(back);
+      EXPECT_EQ(back, bits) << n << " " << density;
+      const size_t as_bits = bits.size() * 8;
+      if (count * 4 < as_bits && count <= static_cast<size_t>(n) - count) {
+        EXPECT_EQ(set.form(), TokenSet::Form::Allowed) << n << " " << density;
+      } else if ((static_cast<size_t>(n) - count) * 4 < as_bits) {
+        EXPECT_EQ(set.form(), TokenSet::Form::Rejected) << n << " " << density;
+      } else {
+        EXPECT_EQ(set.form(), TokenSet::Form::Bits) << n << " " << density;
+      }
+    }
+  }
+  // The forms are all met on a 32k vocabulary.
+  std::vector<uint64_t> few(500, 0), most(500, ~uint64_t{0}), half(500, 0x5555555555555555ull);
+  few[3] = 1;
+  most[7] = 0;
+  EXPECT_EQ(TokenSet(few, 32000).form(), TokenSet::Form::Allowed);
+  EXPECT_EQ(TokenSet(most, 32000).form(), TokenSet::Form::Rejected);
+  EXPECT_EQ(TokenSet(half, 32000).form(), TokenSet::Form::Bits);
 }
 
 }  // namespace

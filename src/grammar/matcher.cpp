@@ -59,16 +59,19 @@ bool Automaton::done(int32_t s) const {
   return st.size() == 1 && st.front() == kBottom;
 }
 
-const std::vector<uint64_t>& Automaton::mask(int32_t s) {
-  if (auto it = masks_.find(s); it != masks_.end()) return it->second;
-  std::vector<uint64_t> m = compute_mask(s);
-  const size_t bytes = m.size() * sizeof(uint64_t);
-  if (mask_bytes_ + bytes > kMaskCacheBytes) {
+void Automaton::mask(int32_t s, std::vector<uint64_t>& out) {
+  if (auto it = masks_.find(s); it != masks_.end()) {
+    it->second.to_bits(out);
+    return;
+  }
+  out = compute_mask(s);
+  TokenSet kept(out, vocab_->n_vocab());
+  if (mask_bytes_ + kept.bytes() > kMaskCacheBytes) {
     masks_.clear();
     mask_bytes_ = 0;
   }
-  mask_bytes_ += bytes;
-  return masks_.emplace(s, std::move(m)).first->second;
+  mask_bytes_ += kept.bytes();
+  masks_.emplace(s, std::move(kept));
 }
 
 Matcher::Matcher(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTrie> vocab)
@@ -289,7 +292,7 @@ std::vector<uint64_t> Automaton::compute_mask(int32_t s) {
 
 const std::vector<uint64_t>& Matcher::allowed_tokens() {
   std::lock_guard lock(a_->mu_);
-  mask_ = a_->mask(current_);
+  a_->mask(current_, mask_);
   return mask_;
 }
 

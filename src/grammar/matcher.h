@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/token_set.h"
 #include "grammar/vocab_trie.h"
 
 namespace nexus::grammar {
@@ -51,8 +52,9 @@ constexpr size_t kMaxStates = 1 << 17;
 // frames and states, the transitions and the masks found so far. Matchers of
 // the same grammar share one (an engine keeps one per grammar text,
 // automaton_cache.h), so a request meets the states earlier requests
-// computed; every call takes its mutex. Masks are kept per state until they
-// total kMaskCacheBytes, then all are dropped and computed again as needed.
+// computed; every call takes its mutex. Masks are kept per state, each in
+// its smallest form (token_set.h), until they total kMaskCacheBytes, then
+// all are dropped and computed again as needed.
 class Automaton {
  public:
   static constexpr size_t kMaskCacheBytes = size_t{16} << 20;
@@ -91,7 +93,7 @@ class Automaton {
   void walk(uint32_t node, int32_t s, std::vector<uint64_t>& mask);
   void take_edge(uint32_t edge, int32_t s, std::vector<uint64_t>& mask);
   std::vector<uint64_t> compute_mask(int32_t s);
-  const std::vector<uint64_t>& mask(int32_t s);  // kept, or computed and kept
+  void mask(int32_t s, std::vector<uint64_t>& out);  // kept, or computed and kept
   bool can_end(int32_t s) const;
   bool done(int32_t s) const;
 
@@ -107,7 +109,7 @@ class Automaton {
   std::unordered_map<std::vector<int32_t>, int32_t, KeyHash> state_ids_;
   std::vector<std::array<int32_t, 256>> trans_;
   std::vector<char> row_done_;  // fill_row() ran for the state
-  std::unordered_map<int32_t, std::vector<uint64_t>> masks_;
+  std::unordered_map<int32_t, TokenSet> masks_;
   size_t mask_bytes_ = 0;
 };
 
