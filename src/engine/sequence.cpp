@@ -1,5 +1,6 @@
 #include "engine/sequence.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -31,11 +32,11 @@ void validate_request(const GenerationRequest& req, int32_t n_ctx, int32_t n_voc
 }
 
 Sequence::Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival,
-                   EngineMetrics* metrics, std::shared_ptr<const grammar::VocabTrie> vocab)
+                   EngineMetrics* metrics, std::shared_ptr<grammar::Automaton> grammar)
     : job_(std::move(job)), tok_(tok), metrics_(metrics), sampler_(job_.req.sampling, n_vocab), decoder_(tok), stop_(job_.req.stop.stop) {
   if (job_.req.grammar) {
-    if (!vocab) throw Error("engine: a grammar request needs the vocabulary trie");
-    grammar_ = std::make_unique<grammar::Matcher>(job_.req.grammar, std::move(vocab));
+    if (!grammar) throw Error("engine: a grammar request needs its automaton");
+    grammar_ = std::make_unique<grammar::Matcher>(std::move(grammar));
   }
   priority = job_.req.priority;
   this->arrival = arrival;
@@ -62,28 +63,45 @@ int32_t Sequence::sample(std::span<const float> logits) {
 
 // The logits with every token the grammar does not allow at -inf; an
 // end-of-generation token stays only where the output is a complete
-// sentence (and is all that stays once nothing else can follow).
+// sentence (and is all that stays once nothing else can follow). Done in
+// place: the row is this sequence's in this step's logits (BatchForward's
+// buffer, rows sampled in parallel are disjoint), and nothing reads it
+// after sample(); a copy of the row (128 KB for 32k tokens) per token was a
+// few percent of a small model's decode.
 std::span<const float> Sequence::apply_grammar(std::span<const float> logits) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::vector<uint64_t>& allowed = grammar_->allowed_tokens();
   const bool done = grammar_->done(), can_end = grammar_->can_end();
-  masked_.assign(logits.begin(), logits.end());
+  float* row = const_cast<float*>(logits.data());
+  const size_t n = logits.size();
+  eog_kept_.clear();
+  if (can_end)
+    for (int32_t id : tok_.eog_ids())
+      if (id >= 0 && static_cast<size_t>(id) < n) eog_kept_.emplace_back(id, row[id]);
   bool any = false;
-  for (size_t id = 0; id < masked_.size(); ++id) {
-    const bool ok = !done && id / 64 < allowed.size() && ((allowed[id / 64] >> (id % 64)) & 1) != 0;
-    if (!ok) masked_[id] = kNegInf;
-    any = any || ok;
-  }
-  if (can_end) {
-    for (int32_t id : tok_.eog_ids()) {
-      if (id >= 0 && static_cast<size_t>(id) < masked_.size()) {
-        masked_[static_cast<size_t>(id)] = logits[static_cast<size_t>(id)];
-        any = true;
-      }
+  // A word of the mask at a time: whole words (inside a string) stay, empty
+  // words fill, only mixed ones go bit by bit.
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const size_t lo = w * 64, hi = std::min(n, lo + 64);
+    const uint64_t bits = done || w >= allowed.size() ? 0 : allowed[w];
+    if (bits == ~uint64_t{0} && hi - lo == 64) {
+      any = true;
+      continue;
     }
+    if (bits == 0) {
+      std::fill(row + lo, row + hi, kNegInf);
+      continue;
+    }
+    any = true;
+    for (size_t id = lo; id < hi; ++id)
+      if (!((bits >> (id - lo)) & 1)) row[id] = kNegInf;
+  }
+  for (const auto& [id, v] : eog_kept_) {
+    row[id] = v;
+    any = true;
   }
   if (!any) throw Error("grammar: no token of the vocabulary can continue the output here");
-  return masked_;
+  return logits;
 }
 
 const std::string& Sequence::grammar_vocab_piece(int32_t id) const { return grammar_->vocab().piece(id); }

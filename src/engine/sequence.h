@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -46,10 +47,11 @@ class Sequence : public SchedSeq {
  public:
   // `job` must have passed validate_request. `metrics` (may be null) gets
   // every inter-token gap and the final event's record.
-  // `vocab` (the tokenizer's pieces as a trie) must be given when the
-  // request has a grammar.
+  // `grammar` (the automaton of the request's grammar over the tokenizer's
+  // pieces, maybe shared with other requests of the same grammar:
+  // grammar/automaton_cache.h) must be given when the request has a grammar.
   Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival, EngineMetrics* metrics,
-           std::shared_ptr<const grammar::VocabTrie> vocab = nullptr);
+           std::shared_ptr<grammar::Automaton> grammar = nullptr);
 
   bool cancelled() const { return job_.handle && job_.handle->cancelled(); }
   const std::shared_ptr<RequestHandle>& handle() const { return job_.handle; }
@@ -100,7 +102,7 @@ class Sequence : public SchedSeq {
   std::vector<float> penalized_;  // the logits logit_bias or a penalty edits (sample())
   Logprobs logprobs_;             // of the last sampled token, when the request asked
   std::unique_ptr<grammar::Matcher> grammar_;  // when the request has a grammar
-  std::vector<float> masked_;     // the logits with the grammar's mask applied
+  std::vector<std::pair<int32_t, float>> eog_kept_;  // apply_grammar(): EOG logits to restore
   StreamDecoder decoder_;
   StopMatcher stop_;
   Usage usage_;

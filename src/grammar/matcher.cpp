@@ -7,7 +7,9 @@
 namespace nexus::grammar {
 namespace {
 
-constexpr size_t kCacheEntries = 64;
+// A state looping on fewer bytes is walked whole (its loop index would save
+// little, and every distinct set takes a slot of the trie's cache).
+constexpr size_t kMinLoopBytes = 8;
 
 inline uint64_t make_pos(uint32_t rule, uint32_t alt, uint32_t idx) {
   return (static_cast<uint64_t>(rule) << 32) | (static_cast<uint64_t>(alt) << 16) | idx;
@@ -18,13 +20,13 @@ inline uint32_t idx_of(uint64_t p) { return static_cast<uint32_t>(p & 0xFFFF); }
 
 }  // namespace
 
-size_t Matcher::KeyHash::operator()(const std::vector<int32_t>& v) const {
+size_t Automaton::KeyHash::operator()(const std::vector<int32_t>& v) const {
   size_t h = v.size();
   for (int32_t x : v) h ^= static_cast<size_t>(x) * 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h;
 }
 
-Matcher::Matcher(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTrie> vocab)
+Automaton::Automaton(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTrie> vocab)
     : g_(std::move(g)), vocab_(std::move(vocab)) {
   for (const Rule& r : g_->rules) {
     if (r.alternatives.size() > 0xFFFF) throw Error("grammar: rule '" + r.name + "' has too many alternatives");
@@ -39,10 +41,45 @@ Matcher::Matcher(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTr
     const auto& e = expand(frame(make_pos(g_->root, a, 0), kBottom));
     start.insert(start.end(), e.begin(), e.end());
   }
-  current_ = state(std::move(start));
+  start_ = state(std::move(start));
 }
 
-int32_t Matcher::frame(Pos p, int32_t parent) {
+size_t Automaton::n_states() const {
+  std::lock_guard lock(mu_);
+  return states_.size();
+}
+
+bool Automaton::can_end(int32_t s) const {
+  const auto& st = states_[static_cast<size_t>(s)].stacks;
+  return !st.empty() && st.front() == kBottom;
+}
+
+bool Automaton::done(int32_t s) const {
+  const auto& st = states_[static_cast<size_t>(s)].stacks;
+  return st.size() == 1 && st.front() == kBottom;
+}
+
+void Automaton::mask(int32_t s, std::vector<uint64_t>& out) {
+  if (auto it = masks_.find(s); it != masks_.end()) {
+    it->second.to_bits(out);
+    return;
+  }
+  out = compute_mask(s);
+  TokenSet kept(out, vocab_->n_vocab());
+  if (mask_bytes_ + kept.bytes() > kMaskCacheBytes) {
+    masks_.clear();
+    mask_bytes_ = 0;
+  }
+  mask_bytes_ += kept.bytes();
+  masks_.emplace(s, std::move(kept));
+}
+
+Matcher::Matcher(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTrie> vocab)
+    : Matcher(std::make_shared<Automaton>(std::move(g), std::move(vocab))) {}
+
+Matcher::Matcher(std::shared_ptr<Automaton> shared) : a_(std::move(shared)), current_(a_->start_) {}
+
+int32_t Automaton::frame(Pos p, int32_t parent) {
   auto& by_parent = frame_ids_[p];
   auto [it, fresh] = by_parent.try_emplace(parent, static_cast<int32_t>(frames_.size()));
   if (fresh) {
@@ -53,7 +90,7 @@ int32_t Matcher::frame(Pos p, int32_t parent) {
   return it->second;
 }
 
-const ByteSet& Matcher::set_at(Pos p) const {
+const ByteSet& Automaton::set_at(Pos p) const {
   return g_->sets[g_->rules[rule_of(p)].alternatives[alt_of(p)][idx_of(p)].index];
 }
 
@@ -61,7 +98,7 @@ const ByteSet& Matcher::set_at(Pos p) const {
 // for: ends of alternatives return to the parent, rule references open each
 // alternative (a reference last in its sequence is a tail call: the new
 // frame sits directly on the parent). Left recursion was refused by check().
-const std::vector<int32_t>& Matcher::expand(int32_t f) {
+const std::vector<int32_t>& Automaton::expand(int32_t f) {
   if (expanded_done_[static_cast<size_t>(f)]) return expanded_[static_cast<size_t>(f)];
   std::vector<int32_t> out;
   const Frame fr = frames_[static_cast<size_t>(f)];
@@ -88,14 +125,15 @@ const std::vector<int32_t>& Matcher::expand(int32_t f) {
   return expanded_[static_cast<size_t>(f)];
 }
 
-int32_t Matcher::state(std::vector<int32_t> stacks) {
+int32_t Automaton::state(std::vector<int32_t> stacks) {
   std::sort(stacks.begin(), stacks.end());
   stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
   if (stacks.empty()) return kDead;
   if (stacks.size() > kMaxStacks) throw Error("grammar: too ambiguous to follow (more than 4096 parse stacks)");
+  if (auto found = state_ids_.find(stacks); found != state_ids_.end()) return found->second;
+  if (states_.size() >= kMaxStates) throw Error("grammar: the output visits too many grammar states");
   auto [it, fresh] = state_ids_.try_emplace(stacks, static_cast<int32_t>(states_.size()));
   if (fresh) {
-    if (states_.size() >= kMaxStates) throw Error("grammar: the output visits too many grammar states");
     State st;
     for (int32_t f : stacks)
       if (f != kBottom) st.firsts |= set_at(frames_[static_cast<size_t>(f)].pos);
@@ -104,13 +142,19 @@ int32_t Matcher::state(std::vector<int32_t> stacks) {
     std::array<int32_t, 256> t;
     t.fill(kUnknown);
     trans_.push_back(t);
+    row_done_.push_back(0);
   }
   return it->second;
 }
 
-int32_t Matcher::next(int32_t s, uint8_t byte) {
-  int32_t& t = trans_[static_cast<size_t>(s)][byte];
-  if (t != kUnknown) return t;
+int32_t Automaton::next(int32_t s, uint8_t byte) {
+  if (!row_done_[static_cast<size_t>(s)]) fill_row(s);
+  const int32_t t = trans_[static_cast<size_t>(s)][byte];
+  return t != kUnknown ? t : step(s, byte);
+}
+
+// One transition, computed on its own (and kept); throws what state() throws.
+int32_t Automaton::step(int32_t s, uint8_t byte) {
   int32_t result = kDead;
   if (states_[static_cast<size_t>(s)].firsts.test(byte)) {
     std::vector<int32_t> to;
@@ -124,58 +168,132 @@ int32_t Matcher::next(int32_t s, uint8_t byte) {
     }
     result = state(std::move(to));
   }
-  trans_[static_cast<size_t>(s)][byte] = result;  // (t may dangle: trans_ may have grown)
+  trans_[static_cast<size_t>(s)][byte] = result;
   return result;
 }
 
+// Every transition of s at once: bytes taken by the same stacks of s lead to
+// the same state, so each group of bytes costs one subset construction (a
+// string state's ~200 bytes are one group). A transition whose state cannot
+// be made (too many stacks or states) stays unknown, so that step() throws
+// only if that byte really comes, as it would have without this.
+void Automaton::fill_row(int32_t s) {
+  row_done_[static_cast<size_t>(s)] = 1;
+  const std::vector<int32_t> from = states_[static_cast<size_t>(s)].stacks;  // states_ may grow below
+  const ByteSet firsts = states_[static_cast<size_t>(s)].firsts;
+  std::vector<const ByteSet*> sets(from.size(), nullptr);
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != kBottom) sets[i] = &set_at(frames_[static_cast<size_t>(from[i])].pos);
+  std::vector<std::pair<std::vector<uint32_t>, int32_t>> groups;  // stacks taking a byte -> its state
+  std::vector<uint32_t> takers;
+  for (int b = 0; b < 256; ++b) {
+    int32_t& t = trans_[static_cast<size_t>(s)][static_cast<size_t>(b)];
+    if (t != kUnknown) continue;
+    if (!firsts.test(static_cast<size_t>(b))) {
+      t = kDead;
+      continue;
+    }
+    takers.clear();
+    for (uint32_t i = 0; i < sets.size(); ++i)
+      if (sets[i] && sets[i]->test(static_cast<size_t>(b))) takers.push_back(i);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == takers; });
+    if (g != groups.end()) {
+      trans_[static_cast<size_t>(s)][static_cast<size_t>(b)] = g->second;
+      continue;
+    }
+    int32_t result = kUnknown;
+    try {
+      std::vector<int32_t> to;
+      for (uint32_t i : takers) {
+        const Frame fr = frames_[static_cast<size_t>(from[i])];
+        const std::vector<int32_t> e = expand(frame(fr.pos + 1, fr.parent));  // a copy: expanded_ may grow
+        to.insert(to.end(), e.begin(), e.end());
+      }
+      result = state(std::move(to));
+    } catch (const Error&) {
+      // Left unknown: step() computes it again, and throws, if the byte comes.
+    }
+    trans_[static_cast<size_t>(s)][static_cast<size_t>(b)] = result;  // (trans_ may have grown: index again)
+    groups.emplace_back(takers, result);
+  }
+}
+
 bool Matcher::can_end() const {
-  const auto& st = states_[static_cast<size_t>(current_)].stacks;
-  return !st.empty() && st.front() == kBottom;
+  std::lock_guard lock(a_->mu_);
+  return a_->can_end(current_);
 }
 
 bool Matcher::done() const {
-  const auto& st = states_[static_cast<size_t>(current_)].stacks;
-  return st.size() == 1 && st.front() == kBottom;
+  std::lock_guard lock(a_->mu_);
+  return a_->done(current_);
 }
 
 bool Matcher::accept(std::string_view bytes) {
+  std::lock_guard lock(a_->mu_);
   int32_t s = current_;
   for (unsigned char c : bytes) {
-    s = next(s, c);
-    if (s == kDead) return false;
+    s = a_->next(s, c);
+    if (s == Automaton::kDead) return false;
   }
   current_ = s;
   return true;
 }
 
-void Matcher::walk(uint32_t node, int32_t s, std::vector<uint64_t>& mask) {
-  const VocabTrie::Node& n = vocab_->nodes()[node];
-  for (uint32_t k = 0; k < n.n_children; ++k) {
-    const VocabTrie::Edge& edge = vocab_->edges()[n.first_child + k];
-    if (!states_[static_cast<size_t>(s)].firsts.test(edge.byte)) continue;
-    const int32_t to = next(s, edge.byte);
-    if (to == kDead) continue;
-    const VocabTrie::Node& child = vocab_->nodes()[edge.node];
-    for (uint32_t t = 0; t < child.n_tokens; ++t) {
-      const int32_t id = vocab_->tokens()[child.first_token + t];
-      mask[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
-    }
-    if (child.n_children > 0) walk(edge.node, to, mask);
+bool Matcher::allows(std::string_view bytes) {
+  std::lock_guard lock(a_->mu_);
+  int32_t s = current_;
+  for (unsigned char c : bytes) {
+    s = a_->next(s, c);
+    if (s == Automaton::kDead) return false;
   }
+  return true;
 }
 
-const std::vector<uint64_t>& Matcher::allowed_tokens() {
-  for (auto it = masks_.begin(); it != masks_.end(); ++it) {
-    if (it->first == current_) {
-      masks_.splice(masks_.begin(), masks_, it);
-      return masks_.front().second;
+void Automaton::walk(uint32_t node, int32_t s, std::vector<uint64_t>& mask) {
+  const VocabTrie::Node& n = vocab_->nodes()[node];
+  for (uint32_t k = 0; k < n.n_children; ++k) take_edge(n.first_child + k, s, mask);
+}
+
+// The tokens below trie edge e (its node's and its subtree's) that state s
+// allows.
+void Automaton::take_edge(uint32_t e, int32_t s, std::vector<uint64_t>& mask) {
+  const VocabTrie::Edge& edge = vocab_->edges()[e];
+  if (!states_[static_cast<size_t>(s)].firsts.test(edge.byte)) return;
+  const int32_t to = next(s, edge.byte);
+  if (to == kDead) return;
+  const VocabTrie::Node& child = vocab_->nodes()[edge.node];
+  for (uint32_t t = 0; t < child.n_tokens; ++t) {
+    const int32_t id = vocab_->tokens()[child.first_token + t];
+    mask[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  }
+  if (child.n_children > 0) walk(edge.node, to, mask);
+}
+
+// The mask of state s, computed (not cached). Where s loops on enough bytes
+// (inside a string), the tokens made of those bytes come from the loop
+// index and only its exits are walked; elsewhere the whole trie is walked
+// (pruned by the bytes s takes).
+std::vector<uint64_t> Automaton::compute_mask(int32_t s) {
+  if (!row_done_[static_cast<size_t>(s)]) fill_row(s);
+  ByteSet loop;
+  for (int b = 0; b < 256; ++b)
+    if (trans_[static_cast<size_t>(s)][static_cast<size_t>(b)] == s) loop.set(static_cast<size_t>(b));
+  if (loop.count() >= kMinLoopBytes) {
+    if (const std::shared_ptr<const LoopIndex> index = vocab_->loop_index(loop)) {
+      std::vector<uint64_t> mask = index->inside;
+      for (uint32_t e : index->exits) take_edge(e, s, mask);
+      return mask;
     }
   }
   std::vector<uint64_t> mask((static_cast<size_t>(vocab_->n_vocab()) + 63) / 64, 0);
-  walk(0, current_, mask);
-  masks_.emplace_front(current_, std::move(mask));
-  if (masks_.size() > kCacheEntries) masks_.pop_back();
-  return masks_.front().second;
+  walk(0, s, mask);
+  return mask;
+}
+
+const std::vector<uint64_t>& Matcher::allowed_tokens() {
+  std::lock_guard lock(a_->mu_);
+  a_->mask(current_, mask_);
+  return mask_;
 }
 
 }  // namespace nexus::grammar

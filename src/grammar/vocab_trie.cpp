@@ -43,4 +43,19 @@ VocabTrie::VocabTrie(const std::vector<std::string>& pieces)
   }
 }
 
+std::shared_ptr<const LoopIndex> VocabTrie::loop_index(const ByteSet& loop) const {
+  std::lock_guard lock(loops_mu_);
+  for (const auto& [bytes, index] : loops_)
+    if (bytes == loop) return index;
+  if (loops_.size() >= kMaxLoopIndexes) return nullptr;
+  auto index = std::make_shared<const LoopIndex>(build_loop_index(*this, loop));
+  loops_.emplace_back(loop, index);
+  return index;
+}
+
+size_t VocabTrie::n_loop_indexes() const {
+  std::lock_guard lock(loops_mu_);
+  return loops_.size();
+}
+
 }  // namespace nexus::grammar
