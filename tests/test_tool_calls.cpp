@@ -12,6 +12,7 @@
 #include "grammar/gbnf.h"
 #include "grammar/matcher.h"
 #include "server/api_error.h"
+#include "server/chat_template.h"
 #include "server/openai_tools.h"
 #include "server/tool_calls/grammar.h"
 #include "server/tool_calls/parser.h"
@@ -263,6 +264,48 @@ TEST(ToolCallSyntax, DetectedFromRealTemplates) {
     ++seen;
   }
   EXPECT_EQ(seen, want.size());
+}
+
+// A round trip through the real templates: the calls parsed from an output
+// in the family's syntax, sent back as the assistant's turn with the tool's
+// result, render without the template objecting (Mistral's checks the ids:
+// 9 letters and digits), and the model sees its call and the result.
+TEST(ToolCallSyntax, ParsedCallsGoBackThroughRealTemplates) {
+  std::ifstream in(std::string(NEXUS_SOURCE_DIR) + "/tests/data/chat_template_cases.json");
+  ASSERT_TRUE(in);
+  const json cases = json::parse(in);
+  const std::map<std::string, std::string> outputs = {
+      {"qwen3", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
+      {"llama3_2", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"},
+      {"mistral_nemo", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]"}};
+  const auto tools = nlohmann::ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  size_t seen = 0;
+  for (const json& t : cases["templates"]) {
+    const auto it = outputs.find(t["name"]);
+    if (it == outputs.end()) continue;
+    ++seen;
+    const std::string src = t["source"];
+    auto setup = std::make_shared<ToolCallSetup>();
+    setup->parser.syntax = detect_syntax(src);
+    setup->parser.names = {"get_weather"};
+    ToolCallStream s(setup);
+    s.feed(it->second, 1);
+    s.finish();
+    const json m = s.message();
+    ASSERT_TRUE(m.contains("tool_calls")) << t["name"] << ": " << m;
+    ChatMessage user{"user", "Weather in Paris?", nullptr, "", ""};
+    ChatMessage assistant{"assistant", "", nlohmann::ordered_json::parse(m["tool_calls"].dump()), "", ""};
+    ChatMessage result{"tool", "21 C, sunny", nullptr, m["tool_calls"][0]["id"], "get_weather"};
+    ChatMessage again{"user", "Thanks. And tomorrow?", nullptr, "", ""};
+    const ChatTemplate tmpl(src, "gguf", t["bos_token"], t["eos_token"]);
+    std::string text;
+    ASSERT_NO_THROW(text = tmpl.render(std::vector<ChatMessage>{user, assistant, result, again}, tools)) << t["name"];
+    EXPECT_NE(text.find("Paris\""), std::string::npos) << t["name"] << ":\n" << text;
+    EXPECT_NE(text.find("21 C, sunny"), std::string::npos) << t["name"] << ":\n" << text;
+  }
+  EXPECT_EQ(seen, outputs.size());
 }
 
 ToolRequest request(const std::string& body) {
