@@ -234,8 +234,8 @@ TEST_F(ServerTools, BadToolsAre400NamingTheField) {
 // SentencePiece vocabulary, context 2048 so the tools' description fits).
 class ModelTools : public ::testing::Test {
  protected:
-  void start(server::ChatTemplate tmpl) {
-    const std::string path = shared_model_path("stories260K.gguf");
+  void start(server::ChatTemplate tmpl, const std::string& model = "stories260K.gguf") {
+    const std::string path = shared_model_path(model);
     if (!require_file(path)) {
       if (HasFailure()) return;
       GTEST_SKIP() << "missing shared file " << path << " (set CI=true to fail instead)";
@@ -260,22 +260,28 @@ class ModelTools : public ::testing::Test {
 
   // Forced calls for a few seeds: each call validates against its schema,
   // and the stream reassembles to the same calls.
-  void check_forced(const json& choice) {
+  // may_run_out: a model whose context is too short to always finish the
+  // call (the grammar lets it spend tokens on whitespace): a call cut by
+  // max_tokens is checked for its name and the stream only.
+  void check_forced(const json& choice, int max_tokens = 400, bool may_run_out = false) {
     for (int seed = 0; seed < 3; ++seed) {
       const json body = chat_body({{"tool_choice", choice}, {"parallel_tool_calls", false}, {"temperature", 1.0},
-                                   {"seed", seed}, {"max_tokens", 400}});
+                                   {"seed", seed}, {"max_tokens", max_tokens}});
       const HttpResponse r = post(body);
       ASSERT_EQ(r.status, 200) << r.body;
       const json j = json::parse(r.body);
       const json& m = j["choices"][0]["message"];
-      ASSERT_EQ(j["choices"][0]["finish_reason"], "tool_calls") << r.body;
+      const bool cut = may_run_out && j["choices"][0]["finish_reason"] == "length";
+      if (!cut) ASSERT_EQ(j["choices"][0]["finish_reason"], "tool_calls") << r.body;
       ASSERT_EQ(m["tool_calls"].size(), 1u) << r.body;
       const json& f = m["tool_calls"][0]["function"];
       const json args = json::parse(f["arguments"].get<std::string>(), nullptr, false);
       if (choice.is_object()) {
         EXPECT_EQ(f["name"], choice["function"]["name"]);
       }
-      if (f["name"] == "get_weather") {
+      if (cut) {
+        // Only the name and the stream can be checked.
+      } else if (f["name"] == "get_weather") {
         ASSERT_TRUE(args.is_object() && args.size() == 2) << f;
         ASSERT_TRUE(args["city"].is_string()) << f;
         EXPECT_LE(args["city"].get<std::string>().size(), 8u) << f;  // maxLength counts characters; the model writes ASCII here
@@ -291,7 +297,7 @@ class ModelTools : public ::testing::Test {
       ASSERT_EQ(s.status, 200);
       std::string finish;
       const json streamed = fold_stream(s.body, &finish);
-      EXPECT_EQ(finish, "tool_calls");
+      EXPECT_EQ(finish, j["choices"][0]["finish_reason"]);
       EXPECT_EQ(without_ids(streamed["tool_calls"]), without_ids(m["tool_calls"])) << s.body;
     }
   }
@@ -316,6 +322,21 @@ TEST_F(ModelTools, RequiredThroughAHermesTemplate) {
       "file", "", ""));
   if (IsSkipped() || HasFailure()) return;
   check_forced("required");
+}
+
+// A 32000-token vocabulary (TinyLLama-v0), whose tokens span several bytes
+// of the syntax ("{\"", "\":", ...): the grammar's masks and the parser's
+// cuts meet mid-token. Its context is 128 tokens, so the template names the
+// tools without their schemas.
+TEST_F(ModelTools, RequiredWithA32kVocabulary) {
+  start(server::ChatTemplate("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
+                             "{% if tools %} Tools: {{ tools | map(attribute='function') | map(attribute='name') | "
+                             "join(', ') }}, called with <tool_call>.{% endif %}<|assistant|>",
+                             "file", "", ""),
+        "TinyLLama-v0.F32.gguf");
+  if (IsSkipped() || HasFailure()) return;
+  check_forced({{"type", "function"}, {"function", {{"name", "get_time"}}}}, 90, true);
+  check_forced("required", 90, true);
 }
 
 }  // namespace
