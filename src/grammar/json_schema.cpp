@@ -55,11 +55,17 @@ std::string literal(const std::string& s) {
 
 class Compiler {
  public:
-  explicit Compiler(const json& root) : root_(root) {}
+  explicit Compiler(const json& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {}
 
   std::string run() {
     const std::string top = rule_for(root_, "#");
     return fmt::format("root ::= ws {}\n{}{}", top, rules_, kBase);
+  }
+  SchemaRules rules() {
+    SchemaRules out;
+    out.top = rule_for(root_, "#");
+    out.rules = rules_;
+    return out;
   }
 
  private:
@@ -69,7 +75,7 @@ class Compiler {
 
   // A new rule holding `body`; returns its name.
   std::string add(const std::string& body) {
-    const std::string name = fmt::format("s{}", n_++);
+    const std::string name = fmt::format("{}s{}", prefix_, n_++);
     rules_ += name + " ::= " + body + "\n";
     return name;
   }
@@ -89,7 +95,7 @@ class Compiler {
     if (ref == "#") target = &root_;
     if (!target) unsupported(where, fmt::format("'$ref' to '{}' is not supported (only #, #/$defs/NAME, #/definitions/NAME)", ref));
     // Named before it is compiled, so recursion refers to it.
-    const std::string name = fmt::format("s{}", n_++);
+    const std::string name = fmt::format("{}s{}", prefix_, n_++);
     refs_[ref] = name;
     const std::string body = body_for(*target, ref);
     rules_ += name + " ::= " + body + "\n";
@@ -301,6 +307,7 @@ class Compiler {
   }
 
   const json& root_;
+  std::string prefix_;
   std::string rules_;
   std::map<std::string, std::string> refs_;
   int n_ = 0;
@@ -309,6 +316,12 @@ class Compiler {
 }  // namespace
 
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return Compiler(schema).run(); }
+
+SchemaRules json_schema_rules(const nlohmann::ordered_json& schema, const std::string& prefix) {
+  return Compiler(schema, prefix).rules();
+}
+
+std::string_view json_schema_base_gbnf() { return kBase; }
 
 Grammar compile_json_schema(const nlohmann::ordered_json& schema) {
   const std::string text = json_schema_to_gbnf(schema);

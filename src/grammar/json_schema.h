@@ -24,6 +24,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -35,5 +36,18 @@ namespace nexus::grammar {
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
 
 Grammar compile_json_schema(const nlohmann::ordered_json& schema);
+
+// For grammars that embed schemas (tool calls, src/server/tool_calls):
+// the schema's rules, every name starting with `prefix` (GBNF name
+// characters), without `root` and without the shared base rules, which the
+// embedding grammar appends once (json_schema_base_gbnf(): ws, json-value,
+// json-string, ... date, time, uuid). `top` matches one value (trailing
+// whitespace included). Errors as compile_json_schema's compiler.
+struct SchemaRules {
+  std::string top;
+  std::string rules;
+};
+SchemaRules json_schema_rules(const nlohmann::ordered_json& schema, const std::string& prefix);
+std::string_view json_schema_base_gbnf();
 
 }  // namespace nexus::grammar

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/prompt_builder.h"
+#include "server/tool_calls/request.h"
 
 namespace nexus::server {
 
@@ -106,6 +107,7 @@ RouteResult ApiRouter::completion(Endpoint endpoint, std::string_view body) cons
     meta.id = make_response_id(endpoint);
     meta.created = unix_now();
     meta.logprobs = g.request.sampling.logprobs;
+    meta.tools = tool_calls::response_setup(req.tool_use, backend_);
     g.formatter = std::make_unique<CompletionFormatter>(std::move(meta));
     return g;
   } catch (const ApiError& e) {

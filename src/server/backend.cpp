@@ -34,6 +34,12 @@ bool EngineBackend::is_end_of_generation(int32_t token) const {
   return token >= 0 && token < tok.n_vocab() && tok.is_eog(token);
 }
 
+int32_t EngineBackend::control_token(std::string_view text) const {
+  const Tokenizer& tok = engine_.tokenizer();
+  const int32_t id = tok.find_token(text);
+  return id >= 0 && tok.token_to_piece(id, false).empty() ? id : -1;
+}
+
 std::shared_ptr<RequestHandle> EngineBackend::submit(GenerationRequest req, EventCallback on_event) {
   return engine_.submit(std::move(req), std::move(on_event));
 }

@@ -47,6 +47,10 @@ class Backend {
   // more than n tokens (realtime sessions refuse such input before
   // tokenizing it). The default, 256, suits test backends.
   virtual size_t max_token_bytes() const { return 256; }
+  // The id of the control token whose text is `text` (one the output's text
+  // leaves out, e.g. "[TOOL_CALLS]"), -1 when the vocabulary has none
+  // (the default).
+  virtual int32_t control_token(std::string_view text) const { return -1; }
   // Whether `token` ends a generation (EOS/EOT); false by default.
   virtual bool is_end_of_generation(int32_t token) const { return false; }
   // Engine::end_session: releases the KV a session keeps. No-op by default.
@@ -74,6 +78,7 @@ class EngineBackend final : public Backend {
   std::vector<int32_t> tokenize_continuation(std::string_view text, bool parse_special) const override;
   bool is_end_of_generation(int32_t token) const override;
   size_t max_token_bytes() const override { return max_token_bytes_; }
+  int32_t control_token(std::string_view text) const override;
   void end_session(uint64_t session) override { engine_.end_session(session); }
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event) override;
   std::string metrics_text() const override;  // the engine's EngineMetrics

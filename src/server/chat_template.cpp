@@ -41,7 +41,8 @@ ChatTemplate::ChatTemplate(std::string_view source, std::string origin, std::str
     : tmpl_(std::make_shared<const tmpl::Template>(source)),
       origin_(std::move(origin)),
       bos_(std::move(bos_token)),
-      eos_(std::move(eos_token)) {}
+      eos_(std::move(eos_token)),
+      source_(source) {}
 
 ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(const ChatTemplate&) = default;

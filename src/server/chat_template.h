@@ -73,6 +73,7 @@ class ChatTemplate {
   bool is_plain() const { return origin_ == "plain"; }
   const std::string& origin() const { return origin_; }  // "plain", "gguf", "file"
   const std::string& bos_token() const { return bos_; }
+  const std::string& source() const { return source_; }  // the Jinja text ("" for the plain fallback)
   bool parse_special() const { return !is_plain(); }
 
   // The prompt for `messages` (and `tools` when not null), ending with the
@@ -86,6 +87,7 @@ class ChatTemplate {
   std::shared_ptr<const tmpl::Template> tmpl_;
   std::string origin_ = "plain";
   std::string bos_, eos_;
+  std::string source_;
 };
 
 }  // namespace nexus::server

@@ -12,6 +12,7 @@
 #include "grammar/json_grammar.h"
 #include "grammar/json_schema.h"
 #include "server/api_error.h"
+#include "server/openai_tools.h"
 #include "util/error.h"
 
 namespace nexus::server {
@@ -431,7 +432,7 @@ void refuse_unsupported(const json& doc) {
     if (v.is_array() || v.is_object()) return !v.empty();
     return true;
   };
-  for (const char* name : {"tools", "functions", "echo", "suffix"})
+  for (const char* name : {"functions", "function_call", "echo", "suffix"})
     if (const json* v = field(doc, name); v && asks(*v)) throw refuse(name);
   if (const json* v = field(doc, "best_of"); v && !(v->is_number() && v->get<double>() == 1)) throw refuse("best_of");
 
@@ -474,6 +475,15 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
   parse_logprobs(doc, r);
   parse_logit_bias(doc, r);
   parse_grammar(doc, body, r);
+  if (endpoint == Endpoint::ChatCompletions) {
+    r.tool_use = parse_tools(doc, body, r.grammar != nullptr);
+    r.tools = r.tool_use.template_tools;
+  } else {
+    for (const char* name : {"tools", "tool_choice", "parallel_tool_calls"})
+      if (field(doc, name))
+        throw bad_request(fmt::format("Unsupported parameter: '{}' is a chat completions parameter.", name), name,
+                          "unsupported_parameter");
+  }
   parse_stop(doc, r);
   r.ignore_eos = get_bool(doc, "ignore_eos").value_or(false);
   r.priority = parse_priority(doc);

@@ -8,8 +8,9 @@
 //
 // Refused with 400 unsupported_parameter when they ask for something (true,
 // non-zero, non-empty; response_format other than {"type":"text"}; best_of
-// other than 1): tools, functions, echo, suffix, best_of. A client then learns it at once instead of
-// getting an answer without what it asked for.
+// other than 1): functions, function_call (the legacy form of tools), echo,
+// suffix, best_of; on /v1/completions tools, tool_choice, parallel_tool_calls.
+// A client then learns it at once instead of getting an answer without what it asked for.
 //
 // Accepted fields (null counts as absent; other unknown fields are ignored):
 //   model                 string; optional
@@ -41,6 +42,9 @@
 //                         against the vocabulary in prompt_builder)
 //   n                     1 only (400 otherwise)
 //   ignore_eos            bool (llama.cpp extension)
+//   tools, tool_choice, parallel_tool_calls
+//                         chat: openai_tools.h (function tools with JSON
+//                         schema parameters; auto, none, required, named)
 //   priority              "interactive" | "default" | "batch" | integer in
 //                         [-1000, 1000] (Nexus extension; higher runs first,
 //                         see engine/scheduler.h)
@@ -56,6 +60,7 @@
 #include "grammar/grammar.h"
 #include "sampling/sampling_params.h"
 #include "server/chat_template.h"
+#include "server/openai_tools.h"
 
 namespace nexus::server {
 
@@ -70,7 +75,8 @@ struct ApiRequest {
   bool prompt_is_tokens = false;
   // Chat completions.
   std::vector<ChatMessage> messages;
-  nlohmann::ordered_json tools;        // null: the template gets none (tools are refused above for now)
+  nlohmann::ordered_json tools;        // for the chat template; null: it gets none (no tools, or tool_choice none)
+  ToolRequest tool_use;                // tools, tool_choice, parallel_tool_calls (openai_tools.h)
   std::optional<int64_t> max_tokens;   // as given; may be <= 0 or huge (checked later)
   std::string max_tokens_param = "max_tokens";  // the field it came from, for errors
   SamplingParams sampling;

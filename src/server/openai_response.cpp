@@ -1,5 +1,6 @@
 #include "server/openai_response.h"
 
+#include <algorithm>
 #include <random>
 
 #include <fmt/format.h>
@@ -55,6 +56,22 @@ json chat_entry(const TokenLogprob& t) {
   return {{"token", t.piece}, {"logprob", t.logprob}, {"bytes", bytes_json(t.piece)}};
 }
 
+// Two deltas of one event as one (tool_calls/stream.h): contents joined,
+// entries of the same call joined.
+json merge_deltas(json a, const json& b) {
+  if (b.contains("content")) a["content"] = a.value("content", std::string()) + b["content"].get<std::string>();
+  if (!b.contains("tool_calls")) return a;
+  json& calls = a["tool_calls"];
+  if (!calls.is_array()) calls = json::array();
+  for (const json& e : b["tool_calls"]) {
+    auto same = std::find_if(calls.begin(), calls.end(), [&](const json& c) { return c["index"] == e["index"]; });
+    if (same == calls.end()) { calls.push_back(e); continue; }
+    auto& f = (*same)["function"];
+    f["arguments"] = f.value("arguments", std::string()) + e["function"]["arguments"].get<std::string>();
+  }
+  return a;
+}
+
 std::string error_payload(const GenerationEvent& ev) {
   return error_body(ApiError(500, "generation failed: " + ev.error, "", "", "server_error"));
 }
@@ -67,7 +84,9 @@ std::string make_response_id(Endpoint endpoint) {
                      static_cast<uint32_t>(rng()));
 }
 
-CompletionFormatter::CompletionFormatter(ResponseMeta meta) : meta_(std::move(meta)) {}
+CompletionFormatter::CompletionFormatter(ResponseMeta meta) : meta_(std::move(meta)) {
+  if (meta_.tools) tool_stream_ = std::make_unique<tool_calls::ToolCallStream>(meta_.tools);
+}
 
 json CompletionFormatter::take_logprobs() {
   if (meta_.logprobs < 0) return nullptr;
@@ -103,12 +122,12 @@ json CompletionFormatter::take_logprobs() {
 }
 
 std::string CompletionFormatter::chunk(const std::string& text, const char* finish_reason,
-                                       const GenerationEvent* last) {
+                                       const GenerationEvent* last, const json* delta) {
   const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
   json choice = {{"index", 0}, {"logprobs", take_logprobs()},
                  {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}};
   if (chat) {
-    choice["delta"] = finish_reason ? json::object() : json{{"content", text}};
+    choice["delta"] = finish_reason ? json::object() : delta ? *delta : json{{"content", text}};
   } else {
     choice["text"] = text;
   }
@@ -135,14 +154,30 @@ std::string CompletionFormatter::stream_preamble() const {
 std::string CompletionFormatter::on_event(const GenerationEvent& ev) {
   const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
   if (ev.logprob) pending_.push_back(*ev.logprob);
+  // With tools the text goes through the tool-call parser, streaming or not.
+  json delta;
+  if (tool_stream_) {
+    delta = tool_stream_->feed(ev.text, ev.token);
+    if (ev.done && ev.finish != FinishReason::Error) {
+      json last = tool_stream_->finish();
+      if (delta.is_null()) delta = std::move(last);
+      else if (!last.is_null()) delta = merge_deltas(std::move(delta), last);
+    }
+  }
+  const char* finish = ev.done ? finish_name(ev.finish) : nullptr;
+  if (tool_stream_ && tool_stream_->has_calls() && ev.finish == FinishReason::Stop) finish = "tool_calls";
   if (meta_.stream) {
     std::string out;
-    if (!ev.text.empty()) out += chunk(ev.text, nullptr, nullptr);
+    if (tool_stream_) {
+      if (!delta.is_null()) out += chunk("", nullptr, nullptr, &delta);
+    } else if (!ev.text.empty()) {
+      out += chunk(ev.text, nullptr, nullptr);
+    }
     if (!ev.done) return out;
     if (ev.finish == FinishReason::Error) {
       out += sse_event(error_payload(ev));
     } else {
-      out += chunk("", finish_name(ev.finish), &ev);
+      out += chunk("", finish, &ev);
       if (meta_.include_usage) {
         json u = {{"id", meta_.id},       {"object", chat ? "chat.completion.chunk" : "text_completion"},
                   {"created", meta_.created}, {"model", meta_.model},
@@ -160,8 +195,10 @@ std::string CompletionFormatter::on_event(const GenerationEvent& ev) {
     status_ = 500;
     return error_payload(ev);
   }
-  json choice = {{"index", 0}, {"logprobs", take_logprobs()}, {"finish_reason", finish_name(ev.finish)}};
-  if (chat) {
+  json choice = {{"index", 0}, {"logprobs", take_logprobs()}, {"finish_reason", finish}};
+  if (tool_stream_) {
+    choice["message"] = tool_stream_->message();
+  } else if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
   } else {
     choice["text"] = text_;

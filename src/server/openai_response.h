@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@
 
 #include "engine/engine.h"
 #include "server/openai_request.h"
+#include "server/tool_calls/stream.h"
 
 namespace nexus::server {
 
@@ -49,6 +51,9 @@ struct ResponseMeta {
   std::string id;        // "cmpl-…" / "chatcmpl-…" (make_response_id)
   int64_t created = 0;   // unix seconds
   int32_t logprobs = -1; // SamplingParams::logprobs of the request (-1: none)
+  // Chat with tools: the output is parsed for tool calls (tool_calls/stream.h
+  // gives the message, the deltas and finish_reason "tool_calls"); null: none.
+  std::shared_ptr<const tool_calls::ToolCallSetup> tools;
 };
 
 // A fresh id with the endpoint's prefix and 24 random hex digits.
@@ -70,7 +75,9 @@ class CompletionFormatter {
   const ResponseMeta& meta() const { return meta_; }
 
  private:
-  std::string chunk(const std::string& text, const char* finish_reason, const GenerationEvent* last);
+  // `delta` (chat, not the finish chunk): the delta object instead of {"content": text}.
+  std::string chunk(const std::string& text, const char* finish_reason, const GenerationEvent* last,
+                    const nlohmann::json* delta = nullptr);
   // The choice's "logprobs" value for the pending tokens (null when the
   // request asked none), which it then clears.
   nlohmann::json take_logprobs();
@@ -80,6 +87,7 @@ class CompletionFormatter {
   std::vector<TokenLogprob> pending_;  // logprobs not yet sent
   int64_t piece_offset_ = 0;           // completions' text_offset
   int status_ = 200;
+  std::unique_ptr<tool_calls::ToolCallStream> tool_stream_;  // when meta_.tools
 };
 
 }  // namespace nexus::server

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "server/tool_calls/grammar.h"
+#include "server/tool_calls/request.h"
 
 namespace nexus::server {
 
@@ -12,7 +14,8 @@ namespace {
 
 std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend) {
   if (req.endpoint == Endpoint::ChatCompletions) {
-    return tokenize_chat(backend, backend.chat_template().render(req.messages, req.tools));
+    const ChatTemplate& t = backend.chat_template();
+    return tokenize_chat(backend, t.render(tool_calls::prompt_messages(req.messages, req.tool_use, t), req.tools));
   }
   if (!req.prompt_is_tokens) return backend.tokenize(req.prompt, true);
   std::vector<int32_t> ids;
@@ -86,6 +89,8 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   g.stop.ignore_eos = req.ignore_eos;
   g.priority = req.priority;
   g.grammar = req.grammar;
+  if (req.tool_use.forced())
+    g.grammar = tool_calls::forced_grammar(req.tool_use, tool_calls::syntax_for(backend.chat_template()));
   return g;
 }
 

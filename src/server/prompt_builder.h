@@ -14,7 +14,9 @@
 // renders the messages (and tools) with the model's chat template
 // (chat_template.h), whose errors are ApiErrors (400 when the template
 // refuses the conversation, 500 when it fails), then tokenizes them with
-// tokenize_chat.
+// tokenize_chat. Tools: tool_calls/request.h (the conversation a template
+// without tool support gets) and tool_calls/grammar.h (tool_choice required
+// or named: the grammar that forces the call).
 #pragma once
 
 #include <cstdint>

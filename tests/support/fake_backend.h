@@ -5,6 +5,8 @@
 // one event per token on the fake's own thread, checking cancellation before
 // each step like the real Engine, then a final event (Length, or Cancelled).
 // A prompt containing the bytes "FAIL" ends with FinishReason::Error.
+// With `script` set, a generation emits its pieces instead (one event each,
+// at most max_tokens of them) and ends with Stop when the script ran out.
 // hold() makes the worker wait before starting the next generation (to fill
 // the queue); release() lets it go.
 #pragma once
@@ -17,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/backend.h"
 
@@ -95,6 +98,7 @@ class FakeBackend final : public server::Backend {
 
   server::ChatTemplate chat;  // the plain fallback unless a test sets one
   std::string piece;                         // when set, every token's text
+  std::vector<std::string> script;           // when set, the events' texts
   std::chrono::microseconds token_delay{0};  // per generated token
   std::atomic<int> started{0}, completed{0}, cancelled{0};
   std::atomic<int> last_prompt_tokens{0}, last_max_tokens{0};
@@ -141,6 +145,10 @@ class FakeBackend final : public server::Backend {
     }
     final.finish = FinishReason::Length;
     for (int32_t i = 0; i < job.req.stop.max_tokens; ++i) {
+      if (!script.empty() && static_cast<size_t>(i) >= script.size()) {
+        final.finish = FinishReason::Stop;
+        break;
+      }
       if (job.handle->cancelled() || stop_) {
         final.finish = FinishReason::Cancelled;
         break;
@@ -148,7 +156,7 @@ class FakeBackend final : public server::Backend {
       if (token_delay.count() > 0) std::this_thread::sleep_for(token_delay);
       GenerationEvent ev;
       ev.token = 2 + i % 256;
-      ev.text = piece.empty() ? "t" + std::to_string(i) + " " : piece;
+      ev.text = !script.empty() ? script[static_cast<size_t>(i)] : piece.empty() ? "t" + std::to_string(i) + " " : piece;
       final.usage.completion_tokens++;
       job.cb(ev);
     }

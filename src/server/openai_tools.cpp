@@ -1,0 +1,156 @@
+#include "server/openai_tools.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "grammar/json_schema.h"
+#include "server/api_error.h"
+#include "util/error.h"
+
+namespace nexus::server {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+const char* kind(const ojson& v) {
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+ApiError wrong_type(const std::string& name, const char* expected, const ojson& got) {
+  return bad_request(fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected, kind(got)),
+                     name, "invalid_type");
+}
+
+const ojson* member(const ojson& obj, const char* name) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+void refuse_unknown_keys(const ojson& obj, const std::string& where, std::initializer_list<const char*> known) {
+  for (const auto& [k, v] : obj.items()) {
+    if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; }))
+      throw bad_request(fmt::format("Unrecognized parameter: '{}.{}'.", where, printable(k)), where + "." + k,
+                        "unknown_parameter");
+  }
+}
+
+bool valid_name(const std::string& n) {
+  return !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+ToolDefinition parse_tool(const ojson& t, size_t i) {
+  const std::string where = fmt::format("tools[{}]", i);
+  if (!t.is_object()) throw wrong_type(where, "an object", t);
+  refuse_unknown_keys(t, where, {"type", "function"});
+  const ojson* type = member(t, "type");
+  if (!type || !type->is_string() || type->get<std::string>() != "function")
+    throw bad_request(fmt::format("Invalid '{}.type': only \"function\" tools are supported.", where), where + ".type",
+                      "invalid_value");
+  const ojson* f = member(t, "function");
+  if (!f) throw bad_request(fmt::format("Missing required parameter: '{}.function'.", where), where + ".function",
+                            "missing_required_parameter");
+  if (!f->is_object()) throw wrong_type(where + ".function", "an object", *f);
+  const std::string fw = where + ".function";
+  refuse_unknown_keys(*f, fw, {"name", "description", "parameters", "strict"});
+  ToolDefinition d;
+  const ojson* name = member(*f, "name");
+  if (!name) throw bad_request(fmt::format("Missing required parameter: '{}.name'.", fw), fw + ".name",
+                               "missing_required_parameter");
+  if (!name->is_string()) throw wrong_type(fw + ".name", "a string", *name);
+  d.name = name->get<std::string>();
+  if (!valid_name(d.name))
+    throw bad_request(fmt::format("Invalid '{}.name': '{}' does not match ^[a-zA-Z0-9_-]{{1,64}}$.", fw, printable(d.name)),
+                      fw + ".name", "invalid_value");
+  if (const ojson* desc = member(*f, "description")) {
+    if (!desc->is_string()) throw wrong_type(fw + ".description", "a string", *desc);
+    d.description = desc->get<std::string>();
+  }
+  if (const ojson* strict = member(*f, "strict"); strict && !strict->is_boolean())
+    throw wrong_type(fw + ".strict", "a boolean", *strict);
+  const ojson* params = member(*f, "parameters");
+  if (params && !params->is_object()) throw wrong_type(fw + ".parameters", "an object (a JSON schema)", *params);
+  d.parameters = params ? *params : ojson{{"type", "object"}, {"properties", ojson::object()}};
+  try {
+    (void)grammar::compile_json_schema(d.parameters);  // refused now, whatever tool_choice says
+  } catch (const Error& e) {
+    throw bad_request(fmt::format("Invalid '{}.parameters': {}", fw, printable(e.what())), fw + ".parameters",
+                      "invalid_value");
+  }
+  return d;
+}
+
+void parse_choice(const ojson& c, ToolRequest& r, bool has_grammar) {
+  if (c.is_string()) {
+    const std::string s = c.get<std::string>();
+    if (s == "auto") r.choice = ToolChoice::Auto;
+    else if (s == "none") r.choice = ToolChoice::None;
+    else if (s == "required") r.choice = ToolChoice::Required;
+    else
+      throw bad_request(fmt::format("Invalid 'tool_choice': '{}' is not one of none, auto, required, or an object "
+                                    "naming a function.", printable(s)),
+                        "tool_choice", "invalid_value");
+  } else if (c.is_object()) {
+    const ojson* type = member(c, "type");
+    const ojson* f = member(c, "function");
+    const ojson* name = f && f->is_object() ? member(*f, "name") : nullptr;
+    if (!type || !type->is_string() || type->get<std::string>() != "function" || !name || !name->is_string())
+      throw bad_request("Invalid 'tool_choice': expected {\"type\": \"function\", \"function\": {\"name\": ...}}.",
+                        "tool_choice", "invalid_value");
+    r.choice = ToolChoice::Named;
+    r.named = name->get<std::string>();
+  } else {
+    throw wrong_type("tool_choice", "a string or an object", c);
+  }
+  if ((r.choice == ToolChoice::Required || r.choice == ToolChoice::Named) && r.tools.empty())
+    throw bad_request("Invalid 'tool_choice': it requires 'tools' to call.", "tool_choice", "invalid_value");
+  if (r.choice == ToolChoice::Named &&
+      std::none_of(r.tools.begin(), r.tools.end(), [&](const ToolDefinition& d) { return d.name == r.named; }))
+    throw bad_request(fmt::format("Invalid 'tool_choice': no tool is named '{}'.", printable(r.named)), "tool_choice",
+                      "invalid_value");
+  if (r.forced() && has_grammar)
+    throw bad_request("Invalid 'tool_choice': a required or named tool choice cannot be combined with "
+                      "'response_format' or 'grammar'.", "tool_choice", "invalid_value");
+}
+
+}  // namespace
+
+ToolRequest parse_tools(const nlohmann::json& body, std::string_view raw, bool has_grammar) {
+  ToolRequest r;
+  const auto present = [&](const char* k) { return body.contains(k) && !body.at(k).is_null(); };
+  if (!present("tools") && !present("tool_choice") && !present("parallel_tool_calls")) return r;
+  const ojson doc = ojson::parse(raw);
+  if (const ojson* tools = member(doc, "tools")) {
+    if (!tools->is_array()) throw wrong_type("tools", "an array", *tools);
+    for (size_t i = 0; i < tools->size(); ++i) {
+      ToolDefinition d = parse_tool((*tools)[i], i);
+      for (const ToolDefinition& other : r.tools)
+        if (other.name == d.name)
+          throw bad_request(fmt::format("Invalid 'tools[{}].function.name': '{}' names two tools.", i, d.name),
+                            fmt::format("tools[{}].function.name", i), "invalid_value");
+      r.tools.push_back(std::move(d));
+    }
+    if (!r.tools.empty()) {
+      r.template_tools = *tools;
+      r.choice = ToolChoice::Auto;
+    }
+  }
+  if (const ojson* c = member(doc, "tool_choice")) parse_choice(*c, r, has_grammar);
+  if (const ojson* p = member(doc, "parallel_tool_calls")) {
+    if (!p->is_boolean()) throw wrong_type("parallel_tool_calls", "a boolean", *p);
+    r.parallel = p->get<bool>();
+  }
+  if (r.choice == ToolChoice::None) r.template_tools = nullptr;  // none: the model is not told about them
+  return r;
+}
+
+}  // namespace nexus::server
