@@ -49,7 +49,10 @@ TEST(GatewayFaults, KillNineOfOneReplicaMidRunLosesNoRequestSilently) {
   GatewayProcess gw(rs.ports, {"--ttft-timeout-ms", "5000", "--stream-idle-timeout-ms", "5000"});
   ASSERT_GT(gw.port, 0);
 
-  constexpr int kClients = 12, kPerClient = 30;
+  // At the kill at most kClients / 2 streams are in flight, all of which may sit on the dead replica
+  // and must end with an error event; 60 requests a client keep even that worst case (6 of 720)
+  // within the 99% success (30 a client failed it under ASan: 6 of 360).
+  constexpr int kClients = 12, kPerClient = 60;
   CallCounts streams, plain;
   std::atomic<int> done{0}, streams_started_then_failed{0};
   std::vector<std::thread> clients;

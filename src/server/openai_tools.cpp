@@ -35,7 +35,8 @@ const ojson* member(const ojson& obj, const char* name) {
 }
 
 void refuse_unknown_keys(const ojson& obj, const std::string& where, std::initializer_list<const char*> known) {
-  for (const auto& [k, v] : obj.items()) {
+  for (const auto& item : obj.items()) {
+    const std::string& k = item.key();
     if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; }))
       throw bad_request(fmt::format("Unrecognized parameter: '{}.{}'.", where, printable(k)), where + "." + k,
                         "unknown_parameter");
