@@ -17,6 +17,7 @@
 
 #include "server/http_session.h"
 #include "server/realtime_session.h"
+#include "server/stats_stream.h"
 #include "util/error.h"
 
 namespace nexus::server {
@@ -106,6 +107,7 @@ void HttpServer::start() {
   s.started = true;
   s.work.emplace(s.ioc.get_executor());
   net::post(s.acceptor.get_executor(), [&s] { s.do_accept(); });
+  s.ctx.stats->start(net::make_strand(s.ioc));
   const int n = std::max(1, s.ctx.opts.io_threads);
   for (int i = 0; i < n; ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
 }
@@ -127,6 +129,7 @@ void HttpServer::stop() {
     closed.set_value();
   });
   closed.get_future().wait();
+  s.ctx.stats->stop();  // its timer and streams
   std::vector<std::shared_ptr<HttpSession>> live;
   std::vector<std::shared_ptr<RealtimeSession>> live_realtime;
   {
@@ -162,6 +165,10 @@ void HttpServer::stop() {
 uint16_t HttpServer::port() const { return impl_->port; }
 const std::string& HttpServer::host() const { return impl_->host; }
 uint64_t HttpServer::connections_accepted() const { return impl_->ctx.connections_accepted.load(); }
+
+std::shared_ptr<StatsHub> ServerContext::make_stats_hub(Backend& backend) {
+  return std::make_shared<StatsHub>([&backend] { return backend.live_counters(); });
+}
 
 std::string ServerContext::server_metrics_text() const {
   return fmt::format(

@@ -41,6 +41,7 @@ namespace nexus::server {
 
 class HttpSession;
 class RealtimeSession;
+class StatsHub;
 
 // Whether engine threads may still post into the server's io_context.
 // HttpServer::stop() closes it before the io_context goes away; a post holds
@@ -58,15 +59,17 @@ struct PostGate {
 // State shared by the server and its sessions.
 struct ServerContext {
   ServerContext(Backend& backend, HttpServerOptions o)
-      : router(backend), opts(std::move(o)), cors(opts.cors_allow_origins) {
+      : router(backend), opts(std::move(o)), cors(opts.cors_allow_origins), stats(make_stats_hub(backend)) {
     router.set_server_metrics([this] { return server_metrics_text(); });
     router.set_draining_flag(&draining);
   }
+  static std::shared_ptr<StatsHub> make_stats_hub(Backend& backend);  // http_server.cpp
   // nexus_http_connections_accepted_total, nexus_http_accept_errors_total.
   std::string server_metrics_text() const;
   ApiRouter router;
   HttpServerOptions opts;
   CorsPolicy cors;
+  std::shared_ptr<StatsHub> stats;  // GET /v1/stats/stream (stats_stream.h)
   std::atomic<uint64_t> connections_accepted{0};
   std::atomic<uint64_t> accept_errors{0};  // accept() failures (EMFILE, ...), each followed by a wait
   std::atomic<uint64_t> requests_served{0};
@@ -113,6 +116,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_read_error(boost::beast::error_code ec);
   void handle_request();
   void upgrade_to_realtime();
+  void hand_to_stats_stream();  // GET /v1/stats/stream (stats_stream.h)
   void start_generation(PendingGeneration g);
   void send_reply(const HttpReply& r);
   void enqueue(std::string_view bytes);
