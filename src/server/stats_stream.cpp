@@ -28,6 +28,7 @@ StatsHub::StatsHub(Sampler sample, std::chrono::milliseconds interval)
 }
 
 void StatsHub::start(net::any_io_executor strand) {
+  strand_ = strand;
   timer_.emplace(strand);
   net::post(strand, [self = shared_from_this()] { self->tick(); });
 }
@@ -59,11 +60,11 @@ void StatsHub::stop() {
     if (stopped_) return;
     stopped_ = true;
   }
-  if (timer_) {  // started (set before any tick runs)
+  if (strand_) {  // started
     // The timer belongs to its strand: cancel it there.
     std::promise<void> cancelled;
     // Destroyed there too: the timer must not outlive the io_context.
-    net::post(timer_->get_executor(), [this, &cancelled] {
+    net::post(*strand_, [this, &cancelled] {
       timer_->cancel();
       timer_.reset();
       cancelled.set_value();

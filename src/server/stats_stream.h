@@ -58,6 +58,7 @@ class StatsHub : public std::enable_shared_from_this<StatsHub> {
   Sampler sample_;
   std::chrono::milliseconds interval_;
   LiveStatsWindow window_;                            // the strand only
+  std::optional<boost::asio::any_io_executor> strand_;  // set by start()
   std::optional<boost::asio::steady_timer> timer_;    // the strand only
   std::mutex mu_;
   std::condition_variable cv_;
