@@ -5,7 +5,8 @@
 // request_framing.h; answering "Expect: 100-continue"), then the body
 // (body_limit), asks dispatch_request (request_dispatch.h: HEAD, CORS, the
 // WebSocket handshake, the ApiRouter), and queues a reply (without its body
-// for HEAD), submits a generation, or hands the socket to a RealtimeSession.
+// for HEAD), submits a generation, or hands the socket to a RealtimeSession
+// (GET /v1/realtime) or a StatsStreamSession (GET /v1/stats/stream).
 //
 // Output goes through one byte queue with at most one async_write in flight;
 // whatever accumulates meanwhile leaves in the next write. Engine events reach
