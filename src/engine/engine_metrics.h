@@ -94,6 +94,13 @@ class EngineMetrics {
   // The Prometheus text exposition format 0.0.4.
   std::string render() const { return registry_.render(); }
 
+  // Read access for live views (server/live_stats.h), safe from any thread.
+  const metrics::Histogram& ttft() const { return ttft_; }
+  const metrics::Histogram& itl() const { return itl_; }
+  const metrics::Histogram& step() const { return step_; }
+  const metrics::Histogram& batch_tokens() const { return batch_tokens_; }
+  const metrics::Histogram& batch_sequences() const { return batch_sequences_; }
+
  private:
   metrics::Registry registry_;
   // Requests.

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "assets/web_assets.h"
 #include "server/prompt_builder.h"
 #include "server/tool_calls/request.h"
 
@@ -27,6 +28,19 @@ std::string_view strip_v1(std::string_view path) {
   return path.starts_with("/v1/") ? path.substr(3) : path;
 }
 
+// The web chat's files (assets/web_assets.h). The policy keeps every request
+// of the page on its own origin: no CDN, no third-party connection.
+HttpReply web_asset_reply(const WebAsset& a) {
+  return HttpReply{200,
+                   std::string(a.body),
+                   {{"Cache-Control", "no-cache"},
+                    {"X-Content-Type-Options", "nosniff"},
+                    {"Content-Security-Policy",
+                     "default-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                     "form-action 'none'; frame-ancestors 'none'"}},
+                   std::string(a.content_type)};
+}
+
 }  // namespace
 
 HttpReply error_reply(const ApiError& e) { return HttpReply{e.status, error_body(e), {}}; }
@@ -45,6 +59,7 @@ const char* ApiRouter::allowed_methods(std::string_view target) {
   if (p == "/completions" || p == "/chat/completions") return "POST";
   if (p == "/models" || p.starts_with("/models/") || path == "/health" || path == "/metrics" || path == "/load")
     return "GET, HEAD";
+  if (find_web_asset(path)) return "GET, HEAD";
   return nullptr;
 }
 
@@ -80,6 +95,7 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
                                          backend_.model_id() + "'.",
                                 "model", "model_not_found"));
   }
+  if (const WebAsset* asset = find_web_asset(path)) return web_asset_reply(*asset);
   if (path == "/health") return HttpReply{200, R"({"status":"ok"})", {}};
   if (path == "/load") {
     const LoadReport l = backend_.load();

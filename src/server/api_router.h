@@ -8,6 +8,7 @@
 //   GET  /metrics                 Prometheus text format 0.0.4 (docs/metrics.md)
 //   GET  /load                    {"running":…,"waiting":…,"kv_used_blocks":…,"kv_total_blocks":…,
 //                                  "kv_utilization":…,"draining":…} for a router (docs/metrics.md)
+//   GET  /, /dashboard, /ui/*     the web chat and live dashboard (assets/web_assets.h)
 // HEAD is answered wherever GET is, with the same reply (the session sends
 // its header only; RFC 9110 section 9.3.2).
 // Unknown path: 404 not_found_error; known path, other method: 405 with Allow.

@@ -51,4 +51,23 @@ LoadReport EngineBackend::load() const {
   return {st.running, st.waiting, st.kv_blocks_used, st.kv_blocks_total};
 }
 
+LiveCounters EngineBackend::live_counters() const {
+  const EngineMetrics& m = engine_.metrics();
+  const auto buckets = [](const metrics::Histogram& h) { return BucketCounts{h.bounds(), h.bucket_counts()}; };
+  LiveCounters c;
+  c.ttft_s = buckets(m.ttft());
+  c.itl_s = buckets(m.itl());
+  c.steps = m.step().count();
+  c.step_seconds = m.step().sum();
+  c.batch_sequences = m.batch_sequences().sum();
+  c.batch_tokens = m.batch_tokens().sum();
+  const EngineStats st = engine_.stats();
+  c.running = st.running;
+  c.waiting = st.waiting;
+  c.kv_used_blocks = st.kv_blocks_used;
+  c.kv_cached_blocks = st.kv_blocks_cached;
+  c.kv_total_blocks = st.kv_blocks_total;
+  return c;
+}
+
 }  // namespace nexus::server

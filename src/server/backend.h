@@ -15,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "server/chat_template.h"
+#include "server/live_stats.h"
 
 namespace nexus::server {
 
@@ -62,6 +63,10 @@ class Backend {
   virtual std::string metrics_text() const { return {}; }
   // GET /load: the engine's counters now (EngineStats); all zero by default.
   virtual LoadReport load() const { return {}; }
+  // GET /v1/stats/stream: the cumulative counters and gauges now
+  // (live_stats.h), read without waiting on the engine thread; called once a
+  // second on an I/O thread. All zero by default.
+  virtual LiveCounters live_counters() const { return {}; }
 };
 
 // Backend over a running Engine (which must outlive it). BOS follows the
@@ -83,6 +88,7 @@ class EngineBackend final : public Backend {
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event) override;
   std::string metrics_text() const override;  // the engine's EngineMetrics
   LoadReport load() const override;           // Engine::stats()
+  LiveCounters live_counters() const override;  // EngineMetrics + Engine::stats()
 
  private:
   Engine& engine_;

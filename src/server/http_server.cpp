@@ -19,6 +19,7 @@
 
 #include "server/http_session.h"
 #include "server/realtime_session.h"
+#include "server/stats_stream.h"
 #include "util/error.h"
 
 namespace nexus::server {
@@ -50,7 +51,8 @@ HttpServerOptions resolved(HttpServerOptions o) {
 }  // namespace
 
 ServerContext::ServerContext(Backend& backend, HttpServerOptions o)
-    : router(backend), opts(resolved(std::move(o))), cors(opts.cors_allow_origins), tokenizer(opts.tokenizer_threads) {
+    : router(backend), opts(resolved(std::move(o))), cors(opts.cors_allow_origins), tokenizer(opts.tokenizer_threads),
+      stats(make_stats_hub(backend)) {
   router.set_server_metrics([this] { return server_metrics_text(); });
   router.set_draining_flag(&draining);
 }
@@ -166,6 +168,7 @@ void HttpServer::start() {
   s.started = true;
   s.work.emplace(s.ioc.get_executor());
   net::post(s.acceptor.get_executor(), [&s] { s.do_accept(); });
+  s.ctx.stats->start(net::make_strand(s.ioc));
   const int n = std::max(1, s.ctx.opts.io_threads);
   for (int i = 0; i < n; ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
 }
@@ -187,6 +190,7 @@ void HttpServer::stop() {
     closed.set_value();
   });
   closed.get_future().wait();
+  s.ctx.stats->stop();  // its timer and streams
   std::vector<std::shared_ptr<HttpSession>> live;
   std::vector<std::shared_ptr<RealtimeSession>> live_realtime;
   {
@@ -224,6 +228,10 @@ void HttpServer::stop() {
 uint16_t HttpServer::port() const { return impl_->port; }
 const std::string& HttpServer::host() const { return impl_->host; }
 uint64_t HttpServer::connections_accepted() const { return impl_->ctx.connections_accepted.load(); }
+
+std::shared_ptr<StatsHub> ServerContext::make_stats_hub(Backend& backend) {
+  return std::make_shared<StatsHub>([&backend] { return backend.live_counters(); });
+}
 
 std::string ServerContext::server_metrics_text() const {
   return fmt::format(

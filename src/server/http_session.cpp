@@ -4,6 +4,7 @@
 #include "server/request_dispatch.h"
 #include "server/request_framing.h"
 #include "server/sse.h"
+#include "server/stats_stream.h"
 
 #include <boost/asio/post.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
@@ -290,6 +291,7 @@ void HttpSession::on_dispatched(Dispatch d) {
   head_ = d.head;
   cors_headers_ = std::move(d.cors);
   if (std::holds_alternative<UpgradeToRealtime>(d.action)) return upgrade_to_realtime();
+  if (std::holds_alternative<StreamStats>(d.action)) return hand_to_stats_stream();
   if (auto* reply = std::get_if<HttpReply>(&d.action)) return send_reply(*reply);
   start_generation(std::move(std::get<PendingGeneration>(d.action)));
 }
@@ -302,6 +304,15 @@ void HttpSession::upgrade_to_realtime() {
   closed_ = true;
   auto rt = std::make_shared<RealtimeSession>(stream_.release_socket(), ctx_);
   rt->start(parser_->release());
+}
+
+void HttpSession::hand_to_stats_stream() {
+  // As for an upgrade: the socket moves to a StatsStreamSession, this session ends.
+  log_request(200, " (stats stream)");
+  closed_ = true;
+  auto s = std::make_shared<StatsStreamSession>(stream_.release_socket(), ctx_.stats, ctx_.opts.max_pending_bytes,
+                                                std::move(cors_headers_), chunked_);
+  s->start();
 }
 
 void HttpSession::start_generation(PendingGeneration g) {

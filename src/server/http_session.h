@@ -9,7 +9,8 @@
 // on the TokenizerPool when the body has TokenizerPool::kOffThreadBytes or
 // more, so parsing, rendering and tokenizing it never holds an I/O thread --
 // and queues a reply (without its body for HEAD), submits a generation, or
-// hands the socket to a RealtimeSession.
+// hands the socket to a RealtimeSession (GET /v1/realtime) or a
+// StatsStreamSession (GET /v1/stats/stream).
 //
 // Output goes through one byte queue with at most one async_write in flight;
 // whatever accumulates meanwhile leaves in the next write. Engine events reach
@@ -47,6 +48,7 @@ namespace nexus::server {
 
 class HttpSession;
 class RealtimeSession;
+class StatsHub;
 
 // Whether engine threads may still post into the server's io_context.
 // HttpServer::stop() closes it before the io_context goes away; a post holds
@@ -74,6 +76,7 @@ bool gated_post(PostGate& gate, const Executor& ex, Fn fn) {
 // State shared by the server and its sessions.
 struct ServerContext {
   ServerContext(Backend& backend, HttpServerOptions o);
+  static std::shared_ptr<StatsHub> make_stats_hub(Backend& backend);  // http_server.cpp
   // nexus_http_connections_accepted_total, nexus_http_accept_errors_total,
   // nexus_http_connections_open, nexus_http_connections_refused_total.
   std::string server_metrics_text() const;
@@ -84,6 +87,7 @@ struct ServerContext {
   HttpServerOptions opts;  // max_connections resolved (> 0)
   CorsPolicy cors;
   TokenizerPool tokenizer;
+  std::shared_ptr<StatsHub> stats;  // GET /v1/stats/stream (stats_stream.h)
   std::atomic<uint64_t> connections_accepted{0};
   std::atomic<uint64_t> accept_errors{0};  // accept() failures (EMFILE, ...), each followed by a wait
   std::atomic<uint64_t> connections_refused{0};  // over max_connections
@@ -138,6 +142,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void handle_request();
   void on_dispatched(Dispatch d);
   void upgrade_to_realtime();
+  void hand_to_stats_stream();  // GET /v1/stats/stream (stats_stream.h)
   void start_generation(PendingGeneration g);
   void send_reply(const HttpReply& r);
   void enqueue(std::string_view bytes);

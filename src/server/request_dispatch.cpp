@@ -44,6 +44,11 @@ bool is_realtime_target(std::string_view target) {
   return path == "/v1/realtime" || path == "/realtime";
 }
 
+bool is_stats_stream_target(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  return path == "/v1/stats/stream" || path == "/stats/stream";
+}
+
 Dispatch dispatch_request(const http::request<http::string_body>& req, const ApiRouter& router,
                           const CorsPolicy& cors) {
   Dispatch d;
@@ -61,6 +66,13 @@ Dispatch dispatch_request(const http::request<http::string_body>& req, const Api
       d.action = ApiRouter::method_not_allowed(method, target.substr(0, target.find('?')),
                                                cors.enabled() ? "GET, OPTIONS" : "GET");
     }
+    return d;
+  }
+  if (is_stats_stream_target(target)) {
+    if (req.method() == http::verb::get) d.action = StreamStats{};
+    else if (options) d.action = options_reply(req, cors, "GET");
+    else d.action = ApiRouter::method_not_allowed(method, target.substr(0, target.find('?')),
+                                                  cors.enabled() ? "GET, OPTIONS" : "GET");
     return d;
   }
   if (options) {

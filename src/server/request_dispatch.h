@@ -14,6 +14,9 @@
 //   /v1/realtime, /realtime
 //             GET: the WebSocket handshake checks (websocket_handshake.h),
 //             then Upgrade; any other method 405 with Allow: GET.
+//   /v1/stats/stream, /stats/stream
+//             GET: the live stats SSE stream (stats_stream.h); any other
+//             method 405 with Allow: GET.
 //   the rest  ApiRouter::route.
 // Every response to a request from an allowed origin carries the CORS
 // response headers (`cors`), errors included.
@@ -30,9 +33,10 @@
 namespace nexus::server {
 
 struct UpgradeToRealtime {};
+struct StreamStats {};
 
 struct Dispatch {
-  std::variant<HttpReply, PendingGeneration, UpgradeToRealtime> action;
+  std::variant<HttpReply, PendingGeneration, UpgradeToRealtime, StreamStats> action;
   bool head = false;  // HEAD: send the reply's header only
   HeaderList cors;    // extra headers for every response to this request
 };
@@ -42,5 +46,7 @@ Dispatch dispatch_request(const boost::beast::http::request<boost::beast::http::
 
 // GET /v1/realtime (or /realtime), query string ignored.
 bool is_realtime_target(std::string_view target);
+// GET /v1/stats/stream (or /stats/stream), query string ignored.
+bool is_stats_stream_target(std::string_view target);
 
 }  // namespace nexus::server

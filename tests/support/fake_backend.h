@@ -71,6 +71,16 @@ class FakeBackend final : public server::Backend {
     return h;
   }
 
+  // What GET /v1/stats/stream samples (zeros unless a test sets them).
+  server::LiveCounters live_counters() const override {
+    std::lock_guard lock(mu_);
+    return live_;
+  }
+  void set_live_counters(server::LiveCounters c) {
+    std::lock_guard lock(mu_);
+    live_ = std::move(c);
+  }
+
   // A fixed exposition, for the GET /metrics routing tests.
   std::string metrics_text() const override { return kMetricsText; }
   static constexpr const char* kMetricsText =
@@ -172,6 +182,7 @@ class FakeBackend final : public server::Backend {
   std::deque<Job> queue_;
   GenerationRequest last_;
   std::vector<uint64_t> ended_sessions_;
+  server::LiveCounters live_;
   bool held_ = false;
   std::atomic<bool> stop_{false};
   std::thread worker_;
