@@ -41,6 +41,7 @@
 //                         against the vocabulary in prompt_builder)
 //   n                     1 only (400 otherwise)
 //   ignore_eos            bool (llama.cpp extension)
+//   prediction            {"type": "content", "content": ...} (server/openai_prediction.h)
 //   priority              "interactive" | "default" | "batch" | integer in
 //                         [-1000, 1000] (Nexus extension; higher runs first,
 //                         see engine/scheduler.h)
@@ -81,6 +82,7 @@ struct ApiRequest {
   int32_t priority = 0;                // kPriorityDefault
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
+  std::optional<std::string> prediction;  // Predicted Outputs' text (server/openai_prediction.h)
 };
 
 // Parses `body` (the raw HTTP body). Throws ApiError(400) on invalid UTF-8,

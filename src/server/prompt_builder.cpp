@@ -86,6 +86,7 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   g.stop.ignore_eos = req.ignore_eos;
   g.priority = req.priority;
   g.grammar = req.grammar;
+  if (req.prediction) g.prediction = backend.tokenize_continuation(*req.prediction, false);
   return g;
 }
 
