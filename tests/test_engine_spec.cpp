@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <thread>
 #include <random>
@@ -395,6 +396,84 @@ TEST(EngineSpec, SeededSamplingIsUnchanged) {
   EXPECT_EQ(tokens_of(got), want);
   expect_usage_matches(reqs, got);
   EXPECT_GT(idle_stats(e).spec_accepted_prediction + idle_stats(e).spec_accepted_ngram, 0);
+}
+
+// The distribution of a speculatively sampled token is the model's: at the
+// second output token (the first one a verify run samples; the first comes
+// from the prefill), conditioned on the first being t0, a chi-square
+// goodness-of-fit test of the draws against softmax(logits) at temperature
+// 1 (no filters), over the 8 likeliest tokens + the rest, at significance
+// 0.001. The draft there is the likeliest token, so draws are both accepted
+// and rejected. Seeds are fixed: the test is deterministic.
+TEST(EngineSpec, SampledTokensFollowTheModelsDistribution) {
+  LOAD_STORIES(m);
+  GenerationRequest base = greedy(m.tok->encode("Lily", true), 1);
+  const int32_t t0 = reference(m, {base})[0].tokens[0];
+  // The exact distribution after prompt + t0: logprobs of the top 20 (no filter, temperature 1).
+  GenerationRequest probe = base;
+  probe.prompt.push_back(t0);
+  probe.sampling.temperature = 1.0f;
+  probe.sampling.logprobs = kMaxTopLogprobs;
+  probe.sampling.seed = 1;
+  Engine pe(m.model, *m.tok, opts());
+  auto res = std::make_shared<Result>();
+  ASSERT_NE(pe.submit(probe, nexus::test::into(res)), nullptr);
+  ASSERT_TRUE(res->wait());
+  ASSERT_FALSE(res->events.empty());
+  ASSERT_TRUE(res->events[0].logprob.has_value());
+  const std::vector<TokenLogprob>& top = res->events[0].logprob->top;
+  ASSERT_GE(top.size(), 8u);
+  constexpr size_t kBins = 8;
+  std::vector<double> p(kBins + 1, 0.0);
+  double covered = 0;
+  for (size_t i = 0; i < kBins; ++i) covered += p[i] = std::exp(static_cast<double>(top[i].logprob));
+  p[kBins] = 1.0 - covered;
+  EXPECT_LT(p[0], 0.7) << "the position should have a broad distribution";
+
+  std::vector<GenerationRequest> reqs;
+  for (uint64_t seed = 1; seed <= 1500; ++seed) {
+    GenerationRequest r = base;
+    r.stop.max_tokens = 3;  // room for a one-token draft after the first token
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = seed;
+    r.prediction = {t0, top[0].id, top[0].id};
+    reqs.push_back(r);
+  }
+  EngineOptions o = opts();
+  o.max_seqs = 16;
+  Engine e(m.model, *m.tok, o);
+  std::vector<Outcome> got;
+  for (size_t i = 0; i < reqs.size(); i += 16) {
+    std::vector<GenerationRequest> chunk(reqs.begin() + static_cast<std::ptrdiff_t>(i),
+                                         reqs.begin() + static_cast<std::ptrdiff_t>(std::min(reqs.size(), i + 16)));
+    for (Outcome& x : run_all(e, chunk)) got.push_back(std::move(x));
+  }
+  std::vector<double> observed(kBins + 1, 0.0);
+  double n = 0;
+  for (const Outcome& x : got) {
+    if (x.tokens.size() < 2 || x.tokens[0] != t0) continue;
+    size_t bin = kBins;
+    for (size_t i = 0; i < kBins; ++i)
+      if (top[i].id == x.tokens[1]) bin = i;
+    observed[bin] += 1;
+    n += 1;
+  }
+  ASSERT_GT(n, 200) << "too few draws with the first token " << t0;
+  double chi2 = 0;
+  for (size_t i = 0; i <= kBins; ++i) {
+    const double expected = n * p[i];
+    ASSERT_GT(expected, 5) << "bin " << i << " is too small for the test";
+    chi2 += (observed[i] - expected) * (observed[i] - expected) / expected;
+  }
+  constexpr double kCritical = 26.12;  // chi-square, 8 degrees of freedom, p = 0.001
+  EXPECT_LT(chi2, kCritical) << "draws: " << n;
+  const EngineStats s = idle_stats(e);
+  EXPECT_GT(s.spec_verify_runs, 100);
+  EXPECT_GT(s.spec_accepted_prediction, 0);
+  EXPECT_LT(s.spec_accepted_prediction, s.spec_proposed_prediction);  // some rejected too
+  // And each seed draws what it draws without speculation.
+  std::vector<GenerationRequest> few(reqs.begin(), reqs.begin() + 24);
+  EXPECT_EQ(tokens_of(reference(m, few)), tokens_of(std::vector<Outcome>(got.begin(), got.begin() + 24)));
 }
 
 // A stop in the middle of an accepted draft ends the output exactly where a
