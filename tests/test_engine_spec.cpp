@@ -368,6 +368,11 @@ TEST_P(SpecOnModel, EightConcurrentWithChunkedPrefillAndPreemption) {
 
 INSTANTIATE_TEST_SUITE_P(F32Models, SpecOnModel, ::testing::Values("stories260K.gguf", "TinyLLama-v0.F32.gguf"),
                          [](const auto& info) { return info.index == 0 ? "stories260K" : "TinyLLamaV0"; });
+// The arch/ llama model, and gemma2 (its windowed layers' own KV pool:
+// truncation of rejected tokens in both tables).
+INSTANTIATE_TEST_SUITE_P(ArchModels, SpecOnModel,
+                         ::testing::Values("arch/llama-d256-F32.gguf", "arch/gemma2-d64-F32.gguf"),
+                         [](const auto& info) { return info.index == 0 ? "llama" : "gemma2"; });
 
 #define LOAD_STORIES(var)                               \
   NEXUS_REQUIRE_SHARED(var##_path, "stories260K.gguf"); \
