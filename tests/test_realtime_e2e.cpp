@@ -115,6 +115,27 @@ TEST_F(RealtimeE2E, TwoParallelSessionsMatchStatelessGreedy) {
   EXPECT_NE(ra.text, rb.text);
 }
 
+// Predicted Outputs per response: the text is the one without it; usage
+// counts the prediction; a prediction in the session settings is refused.
+TEST_F(RealtimeE2E, PredictionPerResponseLeavesTheTextAsIs) {
+  auto a = session();
+  auto b = session();
+  for (WsClient* c : {a.get(), b.get()}) c->send_json({{"type", "input.append"}, {"text", "Once upon a time"}});
+  a->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 24}, {"ignore_eos", true}}}});
+  const Response ra = read_response(*a);
+  EXPECT_FALSE(ra.done["response"]["usage"].contains("accepted_prediction_tokens"));
+  b->send_json({{"type", "response.create"},
+                {"response", {{"max_tokens", 24}, {"ignore_eos", true},
+                              {"prediction", {{"type", "content"}, {"content", ra.text}}}}}});
+  const Response rb = read_response(*b);
+  EXPECT_EQ(rb.text, ra.text);
+  EXPECT_EQ(rb.tokens, ra.tokens);
+  EXPECT_GT(rb.done["response"]["usage"]["accepted_prediction_tokens"].get<int>(), 0) << rb.done;
+  EXPECT_TRUE(rb.done["response"]["usage"].contains("rejected_prediction_tokens"));
+  a->send_json({{"type", "session.update"}, {"session", {{"prediction", {{"type", "content"}, {"content", "x"}}}}}});
+  EXPECT_EQ(a->recv_json()["error"]["code"], "invalid_event");
+}
+
 TEST_F(RealtimeE2E, CancelMidStream) {
   auto c = session({{"max_tokens", 1500}, {"ignore_eos", true}});
   c->send_json({{"type", "input.append"}, {"text", "Once upon a time"}});

@@ -57,6 +57,10 @@ struct ServeArgs {
   double drain_grace = 1;     // seconds
   int max_connections = 0;    // 0 = from RLIMIT_NOFILE
   double idle_timeout = 60, header_timeout = 30, body_timeout = 60;  // seconds
+  std::string spec = "off";   // speculative decoding proposer: off | ngram
+  int32_t spec_ngram = 3;
+  int32_t spec_k = 5;
+  int32_t spec_max_seqs = 4;
 };
 
 // Graceful shutdown after the first stop signal: new requests get 503 while
@@ -161,6 +165,10 @@ int serve(ServeArgs& a) {
   eopts.max_batch_tokens = a.max_batch_tokens;
   eopts.kv_memory = kv_memory;
   eopts.kv_type = *kv_type_from_name(a.kv_type);  // checked by the option
+  eopts.spec.proposer = a.spec == "ngram" ? SpecProposer::Ngram : SpecProposer::None;  // checked by the option
+  eopts.spec.ngram = a.spec_ngram;
+  eopts.spec.k = a.spec_k;
+  eopts.spec.max_seqs = a.spec_max_seqs;
   Engine engine(model, *tok, eopts);
   const std::string id = a.alias.empty() ? opened.id : a.alias;
   server::EngineBackend backend(engine, id, pick_chat_template(gguf, *tok, a));
@@ -263,6 +271,21 @@ std::function<int()> setup(CLI::App& sub) {
             return kv_type_from_name(t) ? "" : "'" + t + "' is not a KV type: use f16, f32 or q8_0";
           },
           ""));
+  sub.add_option("--spec", a->spec,
+                 "speculative decoding proposer: off, or ngram (prompt lookup); a request's \"prediction\" "
+                 "is always used")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "ngram"}));
+  sub.add_option("--spec-ngram", a->spec_ngram, "longest n-gram --spec ngram looks up (tokens)")
+      ->capture_default_str()
+      ->check(range(1, 64));
+  sub.add_option("--spec-k", a->spec_k, "most proposed tokens verified per sequence and step")
+      ->capture_default_str()
+      ->check(range(1, 64));
+  sub.add_option("--spec-max-seqs", a->spec_max_seqs,
+                 "no speculation in a step with more running sequences than this (0: never speculate)")
+      ->capture_default_str()
+      ->check(range(0, 4096));
   sub.add_option("--chat-template", a->chat_template,
                  "auto (the GGUF's tokenizer.chat_template, run as Jinja) or plain (the documented fallback)")
       ->capture_default_str()

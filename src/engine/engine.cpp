@@ -74,14 +74,19 @@ struct Engine::Impl {
         blocks(cache.n_blocks(), cache.block_size(), cache.n_swa_blocks(), cache.split() ? model.config().n_swa : 0),
         sched(blocks, o.max_seqs, o.max_batch_tokens),
         forward(model, cache, o.n_threads, std::min(ctx, cache.n_blocks() * cache.block_size())),
-        n_ctx(std::min(ctx, cache.n_blocks() * cache.block_size())) {
+        n_ctx(std::min(ctx, cache.n_blocks() * cache.block_size())),
+        spec(o.spec),
+        validate_kv(o.validate_kv) {
     sched.set_reclaim([this] { return release_oldest_session(); });
   }
 
   void loop();
   void accept(GenerationJob job);
   void reap_cancelled();
+  void check_kv();
+  void propose_drafts();
   void step();
+  void note_verified(DraftSource source, int32_t proposed, int32_t accepted);
   void retire(Sequence* s);
   void publish();
   void leave_queue(int32_t n);  // n requests stopped waiting for admission
@@ -101,12 +106,18 @@ struct Engine::Impl {
   Scheduler sched;
   BatchForward forward;
   const int32_t n_ctx;
+  const SpecOptions spec;
+  const bool validate_kv;
+  struct SpecStats {
+    int64_t proposed_prediction = 0, accepted_prediction = 0, proposed_ngram = 0, accepted_ngram = 0, verify_runs = 0;
+  } spec_stats;
   std::vector<std::unique_ptr<Sequence>> seqs;
   std::vector<SeqRun> runs;
   struct Sampled {  // a sequence whose run completed in this step
     Sequence* seq;
-    std::span<const float> logits;  // its row, [n_vocab]
-    int32_t id = -1;                // the sampled token
+    std::span<const float> logits;  // its rows, [n_draft + 1, n_vocab]
+    size_t run = 0;                 // its index in the plan's runs
+    std::vector<int32_t> ids;       // the tokens it emits: accepted draft tokens, then the next one
     std::string error;              // why sampling failed, or empty
   };
   std::vector<Sampled> sampled;
@@ -162,6 +173,7 @@ void Engine::Impl::loop() {
     for (GenerationJob& job : arrived) accept(std::move(job));
     reap_cancelled();
     if (!seqs.empty()) step();
+    if (validate_kv) check_kv();
     publish();
   }
   shutdown();
@@ -288,7 +300,34 @@ void Engine::Impl::retire(Sequence* s) {
   std::erase(live, handle);
 }
 
+void Engine::Impl::check_kv() {
+  try {
+    blocks.validate();
+  } catch (const std::exception& e) {
+    while (!seqs.empty()) {
+      Sequence* s = seqs.back().get();
+      s->fail(e.what());
+      retire(s);
+    }
+  }
+}
+
+// Speculative decoding: drafts for the running sequences that are about to
+// decode (engine.h SpecOptions); none in a step with many sequences.
+void Engine::Impl::propose_drafts() {
+  const bool busy = static_cast<int32_t>(sched.running().size()) > spec.max_seqs;
+  for (SchedSeq* r : sched.running()) {
+    auto* s = static_cast<Sequence*>(r);
+    if (busy) {
+      if (s->n_draft > 0) s->drop_draft();
+    } else {
+      s->propose(spec, n_ctx);
+    }
+  }
+}
+
 void Engine::Impl::step() {
+  propose_drafts();
   StepPlan plan = sched.plan();
   const Clock::time_point start = Clock::now();
   for (SchedSeq* s : plan.admitted) static_cast<Sequence*>(s)->on_admitted(start);
@@ -296,6 +335,7 @@ void Engine::Impl::step() {
   for (size_t i = 0; i < plan.preempted.size(); ++i) metrics.add_preemption();
   if (plan.runs.empty()) return;
   runs.clear();
+  bool verifies = false;
   for (const ScheduledRun& r : plan.runs) {
     SeqRun& run = runs.emplace_back();
     run.tokens = std::span<const int32_t>(r.seq->tokens.data() + r.n_past, static_cast<size_t>(r.n_tokens));
@@ -303,6 +343,8 @@ void Engine::Impl::step() {
     run.block_table = blocks.block_table(r.seq->kv);
     run.swa_block_table = blocks.swa_block_table(r.seq->kv);
     run.want_logits = r.completes;
+    run.all_logits = r.n_draft > 0;  // a verify run: the logits after each of its tokens
+    verifies = verifies || r.n_draft > 0;
   }
   std::span<const float> logits;
   try {
@@ -316,24 +358,37 @@ void Engine::Impl::step() {
     }
     return;
   }
-  sched.complete(plan);
   const Clock::time_point now = Clock::now();
-  metrics.observe_step(std::chrono::duration<double>(now - start).count(), plan.n_tokens,
-                       static_cast<int32_t>(plan.runs.size()));
+  const double step_s = std::chrono::duration<double>(now - start).count();
+  metrics.observe_step(step_s, plan.n_tokens, static_cast<int32_t>(plan.runs.size()));
+  if (verifies) metrics.observe_verify_step(step_s);
   sampled.clear();
   size_t row = 0;
-  for (const ScheduledRun& r : plan.runs) {
+  for (size_t i = 0; i < plan.runs.size(); ++i) {
+    const ScheduledRun& r = plan.runs[i];
     if (!r.completes) continue;
-    sampled.push_back(Sampled{static_cast<Sequence*>(r.seq), logits.subspan(row++ * static_cast<size_t>(n_vocab), n_vocab), -1, {}});
+    const size_t n_rows = r.n_draft > 0 ? static_cast<size_t>(r.n_tokens) : 1;
+    sampled.push_back(Sampled{static_cast<Sequence*>(r.seq),
+                              logits.subspan(row * static_cast<size_t>(n_vocab), n_rows * static_cast<size_t>(n_vocab)),
+                              i, {}, {}});
+    row += n_rows;
   }
   // Sampling touches only each sequence's own sampler, so rows are sampled
   // on the kernel threads (a 32000-logit top_p row costs tens of us); the
-  // events then go out in order on this thread.
+  // events then go out in order on this thread. A verify run's rows are
+  // sampled in order while each draw equals the draft token it follows
+  // (engine.h: the exact acceptance rule for a point-mass proposal).
   auto sample_rows = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       Sampled& x = sampled[static_cast<size_t>(i)];
+      const ScheduledRun& r = plan.runs[x.run];
+      const size_t base = static_cast<size_t>(r.n_past + r.n_tokens - r.n_draft);  // tokens before the draft
       try {
-        x.id = x.seq->sample(x.logits);
+        for (int32_t j = 0; j <= r.n_draft; ++j) {
+          const int32_t id = x.seq->sample(x.logits.subspan(static_cast<size_t>(j) * n_vocab, n_vocab), base + j);
+          x.ids.push_back(id);
+          if (j == r.n_draft || id != x.seq->tokens[base + static_cast<size_t>(j)]) break;
+        }
       } catch (const std::exception& e) {
         x.error = e.what();
       }
@@ -341,21 +396,63 @@ void Engine::Impl::step() {
   };
   if (sampled.size() > 1) forward.pool().parallel_for_stealing(static_cast<int64_t>(sampled.size()), 1, sample_rows);
   else sample_rows(0, static_cast<int64_t>(sampled.size()));
+  // Verify runs keep the K/V of their real token and the accepted draft
+  // tokens only: the rest is cut from the block table before commit, so the
+  // prefix cache never hashes a rejected token.
+  for (Sampled& x : sampled) {
+    ScheduledRun& r = plan.runs[x.run];
+    if (r.n_draft == 0) continue;
+    Sequence* s = x.seq;
+    const int32_t base = r.n_past + r.n_tokens - r.n_draft;
+    int32_t accepted = 0;
+    while (accepted < r.n_draft && accepted < static_cast<int32_t>(x.ids.size()) &&
+           x.ids[static_cast<size_t>(accepted)] == s->tokens[static_cast<size_t>(base + accepted)])
+      ++accepted;
+    note_verified(s->draft_source(), r.n_draft, accepted);
+    s->on_verified(r.n_draft, accepted);
+    const int32_t keep = base + accepted;
+    const int32_t kept = blocks.truncate(s->kv, keep);
+    if (kept != keep && x.error.empty())
+      x.error = "internal error: the KV of an accepted draft could not be kept";
+    r.n_tokens = std::max(0, kept - r.n_past);
+    // The real tokens end before the draft; on_token appends the accepted ones.
+    s->n_draft = 0;
+    s->tokens.resize(static_cast<size_t>(base));
+    r.n_draft = 0;
+  }
+  sched.complete(plan);
   for (Sampled& x : sampled) {
     bool done = true;
     if (!x.error.empty()) {
       x.seq->fail(x.error);
     } else {
       try {
-        done = x.seq->on_token(x.id, n_ctx, now);
+        for (int32_t id : x.ids)
+          if ((done = x.seq->on_token(id, n_ctx, now))) break;
       } catch (const std::exception& e) {
         x.seq->fail(e.what());
+        done = true;
       } catch (...) {
         x.seq->fail("unknown error during generation");
+        done = true;
       }
     }
     if (done) retire(x.seq);
   }
+}
+
+void Engine::Impl::note_verified(DraftSource source, int32_t proposed, int32_t accepted) {
+  ++spec_stats.verify_runs;
+  if (source == DraftSource::Prediction) {
+    spec_stats.proposed_prediction += proposed;
+    spec_stats.accepted_prediction += accepted;
+  } else {
+    spec_stats.proposed_ngram += proposed;
+    spec_stats.accepted_ngram += accepted;
+  }
+  metrics.observe_draft(source == DraftSource::Prediction ? EngineMetrics::kProposerPrediction
+                                                          : EngineMetrics::kProposerNgram,
+                        proposed, accepted);
 }
 
 void Engine::Impl::leave_queue(int32_t n) {
@@ -384,6 +481,11 @@ void Engine::Impl::publish() {
   stats.prefix_queried_tokens = blocks.stats().queried_tokens;
   stats.prefix_hit_tokens = blocks.stats().hit_tokens;
   stats.sessions_kept = static_cast<int32_t>(kept.size());
+  stats.spec_proposed_prediction = spec_stats.proposed_prediction;
+  stats.spec_accepted_prediction = spec_stats.accepted_prediction;
+  stats.spec_proposed_ngram = spec_stats.proposed_ngram;
+  stats.spec_accepted_ngram = spec_stats.accepted_ngram;
+  stats.spec_verify_runs = spec_stats.verify_runs;
   metrics.set_gauges({.running_sequences = stats.running,
                       .waiting_requests = stats.waiting,
                       .kv_blocks_total = stats.kv_blocks_total,
@@ -429,6 +531,8 @@ Engine::Engine(const LlamaModel& model, const Tokenizer& tokenizer, EngineOption
     throw Error("engine: context " + std::to_string(opts.n_ctx) + " is outside [1, " + std::to_string(train) +
                 "] (the model's training context)");
   const int32_t ctx = opts.n_ctx > 0 ? opts.n_ctx : train;
+  if (opts.spec.ngram < 1 || opts.spec.k < 1 || opts.spec.max_seqs < 0)
+    throw Error("engine: speculative decoding needs ngram >= 1, k >= 1 and max_seqs >= 0");
   impl_ = std::make_unique<Impl>(model, tokenizer, opts, ctx);
   if (impl_->n_ctx < 2)
     throw Error("engine: the KV pool holds only " + std::to_string(impl_->n_ctx) + " token(s); raise kv_memory");

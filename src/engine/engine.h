@@ -77,12 +77,22 @@ struct GenerationRequest {
   // keeps the output a prefix of a sentence of this grammar, and an
   // end-of-generation token is allowed only where a sentence is complete.
   std::shared_ptr<const grammar::Grammar> grammar;
+  // Predicted Outputs: token ids the output is expected to repeat for the
+  // most part (e.g. the file being edited); proposed for speculative
+  // decoding where they line up with the output (engine/spec/prediction.h
+  // gives the alignment rule), reported in Usage. Ids must be in the
+  // vocabulary. The output is the same with or without it.
+  std::vector<int32_t> prediction;
 };
 
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;  // prompt tokens found in the prefix cache (not prefilled)
+  // Requests with a prediction (engine/spec/prediction.h): its tokens the
+  // output matched, and the rest (accepted + rejected = prediction size).
+  int32_t accepted_prediction_tokens = 0;
+  int32_t rejected_prediction_tokens = 0;
 };
 
 struct Timings {
@@ -131,6 +141,34 @@ class RequestHandle {
   std::atomic<bool> cancelled_{false};
 };
 
+// Speculative decoding (Leviathan et al. 2023, Chen et al. 2023): proposed
+// tokens for a sequence are verified in the step's batched forward pass
+// alongside the other sequences' decode tokens and prefill chunks; the
+// longest proposed prefix the model itself would have produced is emitted
+// at once, plus the model's next token. Exact: every request's output is
+// token for token what it is without speculation (greedy and seeded
+// sampling alike: the proposals are point masses, so "draw from the model's
+// distribution and accept the proposal iff the draw equals it" is the
+// rejection rule min(1, p/q) with its residual p restricted to other
+// tokens, and it draws exactly the random numbers a plain run draws).
+// Requests with a grammar or logprobs never speculate.
+// Proposers: a request's `prediction` (always used when given) and, with
+// proposer = Ngram, prompt lookup over the sequence's own text.
+// Adaptive (measured per sequence): the draft length follows the acceptance
+// (grows by one after a fully accepted draft, shrinks to accepted + 1
+// otherwise), and a sequence whose drafts keep failing (two in a row with
+// none accepted) pauses speculation for 8, 16, 32, then 64 steps. A step
+// with more than max_seqs running sequences speculates for none of them
+// (batched decode already amortises the weights; verify tokens would then
+// only add work).
+enum class SpecProposer { None, Ngram };
+struct SpecOptions {
+  SpecProposer proposer = SpecProposer::None;
+  int32_t ngram = 3;    // longest n-gram looked up (tokens), >= 1
+  int32_t k = 5;        // most proposed tokens per sequence and step, >= 1
+  int32_t max_seqs = 4; // no speculation in a step with more running sequences
+};
+
 struct EngineOptions {
   int32_t n_threads = 0;          // worker threads for the kernels; 0 = hardware concurrency
   int32_t max_queue = 64;         // requests waiting for admission; submit() refuses more
@@ -142,6 +180,11 @@ struct EngineOptions {
                                   // windowed layers as engine/kv_pool_sizes.h says; 0 = enough for max_seqs full
                                   // contexts, at most a quarter of available RAM
   KvType kv_type = KvType::F16;   // element type of the KV cache
+  SpecOptions spec;               // speculative decoding (above)
+  // Tests: check the block manager's invariants (BlockManager::validate)
+  // after every step; a violation fails every running request with an
+  // error naming it. O(blocks) per step.
+  bool validate_kv = false;
 };
 
 // A snapshot of the engine's state, for tests, tools and metrics.
@@ -169,6 +212,13 @@ struct EngineStats {
   int64_t prefix_queried_tokens = 0;  // prompt tokens looked up in the prefix cache
   int64_t prefix_hit_tokens = 0;      // of those, found
   int32_t sessions_kept = 0;          // sessions whose KV is kept between requests
+  // Speculative decoding, cumulative: tokens proposed and, of those,
+  // accepted (by proposer: prediction, ngram), and verify runs.
+  int64_t spec_proposed_prediction = 0;
+  int64_t spec_accepted_prediction = 0;
+  int64_t spec_proposed_ngram = 0;
+  int64_t spec_accepted_ngram = 0;
+  int64_t spec_verify_runs = 0;
 };
 
 class Engine {

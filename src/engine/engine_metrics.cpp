@@ -22,6 +22,11 @@ std::array<metrics::IntCounter*, 4> register_requests(metrics::Registry& reg) {
   return out;
 }
 
+// One counter per proposer, indexed by EngineMetrics::kProposer*.
+std::array<metrics::IntCounter*, 2> register_spec(metrics::Registry& reg, const char* name, const char* help) {
+  return {&reg.int_counter(name, help, {{"proposer", "prediction"}}), &reg.int_counter(name, help, {{"proposer", "ngram"}})};
+}
+
 }  // namespace
 
 RequestRecord request_record(const GenerationEvent& ev, double e2e_s, int32_t cached_prompt_tokens) {
@@ -67,6 +72,16 @@ EngineMetrics::EngineMetrics()
                                            exponential_buckets(1, 2, 11))),
       preemptions_(registry_.int_counter("nexus_preemptions_total",
                                          "Running sequences preempted (KV blocks reclaimed, requeued).")),
+      spec_proposed_(register_spec(registry_, "nexus_spec_proposed_tokens_total",
+                                   "Speculative decoding: draft tokens verified, by proposer.")),
+      spec_accepted_(register_spec(registry_, "nexus_spec_accepted_tokens_total",
+                                   "Speculative decoding: draft tokens accepted (the model's own choice), by proposer.")),
+      spec_accepted_length_(registry_.histogram("nexus_spec_accepted_length",
+                                                "Speculative decoding: draft tokens accepted per verify run.",
+                                                {0, 1, 2, 3, 4, 6, 8, 12, 16})),
+      spec_verify_step_(registry_.histogram("nexus_spec_verify_step_seconds",
+                                            "Duration of engine steps that verified at least one draft, seconds.",
+                                            latency_buckets_seconds())),
       running_(registry_.gauge("nexus_running_sequences", "Sequences in the running batch.")),
       waiting_(registry_.gauge("nexus_waiting_requests", "Requests queued and not yet scheduled.")),
       kv_total_(registry_.gauge("nexus_kv_blocks_total", "KV cache blocks in the pool.")),
@@ -102,6 +117,15 @@ void EngineMetrics::observe_step(double seconds, int32_t batch_tokens, int32_t b
   batch_tokens_.observe(batch_tokens);
   batch_sequences_.observe(batch_sequences);
 }
+
+void EngineMetrics::observe_draft(int proposer, int32_t proposed, int32_t accepted) noexcept {
+  if (proposer < 0 || proposer >= static_cast<int>(spec_proposed_.size())) return;
+  spec_proposed_[static_cast<size_t>(proposer)]->inc(proposed);
+  spec_accepted_[static_cast<size_t>(proposer)]->inc(accepted);
+  spec_accepted_length_.observe(accepted);
+}
+
+void EngineMetrics::observe_verify_step(double seconds) noexcept { spec_verify_step_.observe(seconds); }
 
 void EngineMetrics::add_preemption() noexcept { preemptions_.inc(); }
 

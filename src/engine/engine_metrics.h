@@ -18,6 +18,12 @@
 //   whose K/V came from the cache), nexus_generation_tokens_total,
 //   nexus_preemptions_total, nexus_prefix_cache_queried_tokens_total,
 //   nexus_prefix_cache_hit_tokens_total (hit rate = rate(hit) / rate(queried))
+// Speculative decoding (engine.h SpecOptions):
+//   nexus_spec_proposed_tokens_total{proposer="prediction|ngram"}, draft
+//   tokens verified; nexus_spec_accepted_tokens_total{proposer=...}, of
+//   those, accepted; nexus_spec_accepted_length (histogram, buckets
+//   0, 1, 2, 3, 4, 6, 8, 12, 16: accepted tokens per verify run);
+//   nexus_spec_verify_step_seconds (histogram: steps that verified a draft)
 // Gauges:
 //   nexus_running_sequences, nexus_waiting_requests,
 //   nexus_kv_blocks{state="used|free|cached"}, nexus_kv_blocks_total,
@@ -85,6 +91,12 @@ class EngineMetrics {
   void observe_itl(double seconds) noexcept;
   // Each engine step: its duration, tokens evaluated and sequences batched.
   void observe_step(double seconds, int32_t batch_tokens, int32_t batch_sequences) noexcept;
+  // Speculative decoding: one verify run's draft of `proposed` tokens from
+  // `proposer` (kProposer*), of which `accepted` were accepted; the
+  // duration of a step that verified at least one draft.
+  static constexpr int kProposerPrediction = 0, kProposerNgram = 1;
+  void observe_draft(int proposer, int32_t proposed, int32_t accepted) noexcept;
+  void observe_verify_step(double seconds) noexcept;
   // A running sequence was preempted (its blocks taken back).
   void add_preemption() noexcept;
   // The current gauges; the cumulative prefix-cache counts become counters
@@ -117,6 +129,10 @@ class EngineMetrics {
   metrics::Histogram& batch_tokens_;
   metrics::Histogram& batch_sequences_;
   metrics::IntCounter& preemptions_;
+  // Speculative decoding, indexed by kProposer*.
+  std::array<metrics::IntCounter*, 2> spec_proposed_, spec_accepted_;
+  metrics::Histogram& spec_accepted_length_;
+  metrics::Histogram& spec_verify_step_;
   // State.
   metrics::Gauge& running_;
   metrics::Gauge& waiting_;

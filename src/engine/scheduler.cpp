@@ -94,6 +94,7 @@ bool Scheduler::make_room(SchedSeq* s, int32_t n, int32_t n_now, int64_t below, 
 }
 
 bool Scheduler::schedule_running(SchedSeq* s, int32_t& budget, StepPlan& plan) {
+  if (s->n_draft > 0 && (s->pending() > budget || !blocks_.can_append(s->kv, s->pending()))) s->drop_draft();
   const int32_t n = std::min(s->pending(), budget);
   if (!make_room(s, n, n, std::numeric_limits<int64_t>::max(), plan)) return false;
   push_run(s, n, budget, plan);
@@ -106,6 +107,7 @@ bool Scheduler::admit(SchedSeq* s, int32_t& budget, StepPlan& plan) {
     if (v == nullptr) return false;
     preempt(v, plan);
   }
+  if (s->n_draft > 0) s->drop_draft();  // drafts are for running sequences only
   int32_t matched = 0;
   const bool resumed = s->resume_kv != 0;
   if (resumed) {  // a kept session: its blocks hold the tokens' beginning
@@ -146,6 +148,7 @@ SchedSeq* Scheduler::victim(int64_t below) const {
 }
 
 void Scheduler::preempt(SchedSeq* v, StepPlan& plan) {
+  if (v->n_draft > 0) v->drop_draft();
   blocks_.release(v->kv);
   v->kv = 0;
   v->n_computed = 0;
@@ -162,8 +165,11 @@ void Scheduler::push_run(SchedSeq* s, int32_t n, int32_t& budget, StepPlan& plan
   const auto first = s->tokens.begin() + s->n_computed;
   if (!blocks_.append(s->kv, std::span<const int32_t>(&*first, static_cast<size_t>(n))))
     throw Error("scheduler: block allocation failed after the check");  // a bug, not load
-  plan.runs.push_back({s, s->n_computed, n, n == s->pending()});
-  if (n > 1 || s->n_computed == 0) plan.prefill_priority = std::max(plan.prefill_priority, s->priority);
+  const bool completes = n == s->pending();
+  const int32_t n_draft = completes ? s->n_draft : 0;  // schedule_running dropped a draft that does not fit
+  plan.runs.push_back({s, s->n_computed, n, completes, n_draft});
+  // A verify run (one real token + a draft) is a decode, not a prefill.
+  if (n - n_draft > 1 || s->n_computed == 0) plan.prefill_priority = std::max(plan.prefill_priority, s->priority);
   plan.n_tokens += n;
   budget -= n;
   s->last_step = step_;

@@ -20,6 +20,9 @@
 //     preemption: its blocks are released and it waits again; on resumption
 //     it re-prefills prompt + generated tokens, mostly from the prefix cache).
 //     That victim may be the sequence itself.
+//   - A running sequence's draft (SchedSeq::n_draft) rides along only when
+//     the budget and the free blocks take the whole run (no reclaim, no
+//     preemption for it); otherwise it is dropped for this step.
 //   - A waiting sequence is admitted when fewer than max_seqs run and the
 //     pool has blocks for ALL its pending tokens (after a prefix-cache
 //     match; the windowed layers' pool, for the chunk of this step only:
@@ -61,9 +64,19 @@ struct SchedSeq {
   int32_t n_computed = 0;      // tokens whose K/V are in the cache
   int32_t n_cached_first = -1; // prefix-cache hit at the first admission; -1 before it
   int32_t n_preempted = 0;
+  // Speculative decoding: the last n_draft tokens of `tokens` are proposals
+  // to verify in the next step (after the one pending real token). The
+  // scheduler drops them (drop_draft) when the step cannot take the whole
+  // run (budget, free blocks) or the sequence is preempted: a draft never
+  // splits into chunks and never costs anyone their blocks.
+  int32_t n_draft = 0;
 
   bool running() const { return kv != 0; }
   int32_t pending() const { return static_cast<int32_t>(tokens.size()) - n_computed; }
+  void drop_draft() {
+    tokens.resize(tokens.size() - static_cast<size_t>(n_draft));
+    n_draft = 0;
+  }
 };
 
 struct ScheduledRun {
@@ -71,6 +84,7 @@ struct ScheduledRun {
   int32_t n_past = 0;     // the run's tokens are tokens[n_past, n_past + n_tokens)
   int32_t n_tokens = 0;
   bool completes = false; // reaches the end of tokens: its logits choose the next token
+  int32_t n_draft = 0;    // of n_tokens, the last ones are proposals (then completes)
 };
 
 struct StepPlan {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/engine_metrics.h"
+#include "engine/spec/ngram.h"
 #include "util/error.h"
 
 namespace nexus {
@@ -29,6 +30,11 @@ void validate_request(const GenerationRequest& req, int32_t n_ctx, int32_t n_voc
   if (req.priority < kPriorityMin || req.priority > kPriorityMax)
     throw Error(fmt::format("priority must be in [{}, {}] (got {})", kPriorityMin, kPriorityMax, req.priority));
   Sampler::validate(req.sampling);
+  for (size_t i = 0; i < req.prediction.size(); ++i) {
+    const int32_t id = req.prediction[i];
+    if (id < 0 || id >= n_vocab)
+      throw Error(fmt::format("prediction token {} at position {} is outside the vocabulary [0, {})", id, i, n_vocab));
+  }
 }
 
 Sequence::Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uint64_t arrival,
@@ -43,6 +49,10 @@ Sequence::Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uin
   tokens = job_.req.prompt;
   tokens.reserve(tokens.size() + static_cast<size_t>(job_.req.stop.max_tokens) + 1);
   usage_.prompt_tokens = static_cast<int32_t>(job_.req.prompt.size());
+  if (!job_.req.prediction.empty()) {
+    prediction_.emplace(job_.req.prediction);
+    usage_.rejected_prediction_tokens = prediction_->rejected();
+  }
 }
 
 void Sequence::on_admitted(Clock::time_point now) {
@@ -51,14 +61,58 @@ void Sequence::on_admitted(Clock::time_point now) {
   usage_.cached_tokens = std::max(n_cached_first, 0);
 }
 
-int32_t Sequence::sample(std::span<const float> logits) {
+int32_t Sequence::sample(std::span<const float> logits, size_t n_history) {
   if (grammar_) logits = apply_grammar(logits);
-  const int32_t id = sampler_.sample(logits, tokens, penalized_);
+  const int32_t id =
+      sampler_.sample(logits, std::span<const int32_t>(tokens.data(), std::min(n_history, tokens.size())), penalized_);
   if (grammar_ && !tok_.is_eog(id) && !grammar_->accept(grammar_vocab_piece(id)))
     throw Error("grammar: the sampled token does not continue the grammar");  // the mask forbids it: a bug
   if (const int32_t k = job_.req.sampling.logprobs; k >= 0)
     logprobs_ = token_logprobs(sampler_.edits_logits() ? std::span<const float>(penalized_) : logits, id, k);
   return id;
+}
+
+bool Sequence::can_speculate() const { return !grammar_ && job_.req.sampling.logprobs < 0; }
+
+int32_t Sequence::propose(const SpecOptions& opts, int32_t n_ctx) {
+  if (n_draft != 0) return n_draft;  // not scheduled in the last step: still valid
+  draft_source_ = DraftSource::None;
+  if (pending() != 1 || !can_speculate()) return 0;
+  if (spec_pause_ > 0) {
+    --spec_pause_;
+    return 0;
+  }
+  spec_k_ = spec_k_ == 0 ? opts.k : std::min(spec_k_, opts.k);
+  // The verify run emits up to k + 1 tokens: all within max_tokens; every
+  // draft position below n_ctx.
+  const int64_t room = std::min<int64_t>(job_.req.stop.max_tokens - n_generated_ - 1,
+                                         static_cast<int64_t>(n_ctx) - static_cast<int64_t>(tokens.size()) - 1);
+  const int32_t k = static_cast<int32_t>(std::min<int64_t>({spec_k_, opts.k, room}));
+  if (k < 1) return 0;
+  if (prediction_ && prediction_->propose(k, proposal_) > 0) {
+    draft_source_ = DraftSource::Prediction;
+  } else if (opts.proposer == SpecProposer::Ngram && spec::ngram_propose(tokens, opts.ngram, k, proposal_) > 0) {
+    draft_source_ = DraftSource::Ngram;
+  } else {
+    return 0;
+  }
+  tokens.insert(tokens.end(), proposal_.begin(), proposal_.end());
+  n_draft = static_cast<int32_t>(proposal_.size());
+  return n_draft;
+}
+
+void Sequence::on_verified(int32_t proposed, int32_t accepted) {
+  if (proposed <= 0) return;
+  if (accepted == proposed) {
+    spec_k_ = spec_k_ + 1;  // propose() caps it at opts.k
+  } else {
+    spec_k_ = std::max(1, accepted + 1);
+  }
+  if (accepted > 0) {
+    spec_misses_ = 0;
+    return;
+  }
+  if (++spec_misses_ >= 2) spec_pause_ = 8 << std::min(spec_misses_ - 2, 3);
 }
 
 // The logits with every token the grammar does not allow at -inf; an
@@ -132,6 +186,12 @@ bool Sequence::on_token(int32_t id, int32_t n_ctx, Clock::time_point now) {
   last_token_ = now;
   usage_.completion_tokens = n_generated_;
   tokens.push_back(id);
+  if (prediction_) {
+    const size_t n_prompt = job_.req.prompt.size();
+    prediction_->on_token(std::span<const int32_t>(tokens.data() + n_prompt, tokens.size() - n_prompt));
+    usage_.accepted_prediction_tokens = prediction_->accepted();
+    usage_.rejected_prediction_tokens = prediction_->rejected();
+  }
   // Prompt + output never exceed n_ctx: `id` fills the last position. (The
   // test was n_computed >= n_ctx, "no slot to evaluate id", which let one
   // token more out than the context holds.)

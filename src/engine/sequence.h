@@ -21,6 +21,7 @@
 
 #include "engine/engine.h"
 #include "engine/scheduler.h"
+#include "engine/spec/prediction.h"
 #include "grammar/matcher.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
@@ -42,6 +43,9 @@ struct GenerationJob {
 
 // Throws nexus::Error describing the first problem with the request.
 void validate_request(const GenerationRequest& req, int32_t n_ctx, int32_t n_vocab);
+
+// Where a sequence's current draft came from.
+enum class DraftSource : uint8_t { None, Prediction, Ngram };
 
 class Sequence : public SchedSeq {
  public:
@@ -67,7 +71,24 @@ class Sequence : public SchedSeq {
   // so the engine samples several sequences on different threads at once.
   // Throws nexus::Error on a logits row of the wrong size, or when the
   // grammar allows no token of the vocabulary.
-  int32_t sample(std::span<const float> logits);
+  int32_t sample(std::span<const float> logits) { return sample(logits, tokens.size()); }
+  // The same with the penalties' history = tokens[0, n_history): the token
+  // after tokens[n_history - 1], for a verify run's rows.
+  int32_t sample(std::span<const float> logits, size_t n_history);
+
+  // Speculative decoding (engine.h SpecOptions). Whether this request may
+  // speculate at all (no grammar, no logprobs).
+  bool can_speculate() const;
+  // For a running sequence with one pending token and no draft: appends a
+  // draft of at most min(opts.k, the adaptive length) tokens to `tokens`
+  // (n_draft set) from the prediction, else from n-gram lookup when
+  // opts.proposer says so; never past max_tokens - 1 more tokens or
+  // position n_ctx - 1, none while paused. Returns n_draft.
+  int32_t propose(const SpecOptions& opts, int32_t n_ctx);
+  DraftSource draft_source() const { return draft_source_; }
+  // After a verify run of `proposed` draft tokens of which the first
+  // `accepted` were the model's own choice: adapts the draft length.
+  void on_verified(int32_t proposed, int32_t accepted);
 
   // Appends the sampled token `id` to tokens and delivers its event. n_ctx:
   // the context limit (tokens, prompt + output: the generation ends with
@@ -110,6 +131,12 @@ class Sequence : public SchedSeq {
   Clock::time_point admitted_, first_token_, last_token_;
   double last_itl_ = 0;
   int32_t n_generated_ = 0;
+  std::optional<spec::PredictionTracker> prediction_;
+  std::vector<int32_t> proposal_;  // propose()'s scratch
+  DraftSource draft_source_ = DraftSource::None;
+  int32_t spec_k_ = 0;        // adaptive draft length; 0 = not yet set (opts.k)
+  int32_t spec_misses_ = 0;   // verify runs in a row with nothing accepted
+  int32_t spec_pause_ = 0;    // steps left without proposals
   bool final_sent_ = false;
 };
 

@@ -13,6 +13,7 @@
 #include "grammar/json_schema.h"
 #include "server/api_error.h"
 #include "server/openai_tools.h"
+#include "server/openai_prediction.h"
 #include "util/error.h"
 
 namespace nexus::server {
@@ -487,6 +488,7 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
   parse_stop(doc, r);
   r.ignore_eos = get_bool(doc, "ignore_eos").value_or(false);
   r.priority = parse_priority(doc);
+  r.prediction = parse_prediction(doc);
   r.stream = get_bool(doc, "stream").value_or(false);
   if (const json* so = field(doc, "stream_options")) {
     if (!so->is_object()) throw type_error("stream_options", "an object", *so);

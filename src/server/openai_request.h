@@ -45,6 +45,7 @@
 //   tools, tool_choice, parallel_tool_calls
 //                         chat: openai_tools.h (function tools with JSON
 //                         schema parameters; auto, none, required, named)
+//   prediction            {"type": "content", "content": ...} (server/openai_prediction.h)
 //   priority              "interactive" | "default" | "batch" | integer in
 //                         [-1000, 1000] (Nexus extension; higher runs first,
 //                         see engine/scheduler.h)
@@ -87,6 +88,7 @@ struct ApiRequest {
   int32_t priority = 0;                // kPriorityDefault
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
+  std::optional<std::string> prediction;  // Predicted Outputs' text (server/openai_prediction.h)
 };
 
 // Parses `body` (the raw HTTP body). Throws ApiError(400) on invalid UTF-8,

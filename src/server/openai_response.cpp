@@ -28,10 +28,15 @@ const char* finish_name(FinishReason r) {
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json usage_json(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  json j = {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  // Only for a request with a (non-empty) prediction: engine/spec/prediction.h.
+  if (u.accepted_prediction_tokens + u.rejected_prediction_tokens > 0)
+    j["completion_tokens_details"] = {{"accepted_prediction_tokens", u.accepted_prediction_tokens},
+                                      {"rejected_prediction_tokens", u.rejected_prediction_tokens}};
+  return j;
 }
 
 json timings_json(const GenerationEvent& ev) {

@@ -137,6 +137,9 @@ ResolvedParams resolve_params(const json& session, const json& overrides, const 
         if (it->is_boolean()) out.return_tokens = it->get<bool>();
       } else if (k == "system") {
         if (layer == &overrides) throw EventError("invalid_event", "'system' is a session setting (session.update).");
+      } else if (k == "prediction") {  // Predicted Outputs: per response only
+        if (layer == &session) throw EventError("invalid_event", "'prediction' is per response (response.create).");
+        body[k] = *it;
       } else if (is_sampling_key(k)) {
         body[k] = *it;
       } else {
@@ -201,6 +204,10 @@ std::string response_done(const std::string& id, const GenerationEvent& ev, int3
          {"tokens_per_s", std::round(tps * 100) / 100},
          {"context_tokens", context_tokens}};
   if (ev.finish == FinishReason::Error) r["error"] = ev.error;
+  if (u.accepted_prediction_tokens + u.rejected_prediction_tokens > 0) {
+    r["usage"]["accepted_prediction_tokens"] = u.accepted_prediction_tokens;
+    r["usage"]["rejected_prediction_tokens"] = u.rejected_prediction_tokens;
+  }
   return json{{"type", "response.done"}, {"response", std::move(r)}}.dump(-1, ' ', false,
                                                                           json::error_handler_t::replace);
 }

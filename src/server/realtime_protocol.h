@@ -6,7 +6,9 @@
 //   session.update     {"session": {model?, system?, return_tokens?, <sampling>}}
 //   input.append       {"message": {"role": "user"|"system"|"tool", "content": str}}
 //                      or {"text": str}   (content and text non-empty)
-//   response.create    {"response": {<sampling>, return_tokens?}}   ("response" optional)
+//   response.create    {"response": {<sampling>, return_tokens?, prediction?}}   ("response" optional;
+//                      prediction: as over HTTP, server/openai_prediction.h; response.done's
+//                      usage then has accepted_prediction_tokens and rejected_prediction_tokens)
 //   response.cancel    {}
 //   response.redirect  input.append's fields + optional "response"
 //   session.close      {}

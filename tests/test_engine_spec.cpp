@@ -1,0 +1,579 @@
+// Speculative decoding (engine.h SpecOptions): the proposers alone, then the
+// engine on the real F32 models, where every output must equal the
+// non-speculative one token for token -- n-gram lookup, a prediction equal to
+// the true continuation, a mutated one and garbage; alone, 8 at once with
+// chunked prefill and with preemption; greedy and seeded sampling; stops in
+// the middle of an accepted draft. The block manager's invariants are checked
+// after every step (EngineOptions::validate_kv), no block stays used, the
+// prefix cache never serves a rejected token, and usage's prediction counts
+// equal the alignment rule (engine/spec/prediction.h) recomputed here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <thread>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/engine.h"
+#include "engine/spec/ngram.h"
+#include "engine/spec/prediction.h"
+#include "model/kv_cache.h"
+#include "model/llama_model.h"
+#include "support/event_collector.h"
+#include "support/loaded_model.h"
+#include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace nexus;
+
+namespace {
+
+using Loaded = nexus::test::LoadedModel;
+using Result = nexus::test::EventCollector;
+
+// ---- the proposers alone ----
+
+TEST(SpecNgram, ProposesWhatFollowedTheMostRecentLongestMatch) {
+  std::vector<int32_t> out;
+  // Last 3 = [4, 1, 2] occurs nowhere earlier; last 2 = [1, 2] at 0.
+  EXPECT_EQ(spec::ngram_propose(std::vector<int32_t>{1, 2, 3, 4, 1, 2}, 3, 3, out), 3);
+  EXPECT_EQ(out, (std::vector<int32_t>{3, 4, 1}));
+  // The most recent [1, 2] (at 3) wins over the one at 0.
+  EXPECT_EQ(spec::ngram_propose(std::vector<int32_t>{1, 2, 9, 1, 2, 7, 1, 2}, 2, 4, out), 3);
+  EXPECT_EQ(out, (std::vector<int32_t>{7, 1, 2}));
+  // A longer match beats a more recent shorter one: [5, 1, 2] at 0.
+  EXPECT_EQ(spec::ngram_propose(std::vector<int32_t>{5, 1, 2, 8, 1, 2, 6, 5, 1, 2}, 3, 2, out), 2);
+  EXPECT_EQ(out, (std::vector<int32_t>{8, 1}));
+  EXPECT_EQ(spec::ngram_propose(std::vector<int32_t>{1, 2, 3}, 3, 4, out), 0);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(spec::ngram_propose(std::vector<int32_t>{7, 7}, 3, 0, out), 0);
+}
+
+TEST(SpecPrediction, FollowsTheOutputAndRealignsAfterAnEdit) {
+  spec::PredictionTracker t({10, 11, 12, 13, 14, 15, 16});
+  std::vector<int32_t> out, proposal;
+  EXPECT_EQ(t.propose(3, proposal), 3);
+  EXPECT_EQ(proposal, (std::vector<int32_t>{10, 11, 12}));
+  auto emit = [&](int32_t id) {
+    out.push_back(id);
+    t.on_token(out);
+  };
+  emit(10);
+  emit(11);
+  EXPECT_EQ(t.accepted(), 2);
+  emit(99);  // replaces 12
+  EXPECT_FALSE(t.aligned());
+  EXPECT_EQ(t.propose(3, proposal), 0);
+  emit(13);
+  emit(14);
+  EXPECT_FALSE(t.aligned());  // [11, 99, 13], [99, 13, 14]: not in the prediction
+  emit(15);                   // [13, 14, 15] is: aligned at 16
+  EXPECT_TRUE(t.aligned());
+  EXPECT_EQ(t.accepted(), 5);
+  EXPECT_EQ(t.propose(3, proposal), 1);
+  EXPECT_EQ(proposal, (std::vector<int32_t>{16}));
+  emit(16);
+  EXPECT_EQ(t.accepted(), 6);
+  EXPECT_EQ(t.rejected(), 1);
+  emit(17);  // past the end
+  EXPECT_FALSE(t.aligned());
+  EXPECT_EQ(t.accepted(), 6);
+}
+
+// The alignment rule of engine/spec/prediction.h, written again from its
+// text: prediction tokens the output matched.
+int32_t reference_accepted(const std::vector<int32_t>& p, const std::vector<int32_t>& out) {
+  size_t pos = 0;
+  bool aligned = true;
+  int32_t accepted = 0;
+  for (size_t n = 1; n <= out.size(); ++n) {
+    if (aligned && pos < p.size() && p[pos] == out[n - 1]) {
+      ++pos;
+      ++accepted;
+      continue;
+    }
+    aligned = false;
+    const size_t m = std::min<size_t>(3, n);
+    for (size_t j = pos + m; j <= p.size(); ++j) {
+      const auto tail = out.begin() + static_cast<std::ptrdiff_t>(n - m);
+      if (std::equal(tail, tail + static_cast<std::ptrdiff_t>(m), p.begin() + static_cast<std::ptrdiff_t>(j - m))) {
+        pos = j;
+        accepted += static_cast<int32_t>(m);
+        aligned = true;
+        break;
+      }
+    }
+  }
+  return accepted;
+}
+
+// The block manager under verify runs: a real token and a draft appended,
+// the rejected tail truncated before commit, many times over. Invariants
+// hold at every step, the kept tokens are exactly the accepted ones, no
+// block stays used, and the prefix cache knows only accepted tokens.
+TEST(SpecBlocks, RejectedDraftsLeaveNoBlockAndNoHash) {
+  BlockManager bm(12, 4);
+  const BlockManager::SeqId s = bm.create();
+  std::vector<int32_t> kept;
+  std::vector<std::vector<int32_t>> rejected_runs;  // kept prefix + a rejected tail, for the lookups below
+  std::mt19937 rng(5);
+  for (int step = 0; step < 400 && kept.size() < 36; ++step) {
+    const int32_t k = static_cast<int32_t>(rng() % 6);
+    std::vector<int32_t> run(static_cast<size_t>(1 + k));
+    for (int32_t& t : run) t = static_cast<int32_t>(rng() % 50);
+    ASSERT_TRUE(bm.append(s, run));
+    const int32_t accepted = static_cast<int32_t>(rng() % static_cast<uint32_t>(k + 1));
+    const int32_t keep = static_cast<int32_t>(kept.size()) + 1 + accepted;
+    if (accepted < k) {
+      std::vector<int32_t> with = kept;
+      with.insert(with.end(), run.begin(), run.end());
+      rejected_runs.push_back(with);
+    }
+    ASSERT_EQ(bm.truncate(s, keep), keep);
+    kept.insert(kept.end(), run.begin(), run.begin() + 1 + accepted);
+    bm.commit(s);
+    bm.validate();
+  }
+  const std::span<const int32_t> have = bm.tokens(s);
+  EXPECT_EQ(std::vector<int32_t>(have.begin(), have.end()), kept);
+  bm.release(s);
+  bm.validate();
+  EXPECT_EQ(bm.n_used(), 0);
+  // Each kept prefix + its rejected tail: only blocks wholly inside the kept tokens match.
+  for (const std::vector<int32_t>& toks : rejected_runs) {
+    const BlockManager::SeqId t = bm.create();
+    const int32_t matched = bm.match_prefix(t, toks);
+    int32_t common = 0;
+    while (common < static_cast<int32_t>(toks.size()) && common < static_cast<int32_t>(kept.size()) &&
+           toks[static_cast<size_t>(common)] == kept[static_cast<size_t>(common)])
+      ++common;
+    EXPECT_LE(matched, common / 4 * 4);
+    bm.release(t);
+  }
+  bm.validate();
+}
+
+// ---- the engine ----
+
+GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.stop.max_tokens = max_tokens;
+  r.stop.ignore_eos = true;
+  return r;
+}
+
+EngineOptions opts(SpecProposer proposer = SpecProposer::None) {
+  EngineOptions o;
+  o.n_threads = 2;
+  o.n_ctx = 128;  // TinyLLama-v0 was trained on 128
+  o.validate_kv = true;
+  o.spec.proposer = proposer;
+  o.spec.max_seqs = 16;  // speculate however many run: the tests want verify runs in big batches
+  return o;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::string text;
+  GenerationEvent final_event;
+};
+
+std::vector<Outcome> run_all(Engine& e, const std::vector<GenerationRequest>& reqs) {
+  std::vector<std::shared_ptr<Result>> results;
+  for (const GenerationRequest& r : reqs) {
+    auto res = std::make_shared<Result>();
+    EXPECT_NE(e.submit(r, nexus::test::into(res)), nullptr);
+    results.push_back(res);
+  }
+  std::vector<Outcome> out;
+  for (auto& r : results) {
+    EXPECT_TRUE(r->wait()) << "a request never finished";
+    EXPECT_EQ(r->finals, 1);
+    EXPECT_NE(r->final_event.finish, FinishReason::Error) << r->final_event.error;
+    out.push_back({r->tokens, r->text, r->final_event});
+  }
+  return out;
+}
+
+// Stats are published after each step, the final events go out inside it:
+// waits (bounded, for hangs only) until the engine has published an idle state.
+EngineStats idle_stats(const Engine& e) {
+  for (int i = 0; i < 2000; ++i) {
+    const EngineStats s = e.stats();
+    if (s.running == 0 && s.waiting == 0) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return e.stats();
+}
+
+std::vector<std::vector<int32_t>> tokens_of(const std::vector<Outcome>& v) {
+  std::vector<std::vector<int32_t>> out;
+  for (const Outcome& o : v) out.push_back(o.tokens);
+  return out;
+}
+
+// Each request alone on an engine without speculation (and no prediction).
+std::vector<Outcome> reference(const Loaded& m, std::vector<GenerationRequest> reqs) {
+  std::vector<Outcome> out;
+  for (GenerationRequest& r : reqs) {
+    r.prediction.clear();
+    EngineOptions o = opts();
+    o.max_seqs = 1;
+    Engine e(m.model, *m.tok, o);
+    out.push_back(run_all(e, {r})[0]);
+  }
+  return out;
+}
+
+// Prompts: two that repeat themselves (n-gram lookup finds them), two that
+// do not, of different lengths.
+std::vector<GenerationRequest> base_requests(const Tokenizer& tok) {
+  const std::string story = "Once upon a time, there was a little girl named Lily. She loved to play in the park. ";
+  std::vector<GenerationRequest> reqs;
+  reqs.push_back(greedy(tok.encode(story + story + "Once upon a time", true), 40));
+  reqs.push_back(greedy(tok.encode("Lily and Max", true), 36));
+  reqs.push_back(greedy(tok.encode(story + "One day, " + story + "One", true), 44));
+  reqs.push_back(greedy(tok.encode("The sky was blue and the sun was hot.", true), 30));
+  return reqs;
+}
+
+// Every 7th token changed, one dropped and two inserted: the shape of an edit.
+std::vector<int32_t> mutated(std::vector<int32_t> p, int32_t n_vocab) {
+  for (size_t i = 3; i < p.size(); i += 7) p[i] = (p[i] + 17) % n_vocab;
+  if (p.size() > 20) {
+    p.erase(p.begin() + 12);
+    p.insert(p.begin() + 18, {5, 6});
+  }
+  return p;
+}
+
+std::vector<int32_t> garbage(size_t n, int32_t n_vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> p(n);
+  for (int32_t& id : p) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(n_vocab));
+  return p;
+}
+
+void expect_usage_matches(const std::vector<GenerationRequest>& reqs, const std::vector<Outcome>& got) {
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Usage& u = got[i].final_event.usage;
+    const int32_t want = reference_accepted(reqs[i].prediction, got[i].tokens);
+    EXPECT_EQ(u.accepted_prediction_tokens, want) << "request " << i;
+    EXPECT_EQ(u.rejected_prediction_tokens, static_cast<int32_t>(reqs[i].prediction.size()) - want) << "request " << i;
+  }
+}
+
+class SpecOnModel : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SpecOnModel, GreedyOutputIsUnchangedByEveryProposer) {
+  NEXUS_REQUIRE_SHARED(path, GetParam());
+  Loaded& m = nexus::test::loaded_model(path);
+  const int32_t n_vocab = m.model.config().n_vocab;
+  const std::vector<GenerationRequest> base = base_requests(*m.tok);
+  const std::vector<Outcome> ref = reference(m, base);
+  const auto want = tokens_of(ref);
+
+  {  // n-gram lookup, one request at a time
+    Engine e(m.model, *m.tok, opts(SpecProposer::Ngram));
+    for (size_t i = 0; i < base.size(); ++i) EXPECT_EQ(run_all(e, {base[i]})[0].tokens, want[i]) << "request " << i;
+    const EngineStats s = idle_stats(e);
+    EXPECT_GT(s.spec_verify_runs, 0);
+    EXPECT_GT(s.spec_accepted_ngram, 0) << "the repeating prompts should have accepted drafts";
+    EXPECT_LT(s.spec_accepted_ngram, s.spec_proposed_ngram);
+    EXPECT_LT(s.steps, 150) << "speculation should have saved steps (" << s.steps << ")";
+    EXPECT_EQ(s.kv_blocks_used, 0);
+  }
+  // Predictions: the true continuation, a mutated one, garbage.
+  for (int kind = 0; kind < 3; ++kind) {
+    std::vector<GenerationRequest> reqs = base;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (kind == 0) reqs[i].prediction = want[i];
+      if (kind == 1) reqs[i].prediction = mutated(want[i], n_vocab);
+      if (kind == 2) reqs[i].prediction = garbage(want[i].size(), n_vocab, static_cast<uint32_t>(i));
+    }
+    Engine e(m.model, *m.tok, opts());
+    std::vector<Outcome> got;
+    for (const GenerationRequest& r : reqs) got.push_back(run_all(e, {r})[0]);
+    EXPECT_EQ(tokens_of(got), want) << "prediction kind " << kind;
+    expect_usage_matches(reqs, got);
+    const EngineStats s = idle_stats(e);
+    // Garbage never lines up (the first output token is the prefill's, not proposed): no verify run then.
+    if (kind < 2) {
+      EXPECT_GT(s.spec_verify_runs, 0);
+    }
+    if (kind == 0) {
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        EXPECT_EQ(got[i].final_event.usage.accepted_prediction_tokens, static_cast<int32_t>(want[i].size()));
+        EXPECT_EQ(got[i].final_event.usage.rejected_prediction_tokens, 0);
+      }
+      // Every draft token of the true continuation is the model's own choice.
+      EXPECT_EQ(s.spec_accepted_prediction, s.spec_proposed_prediction);
+    }
+    if (kind == 1) {
+      EXPECT_GT(s.spec_accepted_prediction, 0);
+    }
+    EXPECT_EQ(s.kv_blocks_used, 0);
+  }
+}
+
+TEST_P(SpecOnModel, EightConcurrentWithChunkedPrefillAndPreemption) {
+  NEXUS_REQUIRE_SHARED(path, GetParam());
+  Loaded& m = nexus::test::loaded_model(path);
+  const int32_t n_vocab = m.model.config().n_vocab;
+  const std::vector<GenerationRequest> base = base_requests(*m.tok);
+  // Eight: the four prompts with a prediction (true, mutated, garbage,
+  // none) and without.
+  std::vector<GenerationRequest> reqs = base;
+  reqs.insert(reqs.end(), base.begin(), base.end());
+  const auto want = tokens_of(reference(m, reqs));
+  for (size_t i = 0; i < 4; ++i) {
+    if (i == 0) reqs[i].prediction = want[i];
+    if (i == 1) reqs[i].prediction = mutated(want[i], n_vocab);
+    if (i == 2) reqs[i].prediction = garbage(want[i].size(), n_vocab, 9);
+  }
+  reqs[4].prediction = want[4];
+
+  struct Config {
+    const char* name;
+    int32_t budget;
+    int32_t pool_blocks;  // 0: the default
+  };
+  for (const Config& c : {Config{"chunked prefill", 7, 0}, Config{"preemption", 128, 12}, Config{"both", 9, 12}}) {
+    EngineOptions o = opts(SpecProposer::Ngram);
+    o.max_batch_tokens = c.budget;
+    if (c.pool_blocks > 0)
+      o.kv_memory =
+          static_cast<int64_t>(KvCache::block_bytes(m.model.config(), kDefaultBlockSize, KvType::F16)) * c.pool_blocks;
+    Engine e(m.model, *m.tok, o);
+    const std::vector<Outcome> got = run_all(e, reqs);
+    EXPECT_EQ(tokens_of(got), want) << c.name;
+    expect_usage_matches(reqs, got);
+    const EngineStats s = idle_stats(e);
+    EXPECT_GT(s.spec_verify_runs, 0) << c.name;
+    EXPECT_GT(s.spec_accepted_prediction + s.spec_accepted_ngram, 0) << c.name;
+    if (c.pool_blocks > 0) {
+      EXPECT_GT(s.preemptions, 0) << c.name << ": the small pool should force preemption";
+    }
+    EXPECT_EQ(s.kv_blocks_used, 0) << c.name;
+    EXPECT_EQ(s.running, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(F32Models, SpecOnModel, ::testing::Values("stories260K.gguf", "TinyLLama-v0.F32.gguf"),
+                         [](const auto& info) { return info.index == 0 ? "stories260K" : "TinyLLamaV0"; });
+// The arch/ llama model, and gemma2 (its windowed layers' own KV pool:
+// truncation of rejected tokens in both tables).
+INSTANTIATE_TEST_SUITE_P(ArchModels, SpecOnModel,
+                         ::testing::Values("arch/llama-d256-F32.gguf", "arch/gemma2-d64-F32.gguf"),
+                         [](const auto& info) { return info.index == 0 ? "llama" : "gemma2"; });
+
+#define LOAD_STORIES(var)                               \
+  NEXUS_REQUIRE_SHARED(var##_path, "stories260K.gguf"); \
+  Loaded& var = nexus::test::loaded_model(var##_path)
+
+// Seeded sampling draws the same tokens with and without speculation (the
+// acceptance rule consumes exactly the random numbers a plain run does), so
+// the distribution is the target's for every seed, not only on average.
+TEST(EngineSpec, SeededSamplingIsUnchanged) {
+  LOAD_STORIES(m);
+  const std::vector<GenerationRequest> base = base_requests(*m.tok);
+  const auto greedy_ref = tokens_of(reference(m, base));
+  std::vector<GenerationRequest> reqs;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    GenerationRequest r = base[seed % base.size()];
+    r.sampling.temperature = seed % 3 == 0 ? 1.0f : 0.7f;
+    r.sampling.top_p = seed % 2 == 0 ? 0.9f : 1.0f;
+    r.sampling.repeat_penalty = seed % 4 == 0 ? 1.2f : 1.0f;
+    r.sampling.seed = seed;
+    r.prediction = greedy_ref[seed % base.size()];  // close to what a low temperature draws
+    reqs.push_back(r);
+  }
+  const auto want = tokens_of(reference(m, reqs));
+  Engine e(m.model, *m.tok, opts(SpecProposer::Ngram));
+  const std::vector<Outcome> got = run_all(e, reqs);
+  EXPECT_EQ(tokens_of(got), want);
+  expect_usage_matches(reqs, got);
+  EXPECT_GT(idle_stats(e).spec_accepted_prediction + idle_stats(e).spec_accepted_ngram, 0);
+}
+
+// The distribution of a speculatively sampled token is the model's: at the
+// second output token (the first one a verify run samples; the first comes
+// from the prefill), conditioned on the first being t0, a chi-square
+// goodness-of-fit test of the draws against softmax(logits) at temperature
+// 1 (no filters), over the 8 likeliest tokens + the rest, at significance
+// 0.001. The draft there is the likeliest token, so draws are both accepted
+// and rejected. Seeds are fixed: the test is deterministic.
+TEST(EngineSpec, SampledTokensFollowTheModelsDistribution) {
+  LOAD_STORIES(m);
+  GenerationRequest base = greedy(m.tok->encode("Lily", true), 1);
+  const int32_t t0 = reference(m, {base})[0].tokens[0];
+  // The exact distribution after prompt + t0: logprobs of the top 20 (no filter, temperature 1).
+  GenerationRequest probe = base;
+  probe.prompt.push_back(t0);
+  probe.sampling.temperature = 1.0f;
+  probe.sampling.logprobs = kMaxTopLogprobs;
+  probe.sampling.seed = 1;
+  Engine pe(m.model, *m.tok, opts());
+  auto res = std::make_shared<Result>();
+  ASSERT_NE(pe.submit(probe, nexus::test::into(res)), nullptr);
+  ASSERT_TRUE(res->wait());
+  ASSERT_FALSE(res->events.empty());
+  ASSERT_TRUE(res->events[0].logprob.has_value());
+  const std::vector<TokenLogprob>& top = res->events[0].logprob->top;
+  ASSERT_GE(top.size(), 8u);
+  constexpr size_t kBins = 8;
+  std::vector<double> p(kBins + 1, 0.0);
+  double covered = 0;
+  for (size_t i = 0; i < kBins; ++i) covered += p[i] = std::exp(static_cast<double>(top[i].logprob));
+  p[kBins] = 1.0 - covered;
+  EXPECT_LT(p[0], 0.7) << "the position should have a broad distribution";
+
+  std::vector<GenerationRequest> reqs;
+  for (uint64_t seed = 1; seed <= 1500; ++seed) {
+    GenerationRequest r = base;
+    r.stop.max_tokens = 3;  // room for a one-token draft after the first token
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = seed;
+    r.prediction = {t0, top[0].id, top[0].id};
+    reqs.push_back(r);
+  }
+  EngineOptions o = opts();
+  o.max_seqs = 16;
+  Engine e(m.model, *m.tok, o);
+  std::vector<Outcome> got;
+  for (size_t i = 0; i < reqs.size(); i += 16) {
+    std::vector<GenerationRequest> chunk(reqs.begin() + static_cast<std::ptrdiff_t>(i),
+                                         reqs.begin() + static_cast<std::ptrdiff_t>(std::min(reqs.size(), i + 16)));
+    for (Outcome& x : run_all(e, chunk)) got.push_back(std::move(x));
+  }
+  std::vector<double> observed(kBins + 1, 0.0);
+  double n = 0;
+  for (const Outcome& x : got) {
+    if (x.tokens.size() < 2 || x.tokens[0] != t0) continue;
+    size_t bin = kBins;
+    for (size_t i = 0; i < kBins; ++i)
+      if (top[i].id == x.tokens[1]) bin = i;
+    observed[bin] += 1;
+    n += 1;
+  }
+  ASSERT_GT(n, 200) << "too few draws with the first token " << t0;
+  double chi2 = 0;
+  for (size_t i = 0; i <= kBins; ++i) {
+    const double expected = n * p[i];
+    ASSERT_GT(expected, 5) << "bin " << i << " is too small for the test";
+    chi2 += (observed[i] - expected) * (observed[i] - expected) / expected;
+  }
+  constexpr double kCritical = 26.12;  // chi-square, 8 degrees of freedom, p = 0.001
+  EXPECT_LT(chi2, kCritical) << "draws: " << n;
+  const EngineStats s = idle_stats(e);
+  EXPECT_GT(s.spec_verify_runs, 100);
+  EXPECT_GT(s.spec_accepted_prediction, 0);
+  EXPECT_LT(s.spec_accepted_prediction, s.spec_proposed_prediction);  // some rejected too
+  // And each seed draws what it draws without speculation.
+  std::vector<GenerationRequest> few(reqs.begin(), reqs.begin() + 24);
+  EXPECT_EQ(tokens_of(reference(m, few)), tokens_of(std::vector<Outcome>(got.begin(), got.begin() + 24)));
+}
+
+// A stop in the middle of an accepted draft ends the output exactly where a
+// plain run ends it: max_tokens, a stop string, end of generation.
+TEST(EngineSpec, StopsCutAnAcceptedDraftWhereAPlainRunStops) {
+  LOAD_STORIES(m);
+  const std::vector<GenerationRequest> base = base_requests(*m.tok);
+  const std::vector<Outcome> full = reference(m, base);
+  std::vector<GenerationRequest> reqs;
+  for (size_t i = 0; i < base.size(); ++i) {
+    GenerationRequest r = base[i];
+    r.prediction = full[i].tokens;
+    r.stop.max_tokens = 7 + static_cast<int32_t>(i);  // inside a draft of the true continuation
+    reqs.push_back(r);
+    r.stop.max_tokens = base[i].stop.max_tokens;
+    const std::string& text = full[i].text;
+    r.stop.stop = {text.substr(text.size() / 2, 5)};  // a stop string the output reaches
+    reqs.push_back(r);
+    r.stop.stop.clear();
+    r.stop.ignore_eos = false;  // the model's own end of generation, if it comes
+    r.stop.max_tokens = 120;
+    reqs.push_back(r);
+  }
+  const std::vector<Outcome> want = reference(m, reqs);
+  Engine e(m.model, *m.tok, opts(SpecProposer::Ngram));
+  const std::vector<Outcome> got = run_all(e, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(got[i].text, want[i].text) << "request " << i;
+    EXPECT_EQ(got[i].final_event.finish, want[i].final_event.finish) << "request " << i;
+    EXPECT_EQ(got[i].final_event.usage.completion_tokens, want[i].final_event.usage.completion_tokens);
+  }
+  EXPECT_EQ(got[0].tokens.size(), 7u);
+  EXPECT_GT(idle_stats(e).spec_accepted_prediction, 0);
+}
+
+// Rejected draft tokens never reach the prefix cache: a prompt made of the
+// first prompt followed by the rejected garbage finds only the first
+// prompt's full blocks cached.
+TEST(EngineSpec, PrefixCacheNeverServesRejectedTokens) {
+  LOAD_STORIES(m);
+  const int32_t n_vocab = m.model.config().n_vocab;
+  GenerationRequest a = greedy(m.tok->encode("Once upon a time, there was a little girl named Lily.", true), 40);
+  const std::vector<int32_t> want = reference(m, {a})[0].tokens;
+  // The true first token (the prefill's, never proposed), then garbage:
+  // proposed after it and rejected from its first token on.
+  std::vector<int32_t> g = garbage(64, n_vocab, 3);
+  if (g[0] == want[1]) g[0] = (g[0] + 1) % n_vocab;
+  g.insert(g.begin(), want[0]);
+  a.prediction = g;
+  EngineOptions o = opts();
+  o.spec.k = 16;  // drafts that cover whole blocks
+  Engine e(m.model, *m.tok, o);
+  const Outcome got = run_all(e, {a})[0];
+  EXPECT_EQ(got.tokens, want);
+  EXPECT_GT(idle_stats(e).spec_proposed_prediction, 0);
+  EXPECT_EQ(idle_stats(e).spec_accepted_prediction, 0);
+  // prompt + first token + the garbage as a new prompt: only blocks wholly
+  // inside the prompt and the first token may be hits.
+  GenerationRequest b = greedy(a.prompt, 4);
+  b.prompt.insert(b.prompt.end(), g.begin(), g.end());
+  const Outcome second = run_all(e, {b})[0];
+  const int32_t bs = e.stats().block_size;
+  EXPECT_LE(second.final_event.usage.cached_tokens, static_cast<int32_t>(a.prompt.size() + 1) / bs * bs);
+  // And the real continuation was cached as usual: prompt + output finds blocks past the prompt.
+  GenerationRequest c = greedy(a.prompt, 4);
+  c.prompt.insert(c.prompt.end(), want.begin(), want.end());
+  const Outcome third = run_all(e, {c})[0];
+  EXPECT_GT(third.final_event.usage.cached_tokens, static_cast<int32_t>(a.prompt.size()) / bs * bs);
+}
+
+TEST(EngineSpec, LogprobsRequestsDoNotSpeculate) {
+  LOAD_STORIES(m);
+  GenerationRequest r = base_requests(*m.tok)[0];
+  r.sampling.logprobs = 2;
+  const Outcome ref = reference(m, {r})[0];
+  r.prediction = ref.tokens;
+  Engine e(m.model, *m.tok, opts(SpecProposer::Ngram));
+  const Outcome got = run_all(e, {r})[0];
+  EXPECT_EQ(got.tokens, ref.tokens);
+  EXPECT_EQ(idle_stats(e).spec_verify_runs, 0);
+  // Usage still reports the prediction (it is a function of the output).
+  EXPECT_EQ(got.final_event.usage.accepted_prediction_tokens, static_cast<int32_t>(ref.tokens.size()));
+}
+
+TEST(EngineSpec, BadPredictionIdsAreAnError) {
+  LOAD_STORIES(m);
+  GenerationRequest r = greedy(m.tok->encode("Once", true), 4);
+  r.prediction = {1, m.model.config().n_vocab};
+  Engine e(m.model, *m.tok, opts());
+  auto res = std::make_shared<Result>();
+  ASSERT_NE(e.submit(r, nexus::test::into(res)), nullptr);
+  ASSERT_TRUE(res->wait());
+  EXPECT_EQ(res->final_event.finish, FinishReason::Error);
+  EXPECT_NE(res->final_event.error.find("prediction token"), std::string::npos) << res->final_event.error;
+}
+
+}  // namespace

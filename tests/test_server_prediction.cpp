@@ -1,0 +1,116 @@
+// `prediction` (OpenAI's Predicted Outputs) through the real server on
+// stories260K: the output is the one without it, usage's
+// completion_tokens_details counts what the alignment rule
+// (engine/spec/prediction.h) gives for the output and the prediction's
+// tokens, and malformed predictions are 400s naming the field.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "engine/spec/prediction.h"
+#include "support/engine_server.h"
+#include "support/event_collector.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace nexus;
+using nlohmann::json;
+
+namespace {
+
+class ServerPrediction : public nexus::test::EngineServer {
+ protected:
+  void SetUp() override {
+    EngineOptions eo;
+    eo.n_threads = 2;
+    eo.n_ctx = 256;
+    eo.spec.proposer = SpecProposer::Ngram;
+    start("stories260K.gguf", eo);
+  }
+
+  // The output tokens of a greedy completion of `prompt`, straight from the engine.
+  std::vector<int32_t> engine_tokens(const std::string& prompt, int32_t max_tokens) {
+    GenerationRequest r;
+    r.prompt = m_->tok->encode(prompt, m_->tok->add_bos_default(), true);
+    r.sampling.temperature = 0;
+    r.stop.max_tokens = max_tokens;
+    auto res = std::make_shared<nexus::test::EventCollector>();
+    EXPECT_NE(engine_->submit(r, nexus::test::into(res)), nullptr);
+    EXPECT_TRUE(res->wait());
+    return res->tokens;
+  }
+};
+
+// The alignment rule replayed with the tracker itself (its own unit tests
+// check it against the rule's text).
+int32_t accepted_by_rule(const std::vector<int32_t>& prediction, const std::vector<int32_t>& output) {
+  spec::PredictionTracker t(prediction);
+  for (size_t n = 1; n <= output.size(); ++n) t.on_token(std::span<const int32_t>(output.data(), n));
+  return t.accepted();
+}
+
+TEST_F(ServerPrediction, CompletionsOutputIsUnchangedAndUsageCountsThePrediction) {
+  const std::string prompt = "Once upon a time";
+  const json plain = post("/v1/completions", {{"prompt", prompt}, {"max_tokens", 30}, {"temperature", 0}});
+  const std::string text = plain["choices"][0]["text"];
+  EXPECT_FALSE(plain["usage"].contains("completion_tokens_details"));
+  const std::vector<int32_t> out = engine_tokens(prompt, 30);
+
+  std::string edited = text;  // an edit in the middle
+  edited.replace(edited.size() / 2, 4, " dog ");
+  for (const std::string& prediction : {text, edited, std::string("zebra quantum xylophone")}) {
+    const json j = post("/v1/completions", {{"prompt", prompt},
+                                            {"max_tokens", 30},
+                                            {"temperature", 0},
+                                            {"prediction", {{"type", "content"}, {"content", prediction}}}});
+    EXPECT_EQ(j["choices"][0]["text"], text) << prediction;
+    const std::vector<int32_t> p = m_->tok->encode(prediction, false, false);
+    const int32_t want = accepted_by_rule(p, out);
+    EXPECT_EQ(j["usage"]["completion_tokens_details"]["accepted_prediction_tokens"], want) << prediction;
+    EXPECT_EQ(j["usage"]["completion_tokens_details"]["rejected_prediction_tokens"],
+              static_cast<int32_t>(p.size()) - want)
+        << prediction;
+    if (prediction == text) {
+      EXPECT_GT(want, 20) << "the true continuation should align for most of its tokens";
+    }
+  }
+  EXPECT_GT(engine_->stats().spec_accepted_prediction, 0);
+}
+
+TEST_F(ServerPrediction, ChatTakesTextParts) {
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
+                     {"max_tokens", 20},
+                     {"temperature", 0}};
+  const json plain = post("/v1/chat/completions", body);
+  json with = body;
+  const std::string content = plain["choices"][0]["message"]["content"];
+  with["prediction"] = {{"type", "content"},
+                        {"content", {{{"type", "text"}, {"text", content.substr(0, 10)}},
+                                     {{"type", "text"}, {"text", content.substr(10)}}}}};
+  const json j = post("/v1/chat/completions", with);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], content);
+  ASSERT_TRUE(j["usage"].contains("completion_tokens_details")) << j.dump();
+  EXPECT_GT(j["usage"]["completion_tokens_details"]["accepted_prediction_tokens"], 0);
+}
+
+TEST_F(ServerPrediction, MalformedPredictionsAreRefused) {
+  for (const json& bad : {json("text"), json{{"type", "text"}, {"content", "x"}}, json{{"type", "content"}},
+                          json{{"type", "content"}, {"content", 5}},
+                          json{{"type", "content"}, {"content", {{{"type", "image"}, {"text", "x"}}}}},
+                          json{{"type", "content"}, {"content", "x"}, {"extra", 1}}}) {
+    const nexus::test::HttpResponse r =
+        post_raw("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}, {"prediction", bad}});
+    EXPECT_EQ(r.status, 400) << bad.dump() << " -> " << r.body;
+    const json e = json::parse(r.body, nullptr, false);
+    EXPECT_EQ(e["error"]["param"], "prediction") << r.body;
+  }
+  // null is absent.
+  EXPECT_EQ(post_raw("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}, {"prediction", nullptr}}).status, 200);
+}
+
+}  // namespace
