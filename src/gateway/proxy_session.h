@@ -33,13 +33,16 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include "gateway/client_stream.h"
 #include "gateway/gateway_context.h"
+#include "gateway/stream_usage.h"
 
 namespace nexus::gateway {
 
 class ProxySession : public std::enable_shared_from_this<ProxySession> {
  public:
-  ProxySession(boost::asio::ip::tcp::socket client, GatewayContext& ctx);
+  // `tls`: the server context (--tls-cert), null for plain HTTP.
+  ProxySession(boost::asio::ip::tcp::socket client, GatewayContext& ctx, boost::asio::ssl::context* tls = nullptr);
   ~ProxySession();
   void start();
   // Thread-safe: the gateway stops. A request in flight ends now: a started
@@ -57,6 +60,7 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   };
 
   // Client side.
+  void handshake();  // TLS only, before the first request
   void read_request();
   void on_header(boost::system::error_code ec);
   void on_request(boost::system::error_code ec);
@@ -65,6 +69,12 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
                const std::string& extra_headers = "");
   void write_client(bool then_next_request);
   void close_client();
+
+  // Access (proxy_access.cpp): the key and the tenant's limits; false when
+  // the request was answered (401, 429).
+  bool admit_request();
+  void charge_usage(const std::optional<TokenUsage>& usage);
+  void release_tenant();
 
   // Attempts.
   void start_attempt();
@@ -86,7 +96,7 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void end_for_shutdown();
 
   GatewayContext& ctx_;
-  Socket client_;
+  ClientStream client_;
   boost::asio::steady_timer client_timer_, deadline_, backoff_;
   boost::beast::flat_buffer client_buf_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> req_parser_;
@@ -102,6 +112,9 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   bool keep_alive_ = true;
   bool chunked_ = true;  // HTTP/1.1 client: a stream in chunks
   std::vector<uint64_t> prefix_;
+  std::optional<size_t> tenant_;          // --api-keys: the admitted tenant
+  bool tenant_in_flight_ = false;         // counted in its in-flight gauge
+  std::optional<StreamUsageTap> usage_tap_;  // a stream's usage chunk (stream_usage.h)
   Clock::time_point received_;
   int attempts_ = 0;
   std::vector<bool> tried_;
