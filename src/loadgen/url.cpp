@@ -11,7 +11,7 @@ ServerUrl parse_server_url(const std::string& url) {
   u.tls = url.rfind("https://", 0) == 0;
   const std::string scheme = u.tls ? "https://" : "http://";
   if (u.tls) u.port = "443";
-  if (url.rfind(scheme, 0) != 0) throw Error("--url " + url + ": expected http(s)://HOST[:PORT][/PATH]");
+  if (url.rfind(scheme, 0) != 0) throw Error("--url " + url + ": expected http://HOST[:PORT][/PATH] or https://...");
   std::string rest = url.substr(scheme.size());
   const size_t slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
