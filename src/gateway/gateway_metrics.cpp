@@ -40,6 +40,9 @@ GatewayMetrics::GatewayMetrics(const std::vector<std::string>& replicas, const s
                             {{"replica", id}});
     p.in_flight = &r.gauge("nexus_gateway_replica_in_flight", "requests the gateway has in flight on the replica",
                            {{"replica", id}});
+    p.realtime_sessions = &r.int_counter("nexus_gateway_realtime_sessions_total",
+                                         "/v1/realtime WebSocket sessions relayed to the replica (upgraded)",
+                                         {{"replica", id}});
   }
   no_replica_ = &r.int_counter("nexus_gateway_requests_total", "client requests by the replica that answered and how they ended",
                                {{"replica", "none"}, {"outcome", "no_replica"}});
@@ -59,6 +62,7 @@ GatewayMetrics::GatewayMetrics(const std::vector<std::string>& replicas, const s
                                 "backoff and relaying (the replica's own time excluded)",
                                 metrics::latency_buckets_seconds());
   in_flight_ = &r.gauge("nexus_gateway_in_flight_requests", "client requests being proxied");
+  realtime_active_ = &r.gauge("nexus_gateway_realtime_sessions", "/v1/realtime sessions being relayed");
   unauthorized_ = &r.int_counter("nexus_gateway_unauthorized_total",
                                  "requests refused with 401 invalid_api_key (--api-keys: no key or an unknown one)");
   tenants_.resize(tenants.size());

@@ -50,6 +50,7 @@ class GatewayMetrics {
   };
   PerTenant& tenant(size_t i) { return tenants_[i]; }
   metrics::IntCounter& unauthorized() { return *unauthorized_; }
+  metrics::Gauge& realtime_active() { return *realtime_active_; }
 
   struct PerReplica {
     std::array<metrics::IntCounter*, static_cast<size_t>(Outcome::Count)> requests{};
@@ -60,6 +61,7 @@ class GatewayMetrics {
     std::array<metrics::IntCounter*, 3> breaker_transitions{};  // by the state entered
     metrics::Gauge* load_score = nullptr;
     metrics::Gauge* in_flight = nullptr;
+    metrics::IntCounter* realtime_sessions = nullptr;
   };
 
   PerReplica& replica(size_t i) { return replicas_[i]; }
@@ -79,6 +81,7 @@ class GatewayMetrics {
   std::vector<PerReplica> replicas_;
   std::vector<PerTenant> tenants_;
   metrics::IntCounter* unauthorized_ = nullptr;
+  metrics::Gauge* realtime_active_ = nullptr;
   metrics::IntCounter* no_replica_ = nullptr;
   std::array<metrics::IntCounter*, static_cast<size_t>(RetryReason::Count)> retries_{};
   metrics::IntCounter* budget_exhausted_ = nullptr;

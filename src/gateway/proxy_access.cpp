@@ -11,6 +11,7 @@ namespace nexus::gateway {
 namespace http = boost::beast::http;
 
 bool ProxySession::admit_request() {
+  release_tenant();  // (a realtime session's, answered without an upgrade)
   tenant_.reset();
   usage_tap_.reset();
   // A CORS preflight carries no credentials; the replica answers it.

@@ -164,11 +164,13 @@ void ProxySession::handle_request() {
   }
   if (path == "/metrics" && get)
     return respond(200, ctx_.metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
-  if (path == "/v1/realtime" || path == "/realtime")
-    return respond(501, api_error_body(501, "The gateway does not relay /v1/realtime WebSocket sessions yet; "
-                                            "connect to a replica directly.",
-                                       "not_implemented"));
   if (ctx_.limiter && !admit_request()) return;
+  // A WebSocket upgrade: relayed to one replica for the session's life.
+  if ((path == "/v1/realtime" || path == "/realtime") && get &&
+      beast::iequals(req_[http::field::upgrade], "websocket")) {
+    usage_tap_.reset();
+    return start_realtime();
+  }
   // Everything else goes to a replica, which validates it. The body is read
   // only for routing: a prefix to hash (a body that is not JSON is relayed
   // as it is, and the replica answers 400).
@@ -225,6 +227,7 @@ void ProxySession::shutdown() {
 
 void ProxySession::end_for_shutdown() {
   stopping_ = true;
+  if (tunnel_) return end_tunnel();
   if (writing_) return;  // its completion closes the connection
   if (upstream_pending_) {
     // Its handler comes back here once the operation is cancelled.

@@ -76,6 +76,18 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void charge_usage(const std::optional<TokenUsage>& usage);
   void release_tenant();
 
+  // The realtime relay (proxy_realtime.cpp).
+  void start_realtime();
+  void realtime_attempt();
+  void write_realtime_upgrade();
+  void on_realtime_header(boost::system::error_code ec);
+  void realtime_failed(const std::string& detail);
+  void realtime_attempt_exhausted();
+  void relay_to_client();
+  void relay_to_replica();
+  void write_to_replica(size_t n);
+  void end_tunnel();
+
   // Attempts.
   void start_attempt();
   void begin_attempt(size_t replica, Admission admission);
@@ -133,6 +145,11 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   std::optional<boost::beast::http::response_parser<boost::beast::http::buffer_body>> res_parser_;
   std::array<char, 16 * 1024> chunk_{};
   std::string body_;
+  // The realtime relay: the replica's answer to the upgrade, then bytes
+  // both ways (tunnel_ while they flow).
+  std::optional<boost::beast::http::response_parser<boost::beast::http::string_body>> ws_parser_;
+  std::string to_replica_;
+  bool tunnel_ = false;
   bool streaming_ = false;
   bool started_ = false;  // bytes of the response reached the client
   bool blank_line_last_ = true;
