@@ -8,6 +8,15 @@
 #include <gtest/gtest.h>
 
 #include <curl/curl.h>
+#include <sys/socket.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 
 #include <cstdlib>
 #include <fstream>
@@ -178,6 +187,50 @@ TEST(GatewayTls, BenchMeasuresThroughHttpsVerifyingTheCertificate) {
   const CommandResult insecure =
       run_nexus("bench --url " + url + " --insecure --requests 2 --max-tokens 2 --no-progress");
   EXPECT_EQ(insecure.exit_code, 0) << insecure.out << insecure.err;
+}
+
+TEST(GatewayTls, RealtimeSessionOverWss) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  const TestCert cert = make_cert();
+  ASSERT_TRUE(cert.made) << "openssl could not make the test certificate";
+  ReplicaSet rs(model, 1);
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports, {"--tls-cert", cert.cert, "--tls-key", cert.key});
+  ASSERT_GT(gw.port, 0);
+  namespace net = boost::asio;
+  namespace ws = boost::beast::websocket;
+  net::io_context ioc;
+  net::ssl::context tls(net::ssl::context::tls_client);
+  tls.load_verify_file(cert.cert);
+  tls.set_verify_mode(net::ssl::verify_peer);
+  ws::stream<net::ssl::stream<net::ip::tcp::socket>> c(ioc, tls);
+  net::ip::tcp::socket& sock = c.next_layer().next_layer();
+  sock.connect({net::ip::make_address("127.0.0.1"), gw.port});
+  const timeval limit{10, 0};  // a broken relay fails the read instead of hanging the test
+  setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c.next_layer().native_handle()), "127.0.0.1");
+  c.next_layer().handshake(net::ssl::stream_base::client);
+  c.handshake("127.0.0.1:" + std::to_string(gw.port), "/v1/realtime");
+  boost::beast::flat_buffer buf;
+  auto next = [&] {
+    buf.clear();
+    c.read(buf);
+    return json::parse(boost::beast::buffers_to_string(buf.data()));
+  };
+  EXPECT_EQ(next()["type"], "session.created");
+  c.write(net::buffer(json{{"type", "input.append"}, {"text", "Once upon a time"}}.dump()));
+  c.write(net::buffer(json{{"type", "response.create"}, {"response", {{"max_tokens", 3}}}}.dump()));
+  json ev;
+  int deltas = 0;
+  for (int i = 0; i < 20; ++i) {
+    ev = next();
+    deltas += ev["type"] == "response.delta";
+    if (ev["type"] == "response.done" || ev["type"] == "error") break;
+  }
+  EXPECT_EQ(ev["type"], "response.done") << ev;
+  EXPECT_EQ(ev["response"]["usage"]["completion_tokens"], 3);
+  EXPECT_GE(deltas, 1);
+  c.close(ws::close_code::normal);
 }
 
 TEST(GatewayTls, RefusesToStartWithAKeyThatDoesNotMatchTheCertificate) {
