@@ -9,8 +9,9 @@ pkgs=(
   build-essential cmake ninja-build pkg-config clang lld ccache
   libboost-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcurl4-openssl-dev libssl-dev  # nexus pull: HTTPS downloads, SHA-256 (src/store)
+  libcurl4-openssl-dev libssl-dev  # nexus pull: HTTPS downloads, SHA-256 (src/store); gateway TLS
   curl
+  openssl  # tests/test_gateway_tls.cpp makes its self-signed certificate with the CLI
   prometheus  # tests/test_prometheus.cpp scrapes `nexus serve` with the real server
   chromium    # tests/web: the web chat in a real (headless) browser
 )

@@ -234,7 +234,12 @@ TEST(BenchUrl, ParsesHostPortAndPrefix) {
   EXPECT_EQ(c.port, "9000");
   EXPECT_EQ(c.base_path, "");
   EXPECT_EQ(c.to_string(), "http://[::1]:9000");
-  for (const char* bad : {"127.0.0.1:8080", "https://x", "http://", "http://h:0", "http://h:99999", "http://h:ab",
+  const ServerUrl d = parse_server_url("https://example.com/v1");
+  EXPECT_TRUE(d.tls);
+  EXPECT_EQ(d.port, "443");
+  EXPECT_EQ(d.to_string(), "https://example.com:443");
+  EXPECT_FALSE(a.tls);
+  for (const char* bad : {"127.0.0.1:8080", "https://", "ftp://x", "http://", "http://h:0", "http://h:99999", "http://h:ab",
                           "http://u@h", "http://[::1"}) {
     EXPECT_THROW(parse_server_url(bad), Error) << bad;
   }

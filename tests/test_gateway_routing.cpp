@@ -77,7 +77,7 @@ TEST(GatewayRouting, RelaysTheApiAndReportsLoad) {
   EXPECT_TRUE(json::parse(bad.body)["error"].contains("message"));
   const HttpResponse not_json = c.post("/v1/chat/completions", "{nope");
   EXPECT_EQ(not_json.status, 400);
-  EXPECT_EQ(c.get("/v1/realtime").status, 501);
+  EXPECT_EQ(c.get("/v1/realtime").status, 426);  // relayed: the replica wants the WebSocket upgrade
   EXPECT_EQ(c.get("/nowhere").status, 404);
 
   const auto m = scrape_metrics(gw.port);
@@ -88,7 +88,7 @@ TEST(GatewayRouting, RelaysTheApiAndReportsLoad) {
   }
   std::printf("[relay] success %.0f, client_error %.0f\n", success, client_errors);
   EXPECT_EQ(success, 3);        // models, completion, chat stream
-  EXPECT_EQ(client_errors, 3);  // the two 400s and the 404
+  EXPECT_EQ(client_errors, 4);  // the two 400s, the 426 and the 404
   EXPECT_EQ(metric_or(m, "nexus_gateway_retries_total", {{"reason", "status_5xx"}}), 0);
   expect_valid_histogram(m, "nexus_gateway_added_latency_seconds");
 }

@@ -22,6 +22,7 @@
 #include "loadgen/report_json.h"
 #include "loadgen/report_text.h"
 #include "loadgen/svg_chart.h"
+#include "loadgen/tls_client.h"
 #include "loadgen/url.h"
 #include "loadgen/workload.h"
 #include "util/error.h"
@@ -36,6 +37,8 @@ struct BenchCliArgs {
   std::string endpoint = "completions";
   std::string transport = "http-keepalive";
   std::string model, api_key, extra_body;
+  bool insecure = false;
+  std::string cacert;
   int32_t concurrency = 1;
   double rate = 0;
   uint64_t requests = 0;
@@ -65,6 +68,12 @@ int run(const BenchCliArgs& a, CLI::App& sub) {
   o.http.server = parse_server_url(a.url);
   o.http.keep_alive = a.transport == "http-keepalive";
   o.websocket = a.transport == "ws";
+  if (o.http.server.tls) {
+    if (o.websocket) throw UsageError("--transport ws over https:// (wss) is not supported yet; use http:// for ws");
+    o.http.tls = make_tls_client_context(TlsClientOptions{a.insecure, a.cacert});
+  } else if (a.insecure || !a.cacert.empty()) {
+    throw UsageError(std::string(a.insecure ? "--insecure" : "--cacert") + " needs an https:// --url");
+  }
   o.http.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1e3));
   o.http.api_key = a.api_key;
   if (o.http.api_key.empty()) {
@@ -125,7 +134,7 @@ int run(const BenchCliArgs& a, CLI::App& sub) {
 std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<BenchCliArgs>();
   constexpr int64_t kMaxCount = std::numeric_limits<int64_t>::max();
-  sub.add_option("--url", a->url, "server root, http://HOST:PORT[/PREFIX]")
+  sub.add_option("--url", a->url, "server root, http(s)://HOST:PORT[/PREFIX]")
       ->capture_default_str()
       ->check(parses_with([](const std::string& url) {
         try {
@@ -143,6 +152,11 @@ std::function<int()> setup(CLI::App& sub) {
       ->capture_default_str()->check(CLI::IsMember({"http", "http-keepalive", "ws"}));
   sub.add_option("--model", a->model, "\"model\" to send (default: the first id of GET /v1/models)");
   sub.add_option("--api-key", a->api_key, "bearer token (default: $OPENAI_API_KEY)");
+  auto* insecure = sub.add_flag("--insecure,-k", a->insecure,
+                                "https://: do not verify the server's certificate (a self-signed test one)");
+  sub.add_option("--cacert", a->cacert, "https://: PEM file of the CA(s) to verify the server's certificate with")
+      ->check(CLI::ExistingFile)
+      ->excludes(insecure);
   sub.add_option("--extra-body", a->extra_body, "JSON object merged into every request body")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {

@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "cli/command.h"
+#include "gateway/api_keys.h"
 #include "gateway/fault_injection.h"
 #include "gateway/gateway_server.h"
 #include "loadgen/url.h"
@@ -25,6 +26,7 @@ struct GatewayArgs {
   std::vector<std::string> replicas;
   std::string policy = "least-load";
   std::vector<std::string> faults;
+  std::string api_keys;
   double drain_timeout = 10;  // seconds
   int64_t load_interval = 50, health_interval = 500, probe_timeout = 500;
   int64_t breaker_cool_down = 1000, breaker_window = 10'000;
@@ -60,6 +62,7 @@ int run_gateway(GatewayArgs& a) {
   o.replicas = a.replicas;
   o.policy = *gateway::policy_from_name(a.policy);  // checked by the option
   for (const std::string& f : a.faults) o.faults.push_back(gateway::parse_fault(f));
+  if (!a.api_keys.empty()) o.api_keys = gateway::load_api_keys(a.api_keys);
   o.health.load_interval = milliseconds(a.load_interval);
   o.health.health_interval = milliseconds(a.health_interval);
   o.health.probe_timeout = milliseconds(a.probe_timeout);
@@ -83,8 +86,12 @@ int run_gateway(GatewayArgs& a) {
 
   gateway::GatewayServer gw(o);
   gw.start();
-  std::fprintf(stderr, "nexus gateway: %zu replica(s), policy %s\n", o.replicas.size(), a.policy.c_str());
-  std::printf("listening on http://%s:%u\n", gw.host().c_str(), static_cast<unsigned>(gw.port()));
+  std::fprintf(stderr, "nexus gateway: %zu replica(s), policy %s%s\n", o.replicas.size(), a.policy.c_str(),
+               o.api_keys ? fmt::format(", {} API key(s) of {} tenant(s)", o.api_keys->keys.size(),
+                                        o.api_keys->tenants.size()).c_str()
+                          : "");
+  std::printf("listening on %s://%s:%u\n", gw.tls() ? "https" : "http", gw.host().c_str(),
+              static_cast<unsigned>(gw.port()));
   std::fflush(stdout);
 
   int sig = 0;
@@ -127,6 +134,24 @@ std::function<int()> setup(CLI::App& sub) {
                  "affinity is overridden")
       ->capture_default_str()
       ->check(at_least(0.0));
+  sub.add_option("--api-keys", a->api_keys,
+                 "file of API keys with their tenants and limits (JSON or `KEY TENANT [REQ/S [TOKENS/MIN]]` lines; "
+                 "docs/gateway.md): requests need `Authorization: Bearer KEY`")
+      ->check(CLI::ExistingFile);
+  sub.add_option("--replica-api-key", o.replica_api_key,
+                 "key sent to the replicas as `Authorization: Bearer KEY` (for `nexus serve --api-key`)")
+      ->check(CLI::Validator(
+          [](std::string& k) {
+            return !k.empty() && k.find_first_of(" \t\r\n") == std::string::npos
+                       ? std::string()
+                       : std::string("an API key is one non-empty word (no spaces)");
+          },
+          "KEY"));
+  auto* cert = sub.add_option("--tls-cert", o.tls_cert, "PEM certificate (chain) file: serve HTTPS (with --tls-key)")
+                   ->check(CLI::ExistingFile);
+  auto* key = sub.add_option("--tls-key", o.tls_key, "PEM private key file of --tls-cert")->check(CLI::ExistingFile);
+  cert->needs(key);
+  key->needs(cert);
   sub.add_option("--io-threads", o.io_threads, "I/O threads")->capture_default_str()->check(range(1, 64));
   sub.add_option("--fault", a->faults, "inject faults: abort=PCT:STATUS or delay=PCT:MS, optionally @URL (one replica)")
       ->check(parses_with([](const std::string& f) { gateway::parse_fault(f); }, "FAULT"));

@@ -53,6 +53,7 @@ struct ServeArgs {
   std::string chat_template_file;
   std::string alias;
   std::vector<std::string> cors_allow_origins;
+  std::string api_key;
   double drain_timeout = 10;  // seconds
   double drain_grace = 1;     // seconds
   int max_connections = 0;    // 0 = from RLIMIT_NOFILE
@@ -184,6 +185,7 @@ int serve(ServeArgs& a) {
   opts.idle_timeout = ms(a.idle_timeout);
   opts.header_timeout = ms(a.header_timeout);
   opts.body_timeout = ms(a.body_timeout);
+  opts.api_key = a.api_key;
   opts.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   // Declared after the engine: destroyed (and stopped) first, so no engine
   // event is posted to a server that is gone.
@@ -293,6 +295,17 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--chat-template-file", a->chat_template_file,
                  "a Jinja chat template file to use instead of the GGUF's (as transformers' chat_template)");
   sub.add_option("--alias", a->alias, "model id served in /v1/models and accepted in \"model\" (default: file stem)");
+  sub.add_option("--api-key", a->api_key,
+                 "require `Authorization: Bearer KEY` (401 otherwise); GET /health, /metrics and /load stay open "
+                 "(default: $NEXUS_API_KEY)")
+      ->envname("NEXUS_API_KEY")
+      ->check(CLI::Validator(
+          [](std::string& k) {
+            return !k.empty() && k.find_first_of(" \t\r\n") == std::string::npos
+                       ? std::string()
+                       : std::string("an API key is one non-empty word (no spaces)");
+          },
+          "KEY"));
   sub.add_option("--cors-allow-origin", a->cors_allow_origins,
                  "browser origin allowed to call the API (CORS), e.g. https://app.example.com; repeatable; * = any")
       ->expected(1)

@@ -13,6 +13,7 @@
 #include "gateway/replica.h"
 #include "gateway/retry_policy.h"
 #include "gateway/routing_policy.h"
+#include "gateway/tenant_limiter.h"
 
 namespace nexus::gateway {
 
@@ -20,12 +21,24 @@ class ProxySession;
 
 struct GatewayContext {
   GatewayContext(GatewayOptions o, const std::vector<std::string>& replica_ids)
-      : opts(std::move(o)), router(opts.policy, opts.prefix_threshold), budget(opts.retry), metrics(replica_ids) {}
+      : opts(std::move(o)),
+        router(opts.policy, opts.prefix_threshold),
+        budget(opts.retry),
+        limiter(opts.api_keys ? std::make_unique<TenantLimiter>(*opts.api_keys) : nullptr),
+        metrics(replica_ids, tenant_names(limiter.get())) {}
+
+  static std::vector<std::string> tenant_names(const TenantLimiter* l) {
+    std::vector<std::string> names;
+    if (l)
+      for (const Tenant& t : l->tenants()) names.push_back(t.name);
+    return names;
+  }
 
   GatewayOptions opts;
   std::vector<std::unique_ptr<Replica>> replicas;
   Router router;
   RetryBudget budget;
+  std::unique_ptr<TenantLimiter> limiter;  // null without --api-keys
   GatewayMetrics metrics;
   std::atomic<bool> draining{false};
   std::atomic<int32_t> in_flight{0};

@@ -13,7 +13,7 @@ const char* retry_reason_name(RetryReason r) {
   return names[static_cast<size_t>(r)];
 }
 
-GatewayMetrics::GatewayMetrics(const std::vector<std::string>& replicas) {
+GatewayMetrics::GatewayMetrics(const std::vector<std::string>& replicas, const std::vector<std::string>& tenants) {
   auto& r = registry_;
   replicas_.resize(replicas.size());
   for (size_t i = 0; i < replicas.size(); ++i) {
@@ -40,6 +40,9 @@ GatewayMetrics::GatewayMetrics(const std::vector<std::string>& replicas) {
                             {{"replica", id}});
     p.in_flight = &r.gauge("nexus_gateway_replica_in_flight", "requests the gateway has in flight on the replica",
                            {{"replica", id}});
+    p.realtime_sessions = &r.int_counter("nexus_gateway_realtime_sessions_total",
+                                         "/v1/realtime WebSocket sessions relayed to the replica (upgraded)",
+                                         {{"replica", id}});
   }
   no_replica_ = &r.int_counter("nexus_gateway_requests_total", "client requests by the replica that answered and how they ended",
                                {{"replica", "none"}, {"outcome", "no_replica"}});
@@ -59,6 +62,29 @@ GatewayMetrics::GatewayMetrics(const std::vector<std::string>& replicas) {
                                 "backoff and relaying (the replica's own time excluded)",
                                 metrics::latency_buckets_seconds());
   in_flight_ = &r.gauge("nexus_gateway_in_flight_requests", "client requests being proxied");
+  realtime_active_ = &r.gauge("nexus_gateway_realtime_sessions", "/v1/realtime sessions being relayed");
+  unauthorized_ = &r.int_counter("nexus_gateway_unauthorized_total",
+                                 "requests refused with 401 invalid_api_key (--api-keys: no key or an unknown one)");
+  tenants_.resize(tenants.size());
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    PerTenant& t = tenants_[i];
+    const std::string& name = tenants[i];
+    t.admitted = &r.int_counter("nexus_gateway_tenant_requests_total", "requests admitted by the tenant's limits",
+                                {{"tenant", name}});
+    t.limited_requests = &r.int_counter("nexus_gateway_rate_limited_total",
+                                        "requests refused with 429 by a tenant's limit",
+                                        {{"tenant", name}, {"limit", "requests_per_second"}});
+    t.limited_tokens = &r.int_counter("nexus_gateway_rate_limited_total", "requests refused with 429 by a tenant's limit",
+                                      {{"tenant", name}, {"limit", "tokens_per_minute"}});
+    t.prompt_tokens = &r.int_counter("nexus_gateway_tenant_tokens_total",
+                                     "tokens of the tenant's answered requests, from the replicas' usage",
+                                     {{"tenant", name}, {"kind", "prompt"}});
+    t.completion_tokens = &r.int_counter("nexus_gateway_tenant_tokens_total",
+                                         "tokens of the tenant's answered requests, from the replicas' usage",
+                                         {{"tenant", name}, {"kind", "completion"}});
+    t.in_flight = &r.gauge("nexus_gateway_tenant_in_flight_requests", "the tenant's requests being proxied",
+                           {{"tenant", name}});
+  }
 }
 
 void GatewayMetrics::on_breaker_transition(size_t replica, BreakerState to) {

@@ -36,8 +36,21 @@ enum class FaultKind { Abort, Delay, Count };
 
 class GatewayMetrics {
  public:
-  // `replicas`: their label values (host:port), in the gateway's order.
-  explicit GatewayMetrics(const std::vector<std::string>& replicas);
+  // `replicas`: their label values (host:port), in the gateway's order;
+  // `tenants`: the API-key tenants' names (none without --api-keys).
+  explicit GatewayMetrics(const std::vector<std::string>& replicas, const std::vector<std::string>& tenants = {});
+
+  struct PerTenant {
+    metrics::IntCounter* admitted = nullptr;
+    metrics::IntCounter* limited_requests = nullptr;  // 429 on requests per second
+    metrics::IntCounter* limited_tokens = nullptr;    // 429 on tokens per minute
+    metrics::IntCounter* prompt_tokens = nullptr;
+    metrics::IntCounter* completion_tokens = nullptr;
+    metrics::Gauge* in_flight = nullptr;
+  };
+  PerTenant& tenant(size_t i) { return tenants_[i]; }
+  metrics::IntCounter& unauthorized() { return *unauthorized_; }
+  metrics::Gauge& realtime_active() { return *realtime_active_; }
 
   struct PerReplica {
     std::array<metrics::IntCounter*, static_cast<size_t>(Outcome::Count)> requests{};
@@ -48,6 +61,7 @@ class GatewayMetrics {
     std::array<metrics::IntCounter*, 3> breaker_transitions{};  // by the state entered
     metrics::Gauge* load_score = nullptr;
     metrics::Gauge* in_flight = nullptr;
+    metrics::IntCounter* realtime_sessions = nullptr;
   };
 
   PerReplica& replica(size_t i) { return replicas_[i]; }
@@ -65,6 +79,9 @@ class GatewayMetrics {
  private:
   metrics::Registry registry_;
   std::vector<PerReplica> replicas_;
+  std::vector<PerTenant> tenants_;
+  metrics::IntCounter* unauthorized_ = nullptr;
+  metrics::Gauge* realtime_active_ = nullptr;
   metrics::IntCounter* no_replica_ = nullptr;
   std::array<metrics::IntCounter*, static_cast<size_t>(RetryReason::Count)> retries_{};
   metrics::IntCounter* budget_exhausted_ = nullptr;

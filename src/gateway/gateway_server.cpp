@@ -7,6 +7,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include "gateway/gateway_context.h"
 #include "gateway/proxy_session.h"
@@ -25,6 +26,7 @@ std::vector<loadgen::ServerUrl> parse_replicas(const std::vector<std::string>& u
   std::vector<loadgen::ServerUrl> out;
   for (const std::string& u : urls) {
     out.push_back(loadgen::parse_server_url(u));
+    if (out.back().tls) throw Error("replica " + u + ": the gateway reaches replicas over plain http:// only");
     for (size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i].to_string() == out.back().to_string()) throw Error("replica " + u + " is listed twice");
   }
@@ -37,11 +39,32 @@ std::vector<std::string> ids_of(const std::vector<loadgen::ServerUrl>& urls) {
   return ids;
 }
 
+// The server's TLS context from PEM files (throws nexus::Error naming the
+// file OpenSSL refused).
+std::unique_ptr<net::ssl::context> tls_context(const std::string& cert, const std::string& key) {
+  if (cert.empty() && key.empty()) return nullptr;
+  if (cert.empty() || key.empty()) throw Error("TLS needs both --tls-cert and --tls-key");
+  auto ctx = std::make_unique<net::ssl::context>(net::ssl::context::tls_server);
+  ctx->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                   net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1 |
+                   net::ssl::context::single_dh_use);
+  boost::system::error_code ec;
+  ctx->use_certificate_chain_file(cert, ec);
+  if (ec) throw Error("--tls-cert " + cert + ": " + ec.message());
+  ctx->use_private_key_file(key, net::ssl::context::pem, ec);
+  if (ec) throw Error("--tls-key " + key + ": " + ec.message() + " (is it the key of --tls-cert " + cert + "?)");
+  if (SSL_CTX_check_private_key(ctx->native_handle()) != 1)
+    throw Error("--tls-key " + key + ": not the key of --tls-cert " + cert + " (is it the key of that certificate?)");
+  return ctx;
+}
+
 }  // namespace
 
 struct GatewayServer::Impl {
   Impl(GatewayOptions o, const std::vector<loadgen::ServerUrl>& urls)
-      : ctx(std::move(o), ids_of(urls)), ioc(std::make_unique<net::io_context>(ctx.opts.io_threads)), acceptor(net::make_strand(*ioc)) {
+      : ctx(std::move(o), ids_of(urls)),
+        tls(tls_context(ctx.opts.tls_cert, ctx.opts.tls_key)),
+        ioc(std::make_unique<net::io_context>(ctx.opts.io_threads)), acceptor(net::make_strand(*ioc)) {
     for (size_t i = 0; i < urls.size(); ++i) {
       GatewayMetrics& m = ctx.metrics;
       ctx.replicas.push_back(std::make_unique<Replica>(
@@ -63,7 +86,7 @@ struct GatewayServer::Impl {
   void accept() {
     acceptor.async_accept(net::make_strand(*ioc), [this](boost::system::error_code ec, tcp::socket s) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-      if (!ec) std::make_shared<ProxySession>(std::move(s), ctx)->start();
+      if (!ec) std::make_shared<ProxySession>(std::move(s), ctx, tls.get())->start();
       if (ec) {  // out of descriptors, ...: wait before trying again instead of spinning
         accept_backoff.expires_after(std::chrono::milliseconds(50));
         accept_backoff.async_wait([this](boost::system::error_code e) {
@@ -76,6 +99,7 @@ struct GatewayServer::Impl {
   }
 
   GatewayContext ctx;
+  std::unique_ptr<net::ssl::context> tls;  // null: plain HTTP
   std::unique_ptr<net::io_context> ioc;
   tcp::acceptor acceptor;  // on a strand: stop() closes it while accepts run
   net::steady_timer accept_backoff{acceptor.get_executor()};
@@ -153,5 +177,7 @@ void GatewayServer::stop() {
 uint16_t GatewayServer::port() const { return impl_->port; }
 
 const std::string& GatewayServer::host() const { return impl_->ctx.opts.host; }
+
+bool GatewayServer::tls() const { return impl_->tls != nullptr; }
 
 }  // namespace nexus::gateway

@@ -7,8 +7,10 @@
 // (200 while some replica can take requests, else 503) and GET /metrics
 // (gateway_metrics.h). It talks to replicas only over HTTP/1.1, through
 // kept-alive pooled connections (connection_pool.h), and relays a stream's
-// SSE bytes as each read brings them. /v1/realtime is refused (501) in this
-// version.
+// SSE bytes as each read brings them. /v1/realtime WebSocket sessions are
+// relayed byte for byte to one replica each (proxy_realtime.cpp) in this
+// version. With --tls-cert/--tls-key it speaks HTTPS (client_stream.h);
+// with --api-keys it checks keys and per-tenant limits (tenant_limiter.h).
 //
 // Layers: routing (load_state.h, routing_policy.h, prefix_affinity.h) and
 // execution (health_checker.h, circuit_breaker.h, retry_policy.h,
@@ -19,9 +21,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "gateway/api_keys.h"
 #include "gateway/circuit_breaker.h"
 #include "gateway/fault_injection.h"
 #include "gateway/health_checker.h"
@@ -51,6 +55,20 @@ struct GatewayOptions {
   size_t body_limit = 1 << 20;         // request body bytes (413 above)
   size_t response_limit = 64 << 20;    // a non-streamed response's bytes
   std::vector<FaultRule> faults;
+  // `--tls-cert`, `--tls-key`: PEM files (the certificate chain, the private
+  // key); both set = HTTPS on the listening port (TLS 1.2 and 1.3, OpenSSL's
+  // default ciphers), both empty = plain HTTP. Replicas are still reached
+  // over plain HTTP (the gateway terminates TLS).
+  std::string tls_cert, tls_key;
+  // `--api-keys`: every proxied request needs one of these keys as
+  // `Authorization: Bearer KEY` (401 otherwise), within its tenant's limits
+  // (429 otherwise; tenant_limiter.h). GET /health and /metrics stay open.
+  // The client's Authorization header is not passed on to the replicas.
+  std::optional<ApiKeyTable> api_keys;
+  // `--replica-api-key`: sent to every replica as `Authorization: Bearer
+  // KEY` (for replicas run with `nexus serve --api-key`), replacing the
+  // client's. Empty = none (without --api-keys the client's goes through).
+  std::string replica_api_key;
   // One line per request ("POST /v1/completions 200 127.0.0.1:8081 12.3ms"),
   // from an I/O thread; must be thread-safe. Empty = no log.
   std::function<void(const std::string&)> log;
@@ -75,6 +93,7 @@ class GatewayServer {
 
   uint16_t port() const;
   const std::string& host() const;
+  bool tls() const;  // HTTPS
 
  private:
   struct Impl;

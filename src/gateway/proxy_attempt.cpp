@@ -58,6 +58,7 @@ void ProxySession::start_attempt() {
   proxying_ = false;
   ctx_.in_flight.fetch_sub(1);
   ctx_.metrics.in_flight().add(-1);
+  release_tenant();
   replica_ = nullptr;
   respond(503, api_error_body(503, "No replica is available to take the request.", "no_replica_available"),
           "application/json", "Retry-After: 1\r\n");
@@ -147,8 +148,12 @@ void ProxySession::write_upstream() {
   up_req_.method(req_.method());
   up_req_.target(replica_->url.base_path + std::string(req_.target()));
   up_req_.version(11);
+  // The client's key is the gateway's to check, not the replica's.
+  const bool own_key = ctx_.limiter || !ctx_.opts.replica_api_key.empty();
   for (const auto& f : req_)
-    if (end_to_end(f.name())) up_req_.insert(f.name_string(), f.value());
+    if (end_to_end(f.name()) && !(own_key && f.name() == http::field::authorization))
+      up_req_.insert(f.name_string(), f.value());
+  if (!ctx_.opts.replica_api_key.empty()) up_req_.set(http::field::authorization, "Bearer " + ctx_.opts.replica_api_key);
   up_req_.set(http::field::host, replica_->id);
   up_req_.keep_alive(true);
   up_req_.body() = req_.body();
@@ -244,13 +249,20 @@ void ProxySession::relay(size_t n) {
     ctx_.metrics.added_latency().observe(std::max(0.0, total - upstream_seconds_));
   }
   arm_deadline(ctx_.opts.stream_idle_timeout);
-  if (n > 0) {
-    if (chunked_) out_ += fmt::format("{:x}\r\n", n);
-    out_.append(chunk_.data(), n);
-    if (chunked_) out_ += "\r\n";
-    blank_line_last_ = n >= 2 && chunk_[n - 1] == '\n' && chunk_[n - 2] == '\n';
-  }
   const bool done = res_parser_->is_done();
+  std::string tapped;
+  std::string_view bytes(chunk_.data(), n);
+  if (usage_tap_) {  // whole events, the usage chunk read (and stripped when the gateway asked for it)
+    tapped = usage_tap_->feed(bytes);
+    if (done) tapped += usage_tap_->flush();
+    bytes = tapped;
+  }
+  if (!bytes.empty()) {
+    if (chunked_) out_ += fmt::format("{:x}\r\n", bytes.size());
+    out_ += bytes;
+    if (chunked_) out_ += "\r\n";
+    blank_line_last_ = bytes.ends_with("\n\n");
+  }
   if (done && chunked_) out_ += "0\r\n\r\n";
   writing_ = true;
   net::async_write(client_, net::buffer(out_), [self = shared_from_this(), done](boost::system::error_code ec, size_t) {
@@ -264,6 +276,7 @@ void ProxySession::relay(size_t n) {
     }
     if (!done) return self->stopping_ ? self->end_for_shutdown() : self->read_upstream_body();
     const bool keep = self->res_parser_->keep_alive();
+    if (self->usage_tap_) self->charge_usage(self->usage_tap_->usage());
     self->end_attempt(AttemptEnd::Healthy, keep);
     self->finish(Outcome::Success);
     if (self->ctx_.opts.log)
@@ -294,6 +307,7 @@ void ProxySession::on_answer(Answer a) {
   end_attempt(AttemptEnd::Healthy, up_ && res_parser_ && res_parser_->keep_alive());
   const double total = std::chrono::duration<double>(Clock::now() - received_).count();
   ctx_.metrics.added_latency().observe(std::max(0.0, total - upstream_seconds_));
+  if (tenant_ && a.status / 100 == 2) charge_usage(usage_of_body(a.body));
   finish(a.status / 100 == 2 ? Outcome::Success : Outcome::ClientError);
   respond(a.status, a.body, a.content_type.empty() ? "application/json" : a.content_type,
           a.retry_after.empty() ? "" : "Retry-After: " + a.retry_after + "\r\n");
@@ -383,6 +397,7 @@ void ProxySession::finish(Outcome outcome) {
   proxying_ = false;
   ctx_.in_flight.fetch_sub(1);
   ctx_.metrics.in_flight().add(-1);
+  release_tenant();
   if (replica_) ctx_.metrics.replica(replica_->index).requests[static_cast<size_t>(outcome)]->inc();
 }
 

@@ -31,9 +31,9 @@ std::string_view path_of(std::string_view target) {
 
 }  // namespace
 
-ProxySession::ProxySession(Socket client, GatewayContext& ctx)
+ProxySession::ProxySession(Socket client, GatewayContext& ctx, net::ssl::context* tls)
     : ctx_(ctx),
-      client_(std::move(client)),
+      client_(std::move(client), tls),
       client_timer_(client_.get_executor()),
       deadline_(client_.get_executor()),
       backoff_(client_.get_executor()),
@@ -51,6 +51,7 @@ ProxySession::~ProxySession() {
     ctx_.in_flight.fetch_sub(1);
     ctx_.metrics.in_flight().add(-1);
   }
+  release_tenant();
 }
 
 void ProxySession::start() {
@@ -59,15 +60,29 @@ void ProxySession::start() {
     ctx_.sessions.emplace(this, weak_from_this());
   }
   boost::system::error_code ignored;
-  client_.set_option(net::ip::tcp::no_delay(true), ignored);
+  client_.tcp().set_option(net::ip::tcp::no_delay(true), ignored);
+  if (client_.tls()) return handshake();
   read_request();
 }
 
+void ProxySession::handshake() {
+  client_timer_.expires_after(ctx_.opts.client_idle_timeout);
+  client_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!ec) self->close_client();
+  });
+  client_.async_handshake([self = shared_from_this()](boost::system::error_code ec) {
+    self->client_timer_.cancel();
+    if (ec || self->stopping_) {
+      if (ec && self->ctx_.opts.log) self->ctx_.opts.log("TLS handshake failed: " + ec.message());
+      return self->close_client();
+    }
+    self->read_request();
+  });
+}
+
 void ProxySession::close_client() {
-  boost::system::error_code ignored;
   client_timer_.cancel();
-  client_.shutdown(Socket::shutdown_both, ignored);
-  client_.close(ignored);
+  client_.close();
 }
 
 void ProxySession::read_request() {
@@ -116,7 +131,8 @@ void ProxySession::on_request(boost::system::error_code ec) {
   }
   if (ec) {
     const bool benign = ec == http::error::end_of_stream || ec == net::error::eof ||
-                        ec == net::error::operation_aborted || ec == net::error::connection_reset;
+                        ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+                        ec == net::ssl::error::stream_truncated;  // a TLS client gone without close_notify
     if (benign || client_buf_.size() == 0) return close_client();
     keep_alive_ = false;
     return respond(400, api_error_body(400, "Malformed HTTP request: " + ec.message(), "bad_http_request",
@@ -148,10 +164,13 @@ void ProxySession::handle_request() {
   }
   if (path == "/metrics" && get)
     return respond(200, ctx_.metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
-  if (path == "/v1/realtime" || path == "/realtime")
-    return respond(501, api_error_body(501, "The gateway does not relay /v1/realtime WebSocket sessions yet; "
-                                            "connect to a replica directly.",
-                                       "not_implemented"));
+  if (ctx_.limiter && !admit_request()) return;
+  // A WebSocket upgrade: relayed to one replica for the session's life.
+  if ((path == "/v1/realtime" || path == "/realtime") && get &&
+      beast::iequals(req_[http::field::upgrade], "websocket")) {
+    usage_tap_.reset();
+    return start_realtime();
+  }
   // Everything else goes to a replica, which validates it. The body is read
   // only for routing: a prefix to hash (a body that is not JSON is relayed
   // as it is, and the replica answers 400).
@@ -208,6 +227,7 @@ void ProxySession::shutdown() {
 
 void ProxySession::end_for_shutdown() {
   stopping_ = true;
+  if (tunnel_) return end_tunnel();
   if (writing_) return;  // its completion closes the connection
   if (upstream_pending_) {
     // Its handler comes back here once the operation is cancelled.

@@ -33,13 +33,16 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include "gateway/client_stream.h"
 #include "gateway/gateway_context.h"
+#include "gateway/stream_usage.h"
 
 namespace nexus::gateway {
 
 class ProxySession : public std::enable_shared_from_this<ProxySession> {
  public:
-  ProxySession(boost::asio::ip::tcp::socket client, GatewayContext& ctx);
+  // `tls`: the server context (--tls-cert), null for plain HTTP.
+  ProxySession(boost::asio::ip::tcp::socket client, GatewayContext& ctx, boost::asio::ssl::context* tls = nullptr);
   ~ProxySession();
   void start();
   // Thread-safe: the gateway stops. A request in flight ends now: a started
@@ -57,6 +60,7 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   };
 
   // Client side.
+  void handshake();  // TLS only, before the first request
   void read_request();
   void on_header(boost::system::error_code ec);
   void on_request(boost::system::error_code ec);
@@ -65,6 +69,24 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
                const std::string& extra_headers = "");
   void write_client(bool then_next_request);
   void close_client();
+
+  // Access (proxy_access.cpp): the key and the tenant's limits; false when
+  // the request was answered (401, 429).
+  bool admit_request();
+  void charge_usage(const std::optional<TokenUsage>& usage);
+  void release_tenant();
+
+  // The realtime relay (proxy_realtime.cpp).
+  void start_realtime();
+  void realtime_attempt();
+  void write_realtime_upgrade();
+  void on_realtime_header(boost::system::error_code ec);
+  void realtime_failed(const std::string& detail);
+  void realtime_attempt_exhausted();
+  void relay_to_client();
+  void relay_to_replica();
+  void write_to_replica(size_t n);
+  void end_tunnel();
 
   // Attempts.
   void start_attempt();
@@ -86,7 +108,7 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void end_for_shutdown();
 
   GatewayContext& ctx_;
-  Socket client_;
+  ClientStream client_;
   boost::asio::steady_timer client_timer_, deadline_, backoff_;
   boost::beast::flat_buffer client_buf_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> req_parser_;
@@ -102,6 +124,9 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   bool keep_alive_ = true;
   bool chunked_ = true;  // HTTP/1.1 client: a stream in chunks
   std::vector<uint64_t> prefix_;
+  std::optional<size_t> tenant_;          // --api-keys: the admitted tenant
+  bool tenant_in_flight_ = false;         // counted in its in-flight gauge
+  std::optional<StreamUsageTap> usage_tap_;  // a stream's usage chunk (stream_usage.h)
   Clock::time_point received_;
   int attempts_ = 0;
   std::vector<bool> tried_;
@@ -120,6 +145,11 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   std::optional<boost::beast::http::response_parser<boost::beast::http::buffer_body>> res_parser_;
   std::array<char, 16 * 1024> chunk_{};
   std::string body_;
+  // The realtime relay: the replica's answer to the upgrade, then bytes
+  // both ways (tunnel_ while they flow).
+  std::optional<boost::beast::http::response_parser<boost::beast::http::string_body>> ws_parser_;
+  std::string to_replica_;
+  bool tunnel_ = false;
   bool streaming_ = false;
   bool started_ = false;  // bytes of the response reached the client
   bool blank_line_last_ = true;

@@ -38,7 +38,8 @@ std::string error_text(const std::string& body) {
 
 bool broken_connection(const beast::error_code& ec) {
   return ec == net::error::eof || ec == http::error::end_of_stream || ec == net::error::connection_reset ||
-         ec == net::error::broken_pipe || ec == net::error::connection_aborted;
+         ec == net::error::broken_pipe || ec == net::error::connection_aborted ||
+         ec == net::ssl::error::stream_truncated;  // a TLS server that closed without close_notify
 }
 
 }  // namespace
@@ -64,7 +65,7 @@ struct HttpTransport::Impl {
   HttpTransportOptions opts;
   net::io_context ioc;
   tcp::resolver resolver{ioc};
-  tcp::socket socket{ioc};
+  std::optional<ClientConnection> conn;  // made once opts is set
   beast::flat_buffer buf;
   bool connected = false;
   uint64_t opened = 0;
@@ -79,9 +80,8 @@ struct HttpTransport::Impl {
   }
 
   void close() {
-    beast::error_code ignored;
-    socket.shutdown(tcp::socket::shutdown_both, ignored);
-    socket.close(ignored);
+    conn->close();
+    conn->reset();  // (fresh TLS state for the next connection)
     buf.consume(buf.size());
     connected = false;
   }
@@ -96,13 +96,17 @@ struct HttpTransport::Impl {
                              });
     });
     if (ec) return ec;
-    ec = run(deadline, [&](auto h) { net::async_connect(socket, endpoints, h); });
+    ec = run(deadline, [&](auto h) { net::async_connect(conn->tcp(), endpoints, h); });
+    if (!ec && conn->tls()) {
+      if (!conn->set_server_name(opts.server.host)) ec = net::error::invalid_argument;
+      if (!ec) ec = run(deadline, [&](auto h) { conn->async_handshake(h); });
+    }
     if (ec) {
       close();
       return ec;
     }
     beast::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);  // small requests go out at once
+    conn->tcp().set_option(tcp::no_delay(true), ignored);  // small requests go out at once
     connected = true;
     ++opened;
     return {};
@@ -143,8 +147,8 @@ struct HttpTransport::Impl {
         r.connect_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       }
       r.reused_connection = reused;
-      beast::error_code ec = run(deadline, [&](auto h) { http::async_write(socket, req, h); });
-      if (!ec) ec = run(deadline, [&](auto h) { http::async_read_header(socket, buf, *parser, h); });
+      beast::error_code ec = run(deadline, [&](auto h) { http::async_write(*conn, req, h); });
+      if (!ec) ec = run(deadline, [&](auto h) { http::async_read_header(*conn, buf, *parser, h); });
       if (!ec) return {};
       close();
       if (!(reused && attempt == 0 && broken_connection(ec))) return ec;
@@ -154,6 +158,7 @@ struct HttpTransport::Impl {
 
 HttpTransport::HttpTransport(HttpTransportOptions opts) : impl_(std::make_unique<Impl>()) {
   impl_->opts = std::move(opts);
+  impl_->conn.emplace(impl_->ioc, impl_->opts.tls);
 }
 
 HttpTransport::~HttpTransport() { impl_->close(); }
@@ -195,7 +200,7 @@ RequestResult HttpTransport::run_request(const RequestSpec& spec) {
   while (!parser.is_done()) {
     parser.get().body().data = chunk;
     parser.get().body().size = sizeof chunk;
-    beast::error_code ec = m.run(deadline, [&](auto h) { http::async_read_some(m.socket, m.buf, parser, h); });
+    beast::error_code ec = m.run(deadline, [&](auto h) { http::async_read_some(*m.conn, m.buf, parser, h); });
     if (ec == http::error::need_buffer) ec = {};
     const auto now = Clock::now();  // arrival time of what this read delivered
     if (ec == beast::error::timeout) return fail(ErrorKind::Timeout, "timed out while streaming the response");
@@ -249,7 +254,7 @@ HttpReply HttpTransport::get(const std::string& target) {
   std::optional<http::response_parser<http::string_body>> parser;
   bool connect_failed = false;
   beast::error_code ec = m.send(req, parser, std::uint64_t{1} << 26, deadline, r, connect_failed);
-  if (!ec) ec = m.run(deadline, [&](auto h) { http::async_read(m.socket, m.buf, *parser, h); });
+  if (!ec) ec = m.run(deadline, [&](auto h) { http::async_read(*m.conn, m.buf, *parser, h); });
   if (ec) {
     m.close();
     out.error = ec == beast::error::timeout ? ErrorKind::Timeout

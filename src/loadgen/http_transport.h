@@ -10,6 +10,8 @@
 //                       (a stale one that fails before any response byte is
 //                       reopened once, as HTTP clients do);
 //   keep_alive = false  a new TCP connection per request ("Connection: close").
+// An https:// server: each connection's TLS handshake is part of its connect
+// time (tls_client.h).
 // Every network wait is bounded by the request's deadline (start + timeout).
 #pragma once
 
@@ -19,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loadgen/tls_client.h"
 #include "loadgen/transport.h"
 #include "loadgen/url.h"
 
@@ -29,6 +32,9 @@ struct HttpTransportOptions {
   bool keep_alive = true;
   std::chrono::milliseconds timeout{300'000};  // per request, connect included
   std::string api_key;                          // "" = no Authorization header
+  // For an https:// server: the TLS client context (make_tls_client_context),
+  // shared by every connection. Null = plain TCP (server.tls must be false).
+  std::shared_ptr<boost::asio::ssl::context> tls;
   nlohmann::json extra_body = nlohmann::json::object();  // merged into every request body
 };
 

@@ -7,11 +7,12 @@
 namespace nexus::loadgen {
 
 ServerUrl parse_server_url(const std::string& url) {
-  const std::string scheme = "http://";
-  if (url.rfind("https://", 0) == 0) throw Error("--url " + url + ": https is not supported (use http://)");
-  if (url.rfind(scheme, 0) != 0) throw Error("--url " + url + ": expected http://HOST[:PORT][/PATH]");
-  std::string rest = url.substr(scheme.size());
   ServerUrl u;
+  u.tls = url.rfind("https://", 0) == 0;
+  const std::string scheme = u.tls ? "https://" : "http://";
+  if (u.tls) u.port = "443";
+  if (url.rfind(scheme, 0) != 0) throw Error("--url " + url + ": expected http://HOST[:PORT][/PATH] or https://...");
+  std::string rest = url.substr(scheme.size());
   const size_t slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
   if (slash != std::string::npos) u.base_path = rest.substr(slash);
@@ -45,7 +46,7 @@ ServerUrl parse_server_url(const std::string& url) {
 
 std::string ServerUrl::to_string() const {
   const bool v6 = host.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + host + "]" : host) + ":" + port + base_path;
+  return (tls ? "https://" : "http://") + (v6 ? "[" + host + "]" : host) + ":" + port + base_path;
 }
 
 }  // namespace nexus::loadgen

@@ -61,6 +61,10 @@ struct HttpServerOptions {
   // Origins browsers may call from (`--cors-allow-origin`), "*" for any;
   // empty = no CORS (OPTIONS gets 405, no Access-Control-* header is sent).
   std::vector<std::string> cors_allow_origins;
+  // `--api-key`: requests must carry `Authorization: Bearer KEY` (else 401
+  // invalid_api_key; server/api_key.h says which paths stay open). Empty =
+  // no check.
+  std::string api_key;
   // Called once per request ("POST /v1/completions 200 12.3ms") from an I/O
   // thread; must be thread-safe. Empty = no log.
   std::function<void(const std::string&)> log;

@@ -1,5 +1,6 @@
 #include "server/http_session.h"
 
+#include "server/api_key.h"
 #include "server/realtime_session.h"
 #include "server/request_dispatch.h"
 #include "server/request_framing.h"
@@ -269,6 +270,15 @@ void HttpSession::handle_request() {
   if (ctx_.draining.load(std::memory_order_relaxed) && !status_target) {
     keep_alive_ = false;
     return send_reply(shutting_down_reply("The server is shutting down; send the request to another replica."));
+  }
+  if (!ctx_.opts.api_key.empty() && !open_without_key(method_, target_)) {
+    const auto auth = req[http::field::authorization];
+    const auto key = bearer_token(std::string_view(auth.data(), auth.size()));
+    if (!key || !same_key(*key, ctx_.opts.api_key)) {
+      HttpReply r = error_reply(invalid_api_key(key.has_value()));
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return send_reply(r);
+    }
   }
   if (req.body().size() < TokenizerPool::kOffThreadBytes)
     return on_dispatched(dispatch_request(req, ctx_.router, ctx_.cors));

@@ -22,7 +22,7 @@ struct GatewayProcess {
       : proc(args(replica_ports, extra_args)) {
     const auto line = proc.read_line();
     std::smatch m;
-    if (line && std::regex_match(*line, m, std::regex(R"(listening on http://127\.0\.0\.1:(\d+))")))
+    if (line && std::regex_match(*line, m, std::regex(R"(listening on https?://127\.0\.0\.1:(\d+))")))
       port = static_cast<uint16_t>(std::stoi(m[1]));
   }
   ChildProcess proc;

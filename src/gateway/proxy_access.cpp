@@ -1,0 +1,65 @@
+// ProxySession's access layer (proxy_session.h): the API key, the tenant's
+// limits (tenant_limiter.h) and its usage (stream_usage.h).
+#include <fmt/format.h>
+
+#include "gateway/proxy_http.h"
+#include "gateway/proxy_session.h"
+#include "server/api_key.h"
+
+namespace nexus::gateway {
+
+namespace http = boost::beast::http;
+
+bool ProxySession::admit_request() {
+  release_tenant();  // (a realtime session's, answered without an upgrade)
+  tenant_.reset();
+  usage_tap_.reset();
+  // A CORS preflight carries no credentials; the replica answers it.
+  if (req_.method() == http::verb::options) return true;
+  const auto auth = req_[http::field::authorization];
+  const AccessVerdict v = ctx_.limiter->admit(std::string_view(auth.data(), auth.size()), received_);
+  if (v.result == AccessResult::Unauthorized) {
+    ctx_.metrics.unauthorized().inc();
+    respond(401, server::error_body(server::invalid_api_key(v.key_presented)), "application/json",
+            "WWW-Authenticate: Bearer\r\n");
+    return false;
+  }
+  GatewayMetrics::PerTenant& m = ctx_.metrics.tenant(v.tenant);
+  if (v.result != AccessResult::Admitted) {
+    (v.result == AccessResult::RequestsLimited ? m.limited_requests : m.limited_tokens)->inc();
+    respond(429, rate_limit_body(ctx_.limiter->tenants()[v.tenant], v.result, v.retry_after_seconds),
+            "application/json", fmt::format("Retry-After: {}\r\n", v.retry_after_seconds));
+    return false;
+  }
+  tenant_ = v.tenant;
+  m.admitted->inc();
+  m.in_flight->add(1);
+  tenant_in_flight_ = true;
+  // A stream's tokens come in its usage chunk: ask the replica for it.
+  const std::string_view target(req_.target().data(), req_.target().size());
+  const std::string_view path = target.substr(0, target.find('?'));
+  if (req_.method() == http::verb::post && (path == "/v1/completions" || path == "/v1/chat/completions")) {
+    if (auto r = with_stream_usage(req_.body())) {
+      req_.body() = std::move(r->body);
+      req_.prepare_payload();
+      usage_tap_.emplace(!r->client_asked);
+    }
+  }
+  return true;
+}
+
+void ProxySession::charge_usage(const std::optional<TokenUsage>& usage) {
+  if (!tenant_ || !usage) return;
+  ctx_.limiter->charge(*tenant_, *usage, std::chrono::steady_clock::now());
+  GatewayMetrics::PerTenant& m = ctx_.metrics.tenant(*tenant_);
+  m.prompt_tokens->inc(usage->prompt_tokens);
+  m.completion_tokens->inc(usage->completion_tokens);
+}
+
+void ProxySession::release_tenant() {
+  if (!tenant_in_flight_) return;
+  tenant_in_flight_ = false;
+  ctx_.metrics.tenant(*tenant_).in_flight->add(-1);
+}
+
+}  // namespace nexus::gateway

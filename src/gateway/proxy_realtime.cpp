@@ -1,0 +1,241 @@
+// ProxySession's realtime relay (proxy_session.h): GET /v1/realtime
+// WebSocket sessions. The upgrade request goes to one replica (chosen as
+// any attempt is, without a prefix), over a connection of its own (never
+// pooled); once it answers 101 the gateway relays the 101 and then the
+// bytes in both directions as each read brings them, without parsing the
+// frames. The session thus sticks to that replica for its whole life. A
+// connect error or a replica that does not answer the upgrade within
+// --connect-timeout-ms is retried on another replica (within the retry
+// budget); any other answer (4xx, 503 draining, ...) is relayed. When
+// either side closes or fails, both connections close (a replica that dies
+// mid-session closes the client's connection; the client starts a new
+// session).
+#include <fmt/format.h>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "gateway/proxy_http.h"
+#include "gateway/proxy_session.h"
+
+namespace nexus::gateway {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+void ProxySession::start_realtime() {
+  attempts_ = 0;
+  std::fill(tried_.begin(), tried_.end(), false);
+  last_error_.clear();
+  realtime_attempt();
+}
+
+void ProxySession::realtime_attempt() {
+  const auto now = Clock::now();
+  replica_ = nullptr;
+  for (size_t pass = 0; pass < ctx_.replicas.size() && !replica_; ++pass) {
+    std::vector<Candidate> candidates;
+    for (auto& r : ctx_.replicas)
+      if (r->available(now) && !tried_[r->index]) candidates.push_back(Candidate{r->index, r->load.score()});
+    if (candidates.empty()) break;
+    const RouteDecision d = ctx_.router.choose(candidates, {});
+    tried_[d.replica] = true;
+    const Admission a = ctx_.replicas[d.replica]->breaker.try_acquire(now);
+    if (a == Admission::Denied) continue;
+    replica_ = ctx_.replicas[d.replica].get();
+    probe_ = a == Admission::Probe;
+  }
+  if (!replica_) {
+    keep_alive_ = false;
+    if (!last_error_.empty())
+      return respond(502, api_error_body(502, fmt::format("No replica took the realtime session after {} attempt(s); "
+                                                          "last: {}", attempts_, last_error_),
+                                         "bad_gateway"));
+    ctx_.metrics.no_replica_requests().inc();
+    return respond(503, api_error_body(503, "No replica is available to take the session.", "no_replica_available"),
+                   "application/json", "Retry-After: 1\r\n");
+  }
+  ++attempts_;
+  ctx_.metrics.replica(replica_->index).routed->inc();
+  timed_out_ = false;
+  up_buf_.clear();
+  up_ = replica_->pool.fresh();
+  // Connect and the 101 answer are bounded together.
+  const uint64_t seq = ++deadline_seq_;
+  deadline_.expires_after(ctx_.opts.connect_timeout);
+  deadline_.async_wait([self = shared_from_this(), seq](boost::system::error_code ec) {
+    if (ec || seq != self->deadline_seq_) return;
+    self->timed_out_ = true;
+    boost::system::error_code ignored;
+    if (self->up_) self->up_->close(ignored);
+  });
+  upstream_pending_ = true;
+  net::async_connect(
+      *up_, replica_->pool.endpoints(),
+      net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, const auto&) {
+        self->upstream_pending_ = false;
+        if (self->stopping_) return self->end_for_shutdown();
+        if (ec) return self->realtime_failed(self->timed_out_ ? "no answer within the connect timeout" : "connect: " + ec.message());
+        boost::system::error_code ignored;
+        self->up_->set_option(net::ip::tcp::no_delay(true), ignored);
+        self->write_realtime_upgrade();
+      }));
+}
+
+void ProxySession::write_realtime_upgrade() {
+  up_req_ = {};
+  up_req_.method(req_.method());
+  up_req_.target(replica_->url.base_path + std::string(req_.target()));
+  up_req_.version(11);
+  // The handshake's own headers (Connection, Upgrade, Sec-WebSocket-*) go
+  // through: the replica answers the handshake.
+  const bool own_key = ctx_.limiter || !ctx_.opts.replica_api_key.empty();
+  for (const auto& f : req_)
+    if (f.name() != http::field::host && f.name() != http::field::content_length &&
+        !(own_key && f.name() == http::field::authorization))
+      up_req_.insert(f.name_string(), f.value());
+  if (!ctx_.opts.replica_api_key.empty()) up_req_.set(http::field::authorization, "Bearer " + ctx_.opts.replica_api_key);
+  up_req_.set(http::field::host, replica_->id);
+  upstream_pending_ = true;
+  http::async_write(
+      *up_, up_req_,
+      net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+        self->upstream_pending_ = false;
+        if (self->stopping_) return self->end_for_shutdown();
+        if (ec) return self->realtime_failed("write: " + ec.message());
+        self->ws_parser_.emplace();
+        self->ws_parser_->body_limit(64 * 1024);
+        self->upstream_pending_ = true;
+        http::async_read_header(
+            *self->up_, self->up_buf_, *self->ws_parser_,
+            net::bind_executor(self->client_.get_executor(), [self](boost::system::error_code ec, size_t) {
+              self->upstream_pending_ = false;
+              if (self->stopping_) return self->end_for_shutdown();
+              self->on_realtime_header(ec);
+            }));
+      }));
+}
+
+void ProxySession::realtime_failed(const std::string& detail) {
+  ++deadline_seq_;
+  deadline_.cancel();
+  replica_->breaker.record_failure(Clock::now(), probe_);
+  ctx_.metrics.replica(replica_->index).attempt_failures->inc();
+  boost::system::error_code ignored;
+  if (up_) up_->close(ignored);
+  up_.reset();
+  last_error_ = replica_->id + ": " + detail;
+  if (attempts_ < ctx_.opts.retry.max_attempts && ctx_.budget.try_spend(Clock::now())) {
+    ctx_.metrics.retries(timed_out_ ? RetryReason::Timeout : RetryReason::Connect).inc();
+    return realtime_attempt();
+  }
+  realtime_attempt_exhausted();
+}
+
+void ProxySession::realtime_attempt_exhausted() {
+  std::fill(tried_.begin(), tried_.end(), true);  // no replica left: realtime_attempt() answers 502
+  realtime_attempt();
+}
+
+void ProxySession::on_realtime_header(boost::system::error_code ec) {
+  if (ec) return realtime_failed(timed_out_ ? "no answer within the connect timeout" : "read: " + ec.message());
+  const auto& res = ws_parser_->get();
+  const int status = static_cast<int>(res.result_int());
+  if (status != 101) {
+    // Not upgraded: relay the answer (read whole), then close.
+    upstream_pending_ = true;
+    return http::async_read(
+        *up_, up_buf_, *ws_parser_,
+        net::bind_executor(client_.get_executor(), [self = shared_from_this(), status](boost::system::error_code ec, size_t) {
+          self->upstream_pending_ = false;
+          if (self->stopping_) return self->end_for_shutdown();
+          if (ec) return self->realtime_failed("read: " + ec.message());
+          ++self->deadline_seq_;
+          self->deadline_.cancel();
+          const auto now = Clock::now();
+          if (status >= 500) self->replica_->breaker.record_failure(now, self->probe_);
+          else self->replica_->breaker.record_success(now, self->probe_);
+          boost::system::error_code ignored;
+          self->up_->close(ignored);
+          const auto& r = self->ws_parser_->get();
+          self->keep_alive_ = false;
+          const std::string retry_after(r[http::field::retry_after]);
+          self->respond(status, r.body(), r[http::field::content_type].empty() ? "application/json" : std::string(r[http::field::content_type]),
+                        retry_after.empty() ? "" : "Retry-After: " + retry_after + "\r\n");
+        }));
+  }
+  ++deadline_seq_;
+  deadline_.cancel();
+  replica_->breaker.record_success(Clock::now(), probe_);
+  out_ = "HTTP/1.1 101 Switching Protocols\r\n";
+  for (const auto& f : res)
+    out_ += fmt::format("{}: {}\r\n", std::string(f.name_string()), std::string(f.value()));
+  out_ += "\r\n";
+  // Frames the replica sent right after its 101 (session.created) were read
+  // with the header: they go first.
+  out_ += beast::buffers_to_string(up_buf_.data());
+  up_buf_.clear();
+  tunnel_ = true;
+  ctx_.metrics.replica(replica_->index).realtime_sessions->inc();
+  ctx_.metrics.realtime_active().add(1);
+  if (ctx_.opts.log)
+    ctx_.opts.log(fmt::format("{} {} 101 {} {:.1f}ms", std::string(req_.method_string()), std::string(req_.target()),
+                              replica_->id, std::chrono::duration<double, std::milli>(Clock::now() - received_).count()));
+  writing_ = true;
+  net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+    self->writing_ = false;
+    if (ec || !self->tunnel_) return self->end_tunnel();
+    self->relay_to_client();
+    // Bytes the client sent past its upgrade request (it should wait for
+    // the 101, RFC 6455 4.1) go first.
+    self->to_replica_ = beast::buffers_to_string(self->client_buf_.data());
+    self->client_buf_.clear();
+    if (!self->to_replica_.empty()) return self->write_to_replica(self->to_replica_.size());
+    self->relay_to_replica();
+  });
+}
+
+void ProxySession::relay_to_client() {
+  up_->async_read_some(
+      net::buffer(chunk_),
+      net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+        if (ec || !self->tunnel_) return self->end_tunnel();
+        self->out_.assign(self->chunk_.data(), n);
+        net::async_write(self->client_, net::buffer(self->out_), [self](boost::system::error_code ec, size_t) {
+          if (ec || !self->tunnel_) return self->end_tunnel();
+          self->relay_to_client();
+        });
+      }));
+}
+
+void ProxySession::relay_to_replica() {
+  to_replica_.resize(16 * 1024);
+  client_.async_read_some(net::buffer(to_replica_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+    if (ec || !self->tunnel_) return self->end_tunnel();
+    self->write_to_replica(n);
+  });
+}
+
+void ProxySession::write_to_replica(size_t n) {
+  net::async_write(*up_, net::buffer(to_replica_.data(), n),
+                   net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                     if (ec || !self->tunnel_) return self->end_tunnel();
+                     self->relay_to_replica();
+                   }));
+}
+
+void ProxySession::end_tunnel() {
+  if (!tunnel_) return;
+  tunnel_ = false;
+  ctx_.metrics.realtime_active().add(-1);
+  boost::system::error_code ignored;
+  if (up_) up_->close(ignored);
+  close_client();
+}
+
+}  // namespace nexus::gateway

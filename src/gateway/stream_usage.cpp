@@ -1,0 +1,83 @@
+#include "gateway/stream_usage.h"
+
+#include <nlohmann/json.hpp>
+
+namespace nexus::gateway {
+
+namespace {
+
+std::optional<TokenUsage> usage_in(const nlohmann::json& doc) {
+  if (!doc.is_object()) return std::nullopt;
+  const auto u = doc.find("usage");
+  if (u == doc.end() || !u->is_object()) return std::nullopt;
+  TokenUsage t;
+  if (const auto p = u->find("prompt_tokens"); p != u->end() && p->is_number_integer()) t.prompt_tokens = *p;
+  if (const auto c = u->find("completion_tokens"); c != u->end() && c->is_number_integer()) t.completion_tokens = *c;
+  return t;
+}
+
+}  // namespace
+
+std::optional<TokenUsage> usage_of_body(std::string_view body) {
+  return usage_in(nlohmann::json::parse(body, nullptr, false));
+}
+
+std::optional<StreamUsageRequest> with_stream_usage(std::string_view body) {
+  // ordered_json: the body goes on with its fields in the client's order.
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(body, nullptr, false);
+  if (!doc.is_object()) return std::nullopt;
+  const auto s = doc.find("stream");
+  if (s == doc.end() || !s->is_boolean() || !s->get<bool>()) return std::nullopt;
+  StreamUsageRequest r;
+  auto so = doc.find("stream_options");
+  if (so != doc.end() && !so->is_null()) {
+    if (!so->is_object()) return std::nullopt;  // the replica refuses it by name
+    const auto iu = so->find("include_usage");
+    r.client_asked = iu != so->end() && iu->is_boolean() && iu->get<bool>();
+    (*so)["include_usage"] = true;
+  } else {
+    doc["stream_options"] = {{"include_usage", true}};
+  }
+  r.body = doc.dump();
+  return r;
+}
+
+std::string StreamUsageTap::feed(std::string_view bytes) {
+  held_.append(bytes);
+  std::string out;
+  size_t start = 0;
+  for (size_t end; (end = held_.find("\n\n", start)) != std::string::npos; start = end + 2)
+    out += event(std::string_view(held_).substr(start, end + 2 - start));
+  held_.erase(0, start);
+  return out;
+}
+
+std::string StreamUsageTap::flush() {
+  std::string rest;
+  rest.swap(held_);
+  return rest;
+}
+
+std::string StreamUsageTap::event(std::string_view ev) {
+  constexpr std::string_view data = "data: {";
+  if (!ev.starts_with(data)) return std::string(ev);
+  const std::string_view payload = ev.substr(6, ev.size() - 8);  // without "data: " and "\n\n"
+  if (payload.find("\"usage\":{") != std::string_view::npos) {
+    const auto doc = nlohmann::json::parse(payload, nullptr, false);
+    if (auto u = usage_in(doc)) {
+      usage_ = u;
+      const auto c = doc.find("choices");
+      if (strip_ && c != doc.end() && c->is_array() && c->empty()) return {};
+    }
+    return std::string(ev);
+  }
+  constexpr std::string_view null_usage = ",\"usage\":null}";
+  if (strip_ && payload.ends_with(null_usage)) {
+    std::string out(ev.substr(0, ev.size() - 2 - null_usage.size()));
+    out += "}\n\n";
+    return out;
+  }
+  return std::string(ev);
+}
+
+}  // namespace nexus::gateway

@@ -1,0 +1,64 @@
+// Token usage of the responses the gateway relays, for the per-tenant
+// tokens-per-minute limits (tenant_limiter.h): prompt + completion tokens
+// as the replica counted them, from its `usage` object.
+//
+//   non-streamed  the response body's "usage" (usage_of_body);
+//   streamed      the gateway asks the replica for the usage chunk
+//                 (`"stream_options": {"include_usage": true}` added to the
+//                 request, with_stream_usage) and reads it from the stream's
+//                 last data event before [DONE] (StreamUsageTap). When the
+//                 client had not asked for it, the tap removes what the
+//                 option added: that usage chunk (`"choices": []`) and the
+//                 `"usage": null` that ends every other chunk, so the
+//                 client gets the stream it asked for.
+// A stream cut before its usage chunk counts nothing (the replica's count
+// never arrived).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace nexus::gateway {
+
+struct TokenUsage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+// The "usage" of a JSON response body; nullopt when it has none.
+std::optional<TokenUsage> usage_of_body(std::string_view body);
+
+// For a request body with "stream": true: the body with include_usage set,
+// and whether the client had set it itself. nullopt when the body is not a
+// JSON object streaming (left as it is).
+struct StreamUsageRequest {
+  std::string body;
+  bool client_asked = false;
+};
+std::optional<StreamUsageRequest> with_stream_usage(std::string_view body);
+
+// Splits a relayed SSE stream into whole events (a partial event is held
+// until its blank line, so the client still gets each event as soon as it
+// is complete), reads the usage chunk, and strips what include_usage added
+// when `strip` (the client had not asked for it).
+class StreamUsageTap {
+ public:
+  explicit StreamUsageTap(bool strip) : strip_(strip) {}
+  // The bytes to relay now for `bytes` read from the replica.
+  std::string feed(std::string_view bytes);
+  // At the end of the stream: whatever was held back (a last event without
+  // its blank line, relayed as it came).
+  std::string flush();
+  const std::optional<TokenUsage>& usage() const { return usage_; }
+
+ private:
+  std::string event(std::string_view ev);  // one whole event, blank line included
+
+  bool strip_;
+  std::string held_;
+  std::optional<TokenUsage> usage_;
+};
+
+}  // namespace nexus::gateway

@@ -1,0 +1,34 @@
+// API keys on the wire: the `Authorization: Bearer KEY` header OpenAI's
+// clients send, and the 401 they expect when it is missing or wrong.
+//
+// `nexus serve --api-key KEY` (one key, as llama.cpp's and vLLM's servers
+// have) checks it on every request but GET/HEAD /health, /metrics and /load
+// (probes, scrapes and the gateway's load polls stay open) and CORS
+// preflights (browsers send those without credentials). The gateway's
+// per-tenant keys (gateway/api_keys.h) use the same parsing and reply.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "server/api_error.h"
+
+namespace nexus::server {
+
+// The KEY of "Bearer KEY" (scheme case-insensitive, spaces around the key
+// trimmed); nullopt when the header is not a bearer credential.
+std::optional<std::string_view> bearer_token(std::string_view authorization);
+
+// Compares in time independent of where the strings differ (no early exit),
+// so the reply time does not leak how much of a guessed key was right.
+bool same_key(std::string_view a, std::string_view b);
+
+// 401 invalid_api_key (OpenAI's shape). `presented`: whether the request
+// carried a bearer credential at all (the message differs).
+ApiError invalid_api_key(bool presented);
+
+// Whether `path` (query string excluded) stays open under --api-key.
+bool open_without_key(std::string_view method, std::string_view path);
+
+}  // namespace nexus::server

@@ -1,0 +1,188 @@
+// The gateway's access layer end to end: `nexus gateway --api-keys FILE` in
+// front of real `nexus serve` replicas on loopback (keys accepted and
+// refused, 429 with Retry-After once a tenant's request or token bucket is
+// empty, the tokens counted from the replicas' usage, streamed and not),
+// and `nexus serve --api-key`. Limits are tiny so a bucket empties after
+// one request and refills in hours: the tests assert counts, never times.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "support/gateway_load.h"
+#include "support/gateway_process.h"
+#include "support/http_client.h"
+#include "support/test_support.h"
+
+using namespace nexus::test;
+using nlohmann::json;
+
+namespace {
+
+std::string write_keys(const std::string& text) {
+  const std::string path = make_temp_dir() + "/keys.txt";
+  std::ofstream(path) << text;
+  return path;
+}
+
+Headers bearer(const std::string& key) { return {{"Authorization", "Bearer " + key}}; }
+
+const json kCompletion = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"ignore_eos", true}};
+
+std::string error_code(const std::string& body) {
+  const json j = json::parse(body, nullptr, false);
+  return j.is_object() && j.contains("error") && j["error"]["code"].is_string() ? j["error"]["code"].get<std::string>()
+                                                                                : "(none: " + body + ")";
+}
+
+}  // namespace
+
+TEST(GatewayAccess, KeysAreCheckedAndHealthAndMetricsStayOpen) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1);
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports, {"--api-keys", write_keys("sk-good team-a\n")});
+  ASSERT_GT(gw.port, 0);
+  HttpClient c("127.0.0.1", gw.port);
+
+  HttpResponse none = c.request("POST", "/v1/completions", kCompletion.dump());
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(error_code(none.body), "invalid_api_key");
+  EXPECT_EQ(none.header("www-authenticate"), "Bearer");
+  HttpResponse wrong = c.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-bad"));
+  EXPECT_EQ(wrong.status, 401);
+  EXPECT_EQ(error_code(wrong.body), "invalid_api_key");
+  EXPECT_EQ(c.request("GET", "/v1/models").status, 401);
+
+  HttpResponse ok = c.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-good"));
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(c.request("GET", "/v1/models", "", bearer("sk-good")).status, 200);
+  EXPECT_EQ(c.get("/health").status, 200);
+  const auto m = scrape_metrics(gw.port);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_unauthorized_total", {}), 3);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_requests_total", {{"tenant", "team-a"}}), 2);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_in_flight_requests", {{"tenant", "team-a"}}, -1), 0);
+  // Non-streamed usage: 8 completion tokens (ignore_eos).
+  EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_tokens_total", {{"tenant", "team-a"}, {"kind", "completion"}}), 8);
+  EXPECT_GT(metric_or(m, "nexus_gateway_tenant_tokens_total", {{"tenant", "team-a"}, {"kind", "prompt"}}), 0);
+}
+
+TEST(GatewayAccess, EmptyRequestBucketAnswers429WithRetryAfter) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1);
+  ASSERT_TRUE(rs.all_started());
+  // 0.0001 requests a second: a bucket of one request, refilled in ~3 h.
+  // team-b has no limit and is not affected by team-a's.
+  GatewayProcess gw(rs.ports, {"--api-keys", write_keys("sk-a team-a 0.0001\nsk-b team-b\n")});
+  ASSERT_GT(gw.port, 0);
+  HttpClient c("127.0.0.1", gw.port);
+  int ok = 0, limited = 0;
+  for (int i = 0; i < 6; ++i) {
+    const HttpResponse r = c.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-a"));
+    if (r.status == 200) ++ok;
+    if (r.status == 429) {
+      ++limited;
+      EXPECT_EQ(error_code(r.body), "rate_limit_exceeded");
+      EXPECT_EQ(json::parse(r.body)["error"]["type"], "requests");
+      const std::string retry_after = r.header("retry-after");
+      ASSERT_FALSE(retry_after.empty());
+      EXPECT_GE(std::stoi(retry_after), 1);
+    }
+  }
+  std::printf("[requests/s] team-a: %d ok, %d limited\n", ok, limited);
+  EXPECT_EQ(ok, 1);
+  EXPECT_EQ(limited, 5);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(c.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-b")).status, 200);
+  const auto m = scrape_metrics(gw.port);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_rate_limited_total", {{"tenant", "team-a"}, {"limit", "requests_per_second"}}), 5);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_rate_limited_total", {{"tenant", "team-b"}, {"limit", "requests_per_second"}}), 0);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_requests_total", {{"tenant", "team-b"}}), 3);
+}
+
+TEST(GatewayAccess, StreamedTokensAreCountedAndEmptyTheTokenBucket) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1);
+  ASSERT_TRUE(rs.all_started());
+  // One token a minute: the first request is admitted, its ~12 tokens put
+  // the bucket in debt, and the next ones are refused until it refills.
+  GatewayProcess gw(rs.ports, {"--api-keys", write_keys("sk-s streamer - 1\nsk-u asker - 1\n")});
+  ASSERT_GT(gw.port, 0);
+  HttpClient c("127.0.0.1", gw.port);
+  json body = kCompletion;
+  body["stream"] = true;
+
+  // The client did not ask for usage: the stream it gets has none (the
+  // gateway asked the replica for it and strips it).
+  c.send("POST", "/v1/completions", body.dump(), bearer("sk-s"));
+  ASSERT_EQ(c.read_header().status, 200);
+  int text_events = 0;
+  bool done = false;
+  while (auto ev = c.next_event()) {
+    if (*ev == "data: [DONE]") {
+      done = true;
+      continue;
+    }
+    EXPECT_EQ(ev->find("usage"), std::string::npos) << *ev;
+    EXPECT_EQ(ev->find("\"choices\":[]"), std::string::npos) << *ev;
+    ++text_events;
+  }
+  EXPECT_TRUE(done);
+  EXPECT_GE(text_events, 8);
+  HttpResponse dry = c.request("POST", "/v1/completions", body.dump(), bearer("sk-s"));
+  EXPECT_EQ(dry.status, 429);
+  EXPECT_EQ(json::parse(dry.body)["error"]["type"], "tokens");
+  EXPECT_GE(std::stoi(dry.header("retry-after").empty() ? "0" : dry.header("retry-after")), 1);
+
+  // A client that asked for usage gets the usage chunk as the replica sent it.
+  body["stream_options"] = {{"include_usage", true}};
+  c.send("POST", "/v1/completions", body.dump(), bearer("sk-u"));
+  ASSERT_EQ(c.read_header().status, 200);
+  int usage_chunks = 0;
+  while (auto ev = c.next_event())
+    if (ev->find("\"choices\":[]") != std::string::npos && ev->find("\"completion_tokens\":8") != std::string::npos)
+      ++usage_chunks;
+  EXPECT_EQ(usage_chunks, 1);
+  EXPECT_EQ(c.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-u")).status, 429);
+
+  const auto m = scrape_metrics(gw.port);
+  for (const char* t : {"streamer", "asker"}) {
+    EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_tokens_total", {{"tenant", t}, {"kind", "completion"}}), 8) << t;
+    EXPECT_EQ(metric_or(m, "nexus_gateway_rate_limited_total", {{"tenant", t}, {"limit", "tokens_per_minute"}}), 1)
+        << t;
+    EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_requests_total", {{"tenant", t}}), 1) << t;
+  }
+}
+
+TEST(ServeApiKey, RequiresTheKeyButHealthStaysOpen) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ServeProcess s(model, {"--api-key", "sk-serve"});
+  ASSERT_GT(s.port, 0);
+  HttpClient c("127.0.0.1", s.port);
+  EXPECT_EQ(c.get("/health").status, 200);
+  EXPECT_EQ(c.get("/load").status, 200);
+  EXPECT_EQ(c.get("/metrics").status, 200);
+  HttpResponse none = c.request("POST", "/v1/completions", kCompletion.dump());
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(error_code(none.body), "invalid_api_key");
+  EXPECT_EQ(c.request("GET", "/v1/models", "", bearer("sk-wrong")).status, 401);
+  EXPECT_EQ(c.request("GET", "/v1/models", "", bearer("sk-serve")).status, 200);
+  EXPECT_EQ(c.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-serve")).status, 200);
+}
+
+TEST(GatewayAccess, ReplicaKeyReplacesTheClientsKey) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1, {"--api-key", "sk-replica"});
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports, {"--api-keys", write_keys("sk-tenant t\n"), "--replica-api-key", "sk-replica"});
+  ASSERT_GT(gw.port, 0);
+  HttpClient c("127.0.0.1", gw.port);
+  // The gateway's health checks reach the replica (its /health is open).
+  for (int i = 0; i < 100 && c.get("/health").status != 200; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  HttpResponse r = c.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-tenant"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  // The replica's key does not open the gateway.
+  EXPECT_EQ(c.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-replica")).status, 401);
+}

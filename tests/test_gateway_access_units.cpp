@@ -1,0 +1,189 @@
+// The gateway's access layer without sockets: the API-key file (both
+// formats, and what it refuses), bearer parsing, token buckets, tenant
+// admission with Retry-After, and the stream usage tap.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/api_keys.h"
+#include "gateway/stream_usage.h"
+#include "gateway/tenant_limiter.h"
+#include "gateway/token_bucket.h"
+#include "server/api_key.h"
+#include "util/error.h"
+
+using namespace nexus::gateway;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+TEST(GatewayApiKeys, ParsesLinesWithCommentsAndOptionalLimits) {
+  const ApiKeyTable t = parse_api_keys(
+      "# key tenant rps tpm\n"
+      "sk-a1  team-a  5  20000\n"
+      "\n"
+      "sk-a2 team-a 5 20000   # rotated key\n"
+      "sk-b team-b - 600\n"
+      "sk-c team-c\n",
+      "keys.txt");
+  ASSERT_EQ(t.tenants.size(), 3u);
+  EXPECT_EQ(t.keys.size(), 4u);
+  EXPECT_EQ(t.tenants[0].name, "team-a");
+  EXPECT_EQ(t.tenants[0].limits.requests_per_second, 5.0);
+  EXPECT_EQ(t.tenants[0].limits.tokens_per_minute, 20000.0);
+  EXPECT_EQ(t.find("sk-a2"), 0u);
+  EXPECT_FALSE(t.tenants[1].limits.requests_per_second);
+  EXPECT_EQ(t.tenants[1].limits.tokens_per_minute, 600.0);
+  EXPECT_FALSE(t.tenants[2].limits.requests_per_second);
+  EXPECT_FALSE(t.tenants[2].limits.tokens_per_minute);
+  EXPECT_FALSE(t.find("sk-unknown"));
+}
+
+TEST(GatewayApiKeys, ParsesJsonObjectOrArray) {
+  const ApiKeyTable t = parse_api_keys(
+      R"({"keys": [{"key": "k1", "tenant": "a", "requests_per_second": 2.5},
+                   {"key": "k2", "tenant": "b", "tokens_per_minute": 100, "requests_per_second": null}]})",
+      "keys.json");
+  ASSERT_EQ(t.tenants.size(), 2u);
+  EXPECT_EQ(t.tenants[0].limits.requests_per_second, 2.5);
+  EXPECT_EQ(t.tenants[1].limits.tokens_per_minute, 100.0);
+  EXPECT_FALSE(t.tenants[1].limits.requests_per_second);
+  const ApiKeyTable a = parse_api_keys(R"([{"key": "k1", "tenant": "a"}])", "keys.json");
+  EXPECT_EQ(a.find("k1"), 0u);
+}
+
+TEST(GatewayApiKeys, RefusesBadFilesByName) {
+  auto message = [](const std::string& text) {
+    try {
+      parse_api_keys(text, "f");
+    } catch (const nexus::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(message("").find("no API key"), std::string::npos);
+  EXPECT_NE(message("k1 a\nk1 b\n").find("f:2: this key is listed twice"), std::string::npos);
+  EXPECT_NE(message("k1 a 5\nk2 a 6\n").find("other limits"), std::string::npos);
+  EXPECT_NE(message("k1 a five\n").find("not a number"), std::string::npos);
+  EXPECT_NE(message("k1 a 0\n").find("positive"), std::string::npos);
+  EXPECT_NE(message("k1 a 1 2 3\n").find("expected KEY TENANT"), std::string::npos);
+  EXPECT_NE(message("k1 bad/name\n").find("tenant"), std::string::npos);
+  EXPECT_NE(message(R"({"keys": [{"key": "k", "tenant": "a", "rps": 1}]})").find("unknown field \"rps\""),
+            std::string::npos);
+  EXPECT_NE(message(R"({"keys": [], "x": 1})").find("unknown field \"x\""), std::string::npos);
+  EXPECT_NE(message(R"({"keys": [{"tenant": "a"}]})").find("\"key\""), std::string::npos);
+  EXPECT_NE(message(R"({"keys": [{"key": "k", "tenant": "a", "tokens_per_minute": -1}]})").find("positive"),
+            std::string::npos);
+  EXPECT_NE(message("{not json").find("not valid JSON"), std::string::npos);
+}
+
+TEST(GatewayApiKeys, BearerParsingAndComparison) {
+  using nexus::server::bearer_token;
+  EXPECT_EQ(bearer_token("Bearer sk-1"), "sk-1");
+  EXPECT_EQ(bearer_token("bearer   sk-1  "), "sk-1");
+  EXPECT_FALSE(bearer_token(""));
+  EXPECT_FALSE(bearer_token("Bearer "));
+  EXPECT_FALSE(bearer_token("Basic dXNlcjpwYXNz"));
+  EXPECT_FALSE(bearer_token("Bearersk-1"));
+  EXPECT_TRUE(nexus::server::same_key("abc", "abc"));
+  EXPECT_FALSE(nexus::server::same_key("abc", "abd"));
+  EXPECT_FALSE(nexus::server::same_key("abc", "abcd"));
+  EXPECT_FALSE(nexus::server::same_key("", "a"));
+  EXPECT_TRUE(nexus::server::open_without_key("GET", "/health"));
+  EXPECT_TRUE(nexus::server::open_without_key("GET", "/metrics?x=1"));
+  EXPECT_FALSE(nexus::server::open_without_key("POST", "/health"));
+  EXPECT_FALSE(nexus::server::open_without_key("GET", "/v1/models"));
+}
+
+TEST(GatewayTokenBucket, TakesRefillsAndChargesIntoDebt) {
+  const auto t0 = Clock::now();
+  TokenBucket b(2, 2, t0);  // 2 a second, holds 2
+  EXPECT_TRUE(b.try_take(1, t0));
+  EXPECT_TRUE(b.try_take(1, t0));
+  EXPECT_FALSE(b.try_take(1, t0));
+  EXPECT_DOUBLE_EQ(b.wait_for(1, t0), 0.5);
+  EXPECT_TRUE(b.try_take(1, t0 + milliseconds(500)));
+  EXPECT_NEAR(b.level(t0 + milliseconds(10'000)), 2, 1e-9);  // never above capacity
+  b.charge(5, t0 + milliseconds(10'000));
+  EXPECT_NEAR(b.level(t0 + milliseconds(10'000)), -3, 1e-9);
+  EXPECT_NEAR(b.wait_for(1, t0 + milliseconds(10'000)), 2.0, 1e-9);
+  // An older time point neither refills nor drains.
+  EXPECT_NEAR(b.level(t0), -3, 1e-9);
+}
+
+TEST(GatewayTenantLimiter, AdmitsByKeyAndLimitsWithRetryAfter) {
+  const auto t0 = Clock::now();
+  TenantLimiter l(parse_api_keys("ka a 2\nkb b - 60\nkc c\n", "f"), t0);
+  EXPECT_EQ(l.admit("", t0).result, AccessResult::Unauthorized);
+  EXPECT_FALSE(l.admit("", t0).key_presented);
+  const AccessVerdict wrong = l.admit("Bearer nope", t0);
+  EXPECT_EQ(wrong.result, AccessResult::Unauthorized);
+  EXPECT_TRUE(wrong.key_presented);
+  // Requests per second: a bucket of 2.
+  EXPECT_EQ(l.admit("Bearer ka", t0).result, AccessResult::Admitted);
+  EXPECT_EQ(l.admit("Bearer ka", t0).result, AccessResult::Admitted);
+  const AccessVerdict limited = l.admit("Bearer ka", t0);
+  EXPECT_EQ(limited.result, AccessResult::RequestsLimited);
+  EXPECT_EQ(limited.retry_after_seconds, 1);
+  EXPECT_EQ(l.admit("Bearer ka", t0 + milliseconds(600)).result, AccessResult::Admitted);
+  // Tokens per minute: 60 a minute; a 100-token answer is a 41 s debt.
+  const AccessVerdict b = l.admit("Bearer kb", t0);
+  ASSERT_EQ(b.result, AccessResult::Admitted);
+  l.charge(b.tenant, TokenUsage{40, 60}, t0);
+  const AccessVerdict dry = l.admit("Bearer kb", t0);
+  EXPECT_EQ(dry.result, AccessResult::TokensLimited);
+  EXPECT_EQ(dry.retry_after_seconds, 41);
+  EXPECT_EQ(l.admit("Bearer kb", t0 + milliseconds(41'000)).result, AccessResult::Admitted);
+  // No limits: always admitted.
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(l.admit("Bearer kc", t0).result, AccessResult::Admitted);
+  const auto body = nlohmann::json::parse(rate_limit_body(l.tenants()[0], AccessResult::RequestsLimited, 1));
+  EXPECT_EQ(body["error"]["code"], "rate_limit_exceeded");
+  EXPECT_EQ(body["error"]["type"], "requests");
+}
+
+TEST(GatewayStreamUsage, AddsIncludeUsageKeepingTheClientsFields) {
+  const auto r = with_stream_usage(R"({"stream":true,"prompt":"hi","max_tokens":3})");
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->client_asked);
+  EXPECT_EQ(r->body, R"({"stream":true,"prompt":"hi","max_tokens":3,"stream_options":{"include_usage":true}})");
+  const auto asked = with_stream_usage(R"({"stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_TRUE(asked);
+  EXPECT_TRUE(asked->client_asked);
+  EXPECT_FALSE(with_stream_usage(R"({"stream":false})"));
+  EXPECT_FALSE(with_stream_usage(R"({"prompt":"x"})"));
+  EXPECT_FALSE(with_stream_usage("not json"));
+  EXPECT_FALSE(with_stream_usage(R"({"stream":true,"stream_options":5})"));  // the replica refuses it
+}
+
+TEST(GatewayStreamUsage, TapReadsAndStripsTheUsageChunkAcrossReads) {
+  const std::string stream =
+      "data: {\"choices\":[{\"text\":\"a\"}],\"id\":\"x\",\"usage\":null}\n\n"
+      "data: {\"choices\":[{\"text\":\"b\"}],\"id\":\"x\",\"usage\":null}\n\n"
+      "data: {\"choices\":[],\"id\":\"x\",\"usage\":{\"completion_tokens\":2,\"prompt_tokens\":5,\"total_tokens\":7}}\n\n"
+      "data: [DONE]\n\n";
+  for (size_t split : {size_t(1), size_t(7), size_t(50), stream.size()}) {
+    StreamUsageTap strip(true), keep(false);
+    std::string out_strip, out_keep;
+    for (size_t i = 0; i < stream.size(); i += split) {
+      out_strip += strip.feed(std::string_view(stream).substr(i, split));
+      out_keep += keep.feed(std::string_view(stream).substr(i, split));
+    }
+    out_strip += strip.flush();
+    out_keep += keep.flush();
+    EXPECT_EQ(out_keep, stream) << "split " << split;
+    EXPECT_EQ(out_strip,
+              "data: {\"choices\":[{\"text\":\"a\"}],\"id\":\"x\"}\n\n"
+              "data: {\"choices\":[{\"text\":\"b\"}],\"id\":\"x\"}\n\n"
+              "data: [DONE]\n\n")
+        << "split " << split;
+    ASSERT_TRUE(strip.usage());
+    EXPECT_EQ(strip.usage()->prompt_tokens, 5);
+    EXPECT_EQ(strip.usage()->completion_tokens, 2);
+    ASSERT_TRUE(keep.usage());
+  }
+  StreamUsageTap cut(true);
+  EXPECT_EQ(cut.feed("data: {\"choices\":[]"), "");  // held until its blank line
+  EXPECT_EQ(cut.flush(), "data: {\"choices\":[]");
+  EXPECT_FALSE(cut.usage());
+  EXPECT_EQ(usage_of_body(R"({"usage":{"prompt_tokens":3,"completion_tokens":4}})")->completion_tokens, 4);
+  EXPECT_FALSE(usage_of_body("{}"));
+}
