@@ -255,6 +255,8 @@ void Engine::Impl::step() {
     run.block_table = blocks.block_table(r.seq->kv);
     run.swa_block_table = blocks.swa_block_table(r.seq->kv);
     run.want_logits = r.completes;
+    const auto* seq = static_cast<const Sequence*>(r.seq);
+    run.all_logits = seq->wants_prompt_logprobs() && r.n_past < seq->prompt_size();
   }
   std::span<const float> logits;
   try {
@@ -273,10 +275,22 @@ void Engine::Impl::step() {
   metrics.observe_step(std::chrono::duration<double>(now - start).count(), plan.n_tokens,
                        static_cast<int32_t>(plan.runs.size()));
   sampled.clear();
+  std::vector<Sequence*> at_prompt_end;  // max_tokens 0: done, nothing to sample
   size_t row = 0;
-  for (const ScheduledRun& r : plan.runs) {
+  const auto nv = static_cast<size_t>(n_vocab);
+  for (size_t i = 0; i < plan.runs.size(); ++i) {
+    const ScheduledRun& r = plan.runs[i];
+    auto* s = static_cast<Sequence*>(r.seq);
+    if (runs[i].all_logits) {
+      const auto n = static_cast<size_t>(r.n_tokens);
+      s->on_prompt_logits(r.n_past, logits.subspan(row * nv, n * nv), n_vocab);
+      row += n;
+      if (r.completes) --row;  // the run's last row is also its sampling row
+    }
     if (!r.completes) continue;
-    sampled.push_back(Sampled{static_cast<Sequence*>(r.seq), logits.subspan(row++ * static_cast<size_t>(n_vocab), n_vocab), -1, {}});
+    const std::span<const float> last = logits.subspan(row++ * nv, nv);
+    if (s->ends_at_prompt()) at_prompt_end.push_back(s);
+    else sampled.push_back(Sampled{s, last, -1, {}});
   }
   // Sampling touches only each sequence's own sampler, so rows are sampled
   // on the kernel threads (a 32000-logit top_p row costs tens of us); the
@@ -307,6 +321,10 @@ void Engine::Impl::step() {
       }
     }
     if (done) retire(x.seq);
+  }
+  for (Sequence* s : at_prompt_end) {
+    s->finish(FinishReason::Length);
+    retire(s);
   }
 }
 

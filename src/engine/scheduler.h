@@ -61,6 +61,7 @@ struct SchedSeq {
   int32_t n_computed = 0;      // tokens whose K/V are in the cache
   int32_t n_cached_first = -1; // prefix-cache hit at the first admission; -1 before it
   int32_t n_preempted = 0;
+  bool skip_prefix_cache = false;  // never matched in the prefix cache (its prompt needs every position computed)
 
   bool running() const { return kv != 0; }
   int32_t pending() const { return static_cast<int32_t>(tokens.size()) - n_computed; }

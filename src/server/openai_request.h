@@ -7,8 +7,7 @@
 // length, max_tokens limit) are in prompt_builder.h.
 //
 // Refused with 400 unsupported_parameter when they ask for something (true,
-// non-zero, non-empty; response_format other than {"type":"text"}; best_of
-// other than 1): tools, functions, echo, suffix, best_of. A client then learns it at once instead of
+// non-zero, non-empty): tools, functions, suffix. A client then learns it at once instead of
 // getting an answer without what it asked for.
 //
 // Accepted fields (null counts as absent; other unknown fields are ignored):
@@ -39,7 +38,12 @@
 //                         a grammar error is a 400 naming `grammar`
 //   logit_bias            {"<token id>": number in [-100, 100]} (ids checked
 //                         against the vocabulary in prompt_builder)
-//   n                     1 only (400 otherwise)
+//   n                     1..16 choices (server/choices.h: seeds, KV sharing)
+//   echo                  completions: bool; the prompt's text (and, with
+//                         logprobs, its tokens' logprobs, the first null)
+//                         before the completion; max_tokens may then be 0;
+//                         not with stream (400 naming echo); chat: refused
+//   best_of               absent or equal to n (else 400 unsupported_value)
 //   ignore_eos            bool (llama.cpp extension)
 //   priority              "interactive" | "default" | "batch" | integer in
 //                         [-1000, 1000] (Nexus extension; higher runs first,
@@ -81,6 +85,8 @@ struct ApiRequest {
   int32_t priority = 0;                // kPriorityDefault
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
+  int32_t n = 1;                       // choices (choices.h)
+  bool echo = false;                   // completions only
 };
 
 // Parses `body` (the raw HTTP body). Throws ApiError(400) on invalid UTF-8,
