@@ -256,7 +256,7 @@ TEST(Engine, InvalidRequestsGetOneErrorEvent) {
   expect_error(greedy_request({}, 4), "empty");
   expect_error(greedy_request({1, 512}, 4), "outside the vocabulary");
   expect_error(greedy_request({1, -3}, 4), "outside the vocabulary");
-  expect_error(greedy_request({1, 2}, 0), "max_tokens");
+  expect_error(greedy_request({1, 2}, -1), "max_tokens");
   GenerationRequest bad_sampling = greedy_request({1, 2}, 4);
   bad_sampling.sampling.top_p = 2.0f;
   expect_error(bad_sampling, "top_p");

@@ -95,10 +95,10 @@ TEST(ServerRequest, UnsupportedFieldsAreRefusedOnlyWhenTheyAskForSomething) {
                                         "tools":[],"response_format":{"type":"text"},"functions":null,"logit_bias":{}})"));
   EXPECT_NO_THROW(parse_api_request(Endpoint::Completions, R"({"prompt":"x","logprobs":null,"echo":false,
                                                               "best_of":1,"suffix":""})"));
-  for (const char* body : {R"({"prompt":"x","echo":true})",
-                           R"({"prompt":"x","suffix":"end"})", R"({"prompt":"x","best_of":2})",
-                           R"({"prompt":"x","best_of":3})"})
+  for (const char* body : {R"({"prompt":"x","suffix":"end"})"})
     EXPECT_EQ(parse_error(Endpoint::Completions, body).code, "unsupported_parameter") << body;
+  for (const char* body : {R"({"prompt":"x","best_of":2})", R"({"prompt":"x","n":4,"best_of":3})"})
+    EXPECT_EQ(parse_error(Endpoint::Completions, body).param, "best_of") << body;
 }
 
 TEST(ServerRequest, LogprobsAndLogitBias) {
@@ -169,7 +169,9 @@ TEST(ServerRequest, TypeAndRangeErrorsNameTheField) {
       {R"({"prompt":"x","repeat_penalty":0})", "repeat_penalty"},
       {R"({"prompt":"x","max_tokens":"ten"})", "max_tokens"},
       {R"({"prompt":"x","stream":"yes"})", "stream"},
-      {R"({"prompt":"x","n":2})", "n"},
+      {R"({"prompt":"x","n":17})", "n"},
+      {R"({"prompt":"x","n":0})", "n"},
+      {R"({"prompt":"x","n":1.5})", "n"},
       {R"({"prompt":"x","stop":["a","b","c","d","e"]})", "stop"},
       {R"({"prompt":"x","stop":[1]})", "stop"},
       {R"({"prompt":"x","model":7})", "model"},
@@ -330,4 +332,21 @@ TEST(ServerRequest, ResponseFormatAndGrammar) {
                         R"({"prompt":"x","grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})")
                 .param,
             "grammar");
+}
+
+TEST(ServerRequest, NChoicesAndBestOfEqualToN) {
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x"})").n, 1);
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","n":16,"best_of":16})").n, 16);
+  EXPECT_EQ(parse_api_request(Endpoint::ChatCompletions, R"({"messages":[{"role":"user","content":"x"}],"n":3})").n, 3);
+  const ApiError e = parse_error(Endpoint::Completions, R"({"prompt":"x","n":17})");
+  EXPECT_EQ(e.param, "n");
+  EXPECT_NE(std::string(e.what()).find("from 1 to 16"), std::string::npos) << e.what();
+}
+
+TEST(ServerRequest, EchoIsACompletionsFieldWithoutStream) {
+  EXPECT_TRUE(parse_api_request(Endpoint::Completions, R"({"prompt":"x","echo":true,"max_tokens":0})").echo);
+  EXPECT_FALSE(parse_api_request(Endpoint::Completions, R"({"prompt":"x","echo":false,"stream":true})").echo);
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","echo":true,"stream":true})").param, "echo");
+  EXPECT_EQ(parse_error(Endpoint::ChatCompletions, R"({"messages":[{"role":"user","content":"x"}],"echo":true})").param,
+            "echo");
 }

@@ -343,7 +343,10 @@ void Engine::Impl::step() {
     run.block_table = blocks.block_table(r.seq->kv);
     run.swa_block_table = blocks.swa_block_table(r.seq->kv);
     run.want_logits = r.completes;
-    run.all_logits = r.n_draft > 0;  // a verify run: the logits after each of its tokens
+    const auto* seq = static_cast<const Sequence*>(r.seq);
+    // A verify run: the logits after each of its tokens; a prompt scored for
+    // echo + logprobs: those of every prompt position.
+    run.all_logits = r.n_draft > 0 || (seq->wants_prompt_logprobs() && r.n_past < seq->prompt_size());
     verifies = verifies || r.n_draft > 0;
   }
   std::span<const float> logits;
@@ -363,15 +366,24 @@ void Engine::Impl::step() {
   metrics.observe_step(step_s, plan.n_tokens, static_cast<int32_t>(plan.runs.size()));
   if (verifies) metrics.observe_verify_step(step_s);
   sampled.clear();
+  std::vector<Sequence*> at_prompt_end;  // max_tokens 0: done, nothing to sample
   size_t row = 0;
+  const auto nv = static_cast<size_t>(n_vocab);
   for (size_t i = 0; i < plan.runs.size(); ++i) {
     const ScheduledRun& r = plan.runs[i];
+    auto* s = static_cast<Sequence*>(r.seq);
+    if (runs[i].all_logits && r.n_draft == 0) {  // prompt logprobs (a draft is never proposed in a prefill)
+      const auto n = static_cast<size_t>(r.n_tokens);
+      s->on_prompt_logits(r.n_past, logits.subspan(row * nv, n * nv), n_vocab);
+      row += n;
+      if (r.completes) --row;  // the run's last row is also its sampling row
+    }
     if (!r.completes) continue;
     const size_t n_rows = r.n_draft > 0 ? static_cast<size_t>(r.n_tokens) : 1;
-    sampled.push_back(Sampled{static_cast<Sequence*>(r.seq),
-                              logits.subspan(row * static_cast<size_t>(n_vocab), n_rows * static_cast<size_t>(n_vocab)),
-                              i, {}, {}});
+    const std::span<const float> rows = logits.subspan(row * nv, n_rows * nv);
     row += n_rows;
+    if (s->ends_at_prompt()) at_prompt_end.push_back(s);
+    else sampled.push_back(Sampled{s, rows, i, {}, {}});
   }
   // Sampling touches only each sequence's own sampler, so rows are sampled
   // on the kernel threads (a 32000-logit top_p row costs tens of us); the
@@ -438,6 +450,10 @@ void Engine::Impl::step() {
       }
     }
     if (done) retire(x.seq);
+  }
+  for (Sequence* s : at_prompt_end) {
+    s->finish(FinishReason::Length);
+    retire(s);
   }
 }
 

@@ -83,6 +83,16 @@ struct GenerationRequest {
   // gives the alignment rule), reported in Usage. Ids must be in the
   // vocabulary. The output is the same with or without it.
   std::vector<int32_t> prediction;
+  // The log-probability of every prompt token given the tokens before it
+  // (OpenAI's `echo` + `logprobs`, for scoring): the prefill keeps the logits
+  // of every prompt position (BatchForward's all_logits, not a second code
+  // path), the prompt is never matched in the prefix cache (a matched
+  // position has no logits), and the first event carries them
+  // (GenerationEvent::prompt_logprobs), with max(sampling.logprobs, 0)
+  // alternatives each, from the raw logits (no bias, penalty or grammar).
+  // With stop.max_tokens == 0 the generation ends once the prompt is
+  // computed (FinishReason::Length, no token sampled).
+  bool prompt_logprobs = false;
 };
 
 struct Usage {
@@ -123,6 +133,10 @@ struct GenerationEvent {
   // Of `token`, when the request asked (sampling.logprobs >= 0); absent for
   // an end-of-generation token that ends the output (it has no text).
   std::optional<TokenLogprob> logprob;
+  // GenerationRequest::prompt_logprobs: on the sequence's first event only,
+  // one entry per prompt token in order; entry 0's logprob is NaN (nothing
+  // precedes it) and it has no alternatives.
+  std::vector<TokenLogprob> prompt_logprobs;
   bool done = false;
   FinishReason finish = FinishReason::Stop;
   std::string error;            // set when finish == Error

@@ -116,7 +116,7 @@ bool Scheduler::admit(SchedSeq* s, int32_t& budget, StepPlan& plan) {
     matched = blocks_.n_tokens(s->kv);
   } else {
     s->kv = blocks_.create();
-    matched = blocks_.match_prefix(s->kv, s->tokens);
+    matched = s->skip_prefix_cache ? 0 : blocks_.match_prefix(s->kv, s->tokens);
   }
   s->n_computed = matched;
   if (!make_room(s, s->pending(), std::min(s->pending(), budget), s->priority, plan)) {

@@ -70,6 +70,7 @@ struct SchedSeq {
   // run (budget, free blocks) or the sequence is preempted: a draft never
   // splits into chunks and never costs anyone their blocks.
   int32_t n_draft = 0;
+  bool skip_prefix_cache = false;  // never matched in the prefix cache (its prompt needs every position computed)
 
   bool running() const { return kv != 0; }
   int32_t pending() const { return static_cast<int32_t>(tokens.size()) - n_computed; }

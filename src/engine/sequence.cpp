@@ -1,6 +1,7 @@
 #include "engine/sequence.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -26,7 +27,7 @@ void validate_request(const GenerationRequest& req, int32_t n_ctx, int32_t n_voc
     if (id < 0 || id >= n_vocab)
       throw Error(fmt::format("prompt token {} at position {} is outside the vocabulary [0, {})", id, i, n_vocab));
   }
-  if (req.stop.max_tokens <= 0) throw Error(fmt::format("max_tokens must be positive (got {})", req.stop.max_tokens));
+  if (req.stop.max_tokens < 0) throw Error(fmt::format("max_tokens must not be negative (got {})", req.stop.max_tokens));
   if (req.priority < kPriorityMin || req.priority > kPriorityMax)
     throw Error(fmt::format("priority must be in [{}, {}] (got {})", kPriorityMin, kPriorityMax, req.priority));
   Sampler::validate(req.sampling);
@@ -53,6 +54,43 @@ Sequence::Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uin
     prediction_.emplace(job_.req.prediction);
     usage_.rejected_prediction_tokens = prediction_->rejected();
   }
+  skip_prefix_cache = job_.req.prompt_logprobs;
+  if (job_.req.prompt_logprobs) {
+    prompt_lp_.resize(job_.req.prompt.size());
+    for (size_t i = 0; i < prompt_lp_.size(); ++i) {
+      prompt_lp_[i].id = job_.req.prompt[i];
+      if (prompt_lp_[i].id < tok_.n_vocab()) prompt_lp_[i].piece = tok_.token_to_piece(prompt_lp_[i].id, true);
+    }
+    prompt_lp_[0].logprob = std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+void Sequence::on_prompt_logits(int32_t n_past, std::span<const float> rows, int32_t n_vocab) {
+  const int32_t k = std::max(job_.req.sampling.logprobs, 0);
+  const auto n_rows = static_cast<int32_t>(rows.size() / static_cast<size_t>(n_vocab));
+  for (int32_t j = 0; j < n_rows; ++j) {
+    const auto pos = static_cast<size_t>(n_past + j + 1);  // the token row j predicts
+    if (pos >= prompt_lp_.size()) break;
+    const Logprobs lp =
+        token_logprobs(rows.subspan(static_cast<size_t>(j) * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)),
+                       prompt_lp_[pos].id, k);
+    TokenLogprob& t = prompt_lp_[pos];
+    t.logprob = lp.chosen.logprob;
+    t.top.clear();
+    for (const LogprobEntry& e : lp.top) {
+      TokenLogprob a;
+      a.id = e.id;
+      a.logprob = e.logprob;
+      if (e.id < tok_.n_vocab()) a.piece = tok_.token_to_piece(e.id, true);
+      t.top.push_back(std::move(a));
+    }
+  }
+}
+
+void Sequence::attach_prompt_logprobs(GenerationEvent& ev) {
+  if (prompt_lp_sent_ || prompt_lp_.empty()) return;
+  prompt_lp_sent_ = true;
+  ev.prompt_logprobs = prompt_lp_;
 }
 
 void Sequence::on_admitted(Clock::time_point now) {
@@ -217,6 +255,7 @@ bool Sequence::on_token(int32_t id, int32_t n_ctx, Clock::time_point now) {
       reason = hit_stop ? FinishReason::Stop : FinishReason::Length;
     }
   }
+  attach_prompt_logprobs(ev);
   if (reason) {
     deliver_final(ev, *reason);
     return true;
@@ -253,6 +292,7 @@ void Sequence::finish(FinishReason reason, const std::string& error) noexcept {
   try {
     GenerationEvent ev;
     ev.error = error;
+    if (reason == FinishReason::Length) attach_prompt_logprobs(ev);  // max_tokens 0
     deliver_final(ev, reason);
   } catch (...) {
     // The callback threw on the final event: there is nothing more to tell it.

@@ -102,6 +102,16 @@ class Sequence : public SchedSeq {
   void finish(FinishReason reason, const std::string& error = {}) noexcept;
   void fail(const std::string& error) noexcept { finish(FinishReason::Error, error); }
 
+  // GenerationRequest::prompt_logprobs: whether its prefill keeps every
+  // position's logits, and the rows of a run of its tokens from n_past
+  // ([rows, n_vocab], one per run token): row j scores prompt token n_past +
+  // j + 1. Rows past the prompt (a resumed sequence's output) are ignored.
+  bool wants_prompt_logprobs() const { return job_.req.prompt_logprobs; }
+  int32_t prompt_size() const { return static_cast<int32_t>(job_.req.prompt.size()); }
+  void on_prompt_logits(int32_t n_past, std::span<const float> rows, int32_t n_vocab);
+  // max_tokens 0: the sequence ends once its prompt is computed.
+  bool ends_at_prompt() const { return job_.req.stop.max_tokens == 0; }
+
   const Usage& usage() const { return usage_; }
   const Timings& timings() const { return timings_; }
   // Gap between the last two tokens (seconds); valid after the second token.
@@ -115,6 +125,7 @@ class Sequence : public SchedSeq {
   // The event's logprob of `id` (the token just sampled), when asked for.
   std::optional<TokenLogprob> reported_logprob(int32_t id) const;
   std::string flush_text(bool& hit_stop);
+  void attach_prompt_logprobs(GenerationEvent& ev);  // on the first event only
 
   GenerationJob job_;
   const Tokenizer& tok_;
@@ -138,6 +149,8 @@ class Sequence : public SchedSeq {
   int32_t spec_misses_ = 0;   // verify runs in a row with nothing accepted
   int32_t spec_pause_ = 0;    // steps left without proposals
   bool final_sent_ = false;
+  std::vector<TokenLogprob> prompt_lp_;  // prompt_logprobs: one per prompt token
+  bool prompt_lp_sent_ = false;
 };
 
 }  // namespace nexus

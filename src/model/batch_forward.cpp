@@ -96,6 +96,20 @@ void BatchForward::validate(std::span<const SeqRun> runs) const {
 }
 
 std::span<const float> BatchForward::forward(std::span<const SeqRun> runs) {
+  run_batch(runs);
+  output_logits(model_, *act_, rows_, logits_, *pool_);
+  return logits_;
+}
+
+std::span<const float> BatchForward::hidden_states(std::span<const SeqRun> runs) {
+  run_batch(runs);
+  const auto E = static_cast<size_t>(model_.config().n_embd);
+  hidden_.resize(tokens_.size() * E);
+  for (size_t t = 0; t < tokens_.size(); ++t) output_norm(model_, &act_->x[t * E], &hidden_[t * E]);
+  return hidden_;
+}
+
+void BatchForward::run_batch(std::span<const SeqRun> runs) {
   validate(runs);
   const LlamaConfig& c = model_.config();
   tokens_.clear();
@@ -132,8 +146,6 @@ std::span<const float> BatchForward::forward(std::span<const SeqRun> runs) {
   } else {
     run_layers({0, n}, runs, *pool_);
   }
-  output_logits(model_, a, rows_, logits_, *pool_);
-  return logits_;
 }
 
 // Decode-only batches (one token per sequence) of a model whose layers are

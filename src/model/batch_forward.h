@@ -76,6 +76,12 @@ class BatchForward {
   // window of the run's first token on).
   std::span<const float> forward(std::span<const SeqRun> runs);
 
+  // The same pass, for embeddings: returns [n_tokens, n_embd] float32, every
+  // token's final hidden state (after the output norm, before the output
+  // matrix), in the order of the runs' tokens (valid until the next call);
+  // want_logits / all_logits are ignored. Same preconditions and errors.
+  std::span<const float> hidden_states(std::span<const SeqRun> runs);
+
   // Whether forward(runs) takes the batch split by token: a decode-only batch
   // (one token per run, at least two runs per thread) on two or more threads, for a
   // model whose layer weights fit in 512 KiB (they are then read by every
@@ -92,6 +98,9 @@ class BatchForward {
 
  private:
   void validate(std::span<const SeqRun> runs) const;
+  // Everything of forward() before the output: the batch's final residual
+  // stream in act_->x.
+  void run_batch(std::span<const SeqRun> runs);
   // Every layer for the batch tokens r, products and attention on `pool`.
   void run_layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool);
   // The attention step of forward_layer for tokens r: k, v, q, out at row r.begin.
@@ -114,6 +123,7 @@ class BatchForward {
   std::unique_ptr<Activations> act_;
   std::vector<int32_t> tokens_, pos_, run_of_, rows_;  // per batch token (rows_: per logits row)
   std::vector<float> logits_;
+  std::vector<float> hidden_;  // hidden_states()' result
   std::vector<float> rope_cs_;      // [n_tokens, n_rot]: RoPE angles of each batch token
   std::vector<float> rope_cs_swa_;  // the same at the windowed layers' base, when it differs
 };

@@ -40,17 +40,20 @@ void embed_tokens(const LlamaModel& model, std::span<const int32_t> tokens, Acti
   }
 }
 
+void output_norm(const LlamaModel& model, const float* x, float* out) {
+  const LlamaConfig& c = model.config();
+  if (c.traits->norm == NormType::Layer)
+    layernorm(out, x, model.output_norm().f32(), model.output_norm_b().f32(), c.n_embd, c.rms_eps);
+  else
+    rmsnorm(out, x, model.output_norm().f32(), c.n_embd, c.rms_eps);
+}
+
 void output_logits(const LlamaModel& model, Activations& a, std::span<const int32_t> rows, std::vector<float>& logits,
                    ThreadPool& pool) {
   const LlamaConfig& c = model.config();
   const int64_t E = c.n_embd;
   const int64_t n_out = static_cast<int64_t>(rows.size());
-  for (int64_t i = 0; i < n_out; ++i) {
-    if (c.traits->norm == NormType::Layer)
-      layernorm(&a.xb[i * E], &a.x[rows[i] * E], model.output_norm().f32(), model.output_norm_b().f32(), E, c.rms_eps);
-    else
-      rmsnorm(&a.xb[i * E], &a.x[rows[i] * E], model.output_norm().f32(), E, c.rms_eps);
-  }
+  for (int64_t i = 0; i < n_out; ++i) output_norm(model, &a.x[rows[i] * E], &a.xb[i * E]);
   logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
   if (n_out > 0) matmul(model.output(), a.xb.data(), logits.data(), n_out, pool);
   if (c.final_softcap > 0) softcap(logits.data(), static_cast<int64_t>(logits.size()), c.final_softcap);

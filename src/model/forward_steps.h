@@ -48,6 +48,10 @@ void check_token_ids(const LlamaConfig& c, std::span<const int32_t> tokens, cons
 // x[t] = tok_embd[tokens[t]] (times sqrt(n_embd) for families that scale it).
 void embed_tokens(const LlamaModel& model, std::span<const int32_t> tokens, Activations& a);
 
+// out[0, n_embd) = the output norm of x[0, n_embd) (RMSNorm or LayerNorm as
+// the family does, with output_norm's weights): the final hidden state.
+void output_norm(const LlamaModel& model, const float* x, float* out);
+
 // logits[i] = norm(x[rows[i]]) * output_norm Wout (soft-capped where the
 // family does), [rows.size(), n_vocab]. rows must be increasing (row i of
 // xb is overwritten from row rows[i] >= i).

@@ -190,6 +190,7 @@ LlamaConfig LlamaConfig::from_gguf(const GgufFile& gguf) {
   const bool gemma_27b = (c.arch == "gemma2" && c.n_layer == 46) || (c.arch == "gemma3" && c.n_layer == 62);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(gemma_27b ? c.n_embd / c.n_head : c.head_dim));
   if (t.embd_scale) c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+  c.pooling_type = optional_int(gguf, a + "pooling_type", -1);
   return c;
 }
 

@@ -61,6 +61,9 @@ struct LlamaConfig {
   float final_softcap = 0.0f;           // the same on the logits
   float attn_scale = 0.0f;              // attention score scale (1/sqrt(head_dim) for every family here)
   float embd_scale = 1.0f;              // embeddings times this (sqrt(n_embd) for gemma)
+  // <arch>.pooling_type as the file says (llama.cpp's enum: 0 none, 1 mean,
+  // 2 cls, 3 last, 4 rank); -1 when absent. Only /v1/embeddings reads it.
+  int32_t pooling_type = -1;
 
   int32_t n_embd_q() const { return n_head * head_dim; }      // query width
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }  // key (= value) width per position

@@ -35,7 +35,9 @@ std::span<const float> LlamaContext::eval(std::span<const int32_t> tokens) { ret
 
 std::span<const float> LlamaContext::eval_all(std::span<const int32_t> tokens) { return forward(tokens, true); }
 
-std::span<const float> LlamaContext::forward(std::span<const int32_t> tokens, bool all_logits) {
+std::span<const float> LlamaContext::eval_hidden(std::span<const int32_t> tokens) { return forward(tokens, false, true); }
+
+std::span<const float> LlamaContext::forward(std::span<const int32_t> tokens, bool all_logits, bool hidden) {
   if (tokens.empty()) throw Error("eval: no tokens");
   if (static_cast<int64_t>(n_past_) + static_cast<int64_t>(tokens.size()) > n_ctx_)
     throw Error("eval: " + std::to_string(n_past_ + tokens.size()) + " tokens do not fit in the context of " +
@@ -45,7 +47,8 @@ std::span<const float> LlamaContext::forward(std::span<const int32_t> tokens, bo
   run.n_past = n_past_;
   run.block_table = block_table_;
   run.all_logits = all_logits;
-  std::span<const float> logits = forward_->forward(std::span<const SeqRun>(&run, 1));
+  const std::span<const SeqRun> runs(&run, 1);
+  std::span<const float> logits = hidden ? forward_->hidden_states(runs) : forward_->forward(runs);
   n_past_ += static_cast<int32_t>(tokens.size());
   return logits;
 }

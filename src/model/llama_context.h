@@ -34,13 +34,17 @@ class LlamaContext {
   // Like eval, but returns the logits of every token: [tokens.size(), n_vocab].
   std::span<const float> eval_all(std::span<const int32_t> tokens);
 
+  // Like eval, but returns every token's final hidden state (after the
+  // output norm; BatchForward::hidden_states): [tokens.size(), n_embd].
+  std::span<const float> eval_hidden(std::span<const int32_t> tokens);
+
   int32_t n_past() const { return n_past_; }
   int32_t n_ctx() const { return n_ctx_; }
   // Forgets positions >= n (0 clears the sequence). Cheap: no memory is touched.
   void truncate(int32_t n);
 
  private:
-  std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits);
+  std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits, bool hidden = false);
 
   int32_t n_ctx_ = 0;
   int32_t n_past_ = 0;

@@ -37,7 +37,8 @@ struct SamplingParams {
 constexpr int32_t kMaxTopLogprobs = 20;  // OpenAI's chat limit for top_logprobs
 
 struct StopParams {
-  int32_t max_tokens = 256;        // generated tokens, at most
+  int32_t max_tokens = 256;        // generated tokens, at most; 0: none (the prompt only,
+                                   // for GenerationRequest::prompt_logprobs)
   std::vector<std::string> stop;   // stop strings; never part of the output
   bool ignore_eos = false;         // keep going past end-of-generation tokens
 };

@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "assets/web_assets.h"
+#include "server/choices.h"
+#include "server/embeddings.h"
 #include "server/prompt_builder.h"
+#include "server/tokenize_endpoints.h"
 #include "server/tool_calls/request.h"
 
 namespace nexus::server {
@@ -56,7 +59,9 @@ HttpReply ApiRouter::method_not_allowed(std::string_view method, std::string_vie
 const char* ApiRouter::allowed_methods(std::string_view target) {
   const std::string_view path = strip_query(target);
   const std::string_view p = strip_v1(path);
-  if (p == "/completions" || p == "/chat/completions") return "POST";
+  if (p == "/completions" || p == "/chat/completions" || p == "/embeddings" || path == "/tokenize" ||
+      path == "/detokenize")
+    return "POST";
   if (p == "/models" || p.starts_with("/models/") || path == "/health" || path == "/metrics" || path == "/load")
     return "GET, HEAD";
   if (find_web_asset(path)) return "GET, HEAD";
@@ -83,6 +88,9 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
   if (p == "/completions" || p == "/chat/completions") {
     return completion(p == "/completions" ? Endpoint::Completions : Endpoint::ChatCompletions, body);
   }
+  if (p == "/embeddings") return embeddings_reply(backend_, body);
+  if (path == "/tokenize") return tokenize_reply(backend_, body);
+  if (path == "/detokenize") return detokenize_reply(backend_, body);
   if (p == "/models" || p.starts_with("/models/")) {
     json model = {{"id", backend_.model_id()}, {"object", "model"}, {"created", created_},
                   {"owned_by", "nexus"}, {"meta", {{"n_ctx", backend_.n_ctx()}, {"n_vocab", backend_.n_vocab()}}}};
@@ -124,7 +132,9 @@ RouteResult ApiRouter::completion(Endpoint endpoint, std::string_view body) cons
     meta.created = unix_now();
     meta.logprobs = g.request.sampling.logprobs;
     meta.tools = tool_calls::response_setup(req.tool_use, backend_);
-    g.formatter = std::make_unique<CompletionFormatter>(std::move(meta));
+    meta.echo_text = echo_text(req, backend_);
+    g.more = more_choices(g.request, req.n);
+    g.formatter = std::make_unique<ChoicesFormatter>(std::move(meta), req.n);
     return g;
   } catch (const ApiError& e) {
     return error_reply(e);

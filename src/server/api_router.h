@@ -3,6 +3,8 @@
 // Routes (a query string is ignored; the paths also answer without "/v1"):
 //   POST /v1/completions          generation (prompt)
 //   POST /v1/chat/completions     generation (messages)
+//   POST /v1/embeddings           embeddings (embeddings.h)
+//   POST /tokenize, /detokenize   llama.cpp's (tokenize_endpoints.h)
 //   GET  /v1/models               {"object":"list","data":[{"id":…,"object":"model",…}]}
 //   GET  /health                  {"status":"ok"}
 //   GET  /metrics                 Prometheus text format 0.0.4 (docs/metrics.md)
@@ -27,6 +29,7 @@
 #include "engine/engine.h"
 #include "server/api_error.h"
 #include "server/backend.h"
+#include "server/choices_formatter.h"
 #include "server/openai_response.h"
 
 namespace nexus::server {
@@ -40,9 +43,13 @@ struct HttpReply {
 
 HttpReply error_reply(const ApiError& e);
 
+// A generation to submit: choice 0's request, and, for n > 1, the requests
+// of choices 1..n-1, which the session submits once choice 0's first event
+// came (choices.h: its prompt's KV is then in the prefix cache).
 struct PendingGeneration {
   GenerationRequest request;
-  std::unique_ptr<CompletionFormatter> formatter;
+  std::vector<GenerationRequest> more;
+  std::unique_ptr<ChoicesFormatter> formatter;
 };
 
 using RouteResult = std::variant<HttpReply, PendingGeneration>;

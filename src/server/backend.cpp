@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include "engine/engine_metrics.h"
+#include "model/llama_context.h"
+#include "model/llama_model.h"
+#include "server/embeddings.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nexus::server {
@@ -27,6 +30,23 @@ std::vector<int32_t> EngineBackend::tokenize(std::string_view text, bool parse_s
 
 std::vector<int32_t> EngineBackend::tokenize_continuation(std::string_view text, bool parse_special) const {
   return engine_.tokenizer().encode(text, false, parse_special);
+}
+
+std::string EngineBackend::detokenize(std::span<const int32_t> ids) const { return engine_.tokenizer().decode(ids); }
+
+int32_t EngineBackend::n_embd() const { return engine_.model().config().n_embd; }
+
+std::vector<float> EngineBackend::embedding(std::span<const int32_t> ids) const {
+  const LlamaConfig& c = engine_.model().config();
+  const Pooling pooling = pooling_of(c.pooling_type);
+  std::lock_guard lock(embed_mu_);
+  LlamaContext ctx(engine_.model(), static_cast<int32_t>(ids.size()), 0);
+  return pool_hidden(ctx.eval_hidden(ids), c.n_embd, pooling);
+}
+
+std::string EngineBackend::token_piece(int32_t id) const {
+  const Tokenizer& tok = engine_.tokenizer();
+  return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string();
 }
 
 bool EngineBackend::is_end_of_generation(int32_t token) const {

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +54,18 @@ class Backend {
   // leaves out, e.g. "[TOOL_CALLS]"), -1 when the vocabulary has none
   // (the default).
   virtual int32_t control_token(std::string_view text) const { return -1; }
+  // Token ids (each in [0, n_vocab)) -> text, as Tokenizer::decode (the
+  // leading space of add_space_prefix removed; control tokens give "").
+  // The default (a backend without a tokenizer) joins nothing: "".
+  virtual std::string detokenize(std::span<const int32_t> ids) const { return {}; }
+  // The bytes of token `id` (in [0, n_vocab)), control tokens as their
+  // text; may be part of a UTF-8 character. "" by default.
+  virtual std::string token_piece(int32_t id) const { return {}; }
+  // /v1/embeddings (embeddings.h): the embedding width (0: none), and the
+  // final hidden states of `ids` (1 <= size < n_ctx, each in the
+  // vocabulary) pooled by the model's pooling type, not normalized.
+  virtual int32_t n_embd() const { return 0; }
+  virtual std::vector<float> embedding(std::span<const int32_t> ids) const { return {}; }
   // Whether `token` ends a generation (EOS/EOT); false by default.
   virtual bool is_end_of_generation(int32_t token) const { return false; }
   // Engine::end_session: releases the KV a session keeps. No-op by default.
@@ -84,6 +98,13 @@ class EngineBackend final : public Backend {
   bool is_end_of_generation(int32_t token) const override;
   size_t max_token_bytes() const override { return max_token_bytes_; }
   int32_t control_token(std::string_view text) const override;
+  std::string detokenize(std::span<const int32_t> ids) const override;
+  std::string token_piece(int32_t id) const override;
+  int32_t n_embd() const override;
+  // Runs on the caller's thread through its own LlamaContext (a float32 KV
+  // cache sized to the input), one call at a time; ApiError 500 for a
+  // pooling type embeddings.h does not implement.
+  std::vector<float> embedding(std::span<const int32_t> ids) const override;
   void end_session(uint64_t session) override { engine_.end_session(session); }
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback on_event) override;
   std::string metrics_text() const override;  // the engine's EngineMetrics
@@ -92,6 +113,7 @@ class EngineBackend final : public Backend {
 
  private:
   Engine& engine_;
+  mutable std::mutex embed_mu_;  // one embedding at a time (they use all kernel threads)
   std::string model_id_;
   ChatTemplate chat_template_;
   size_t max_token_bytes_ = 1;

@@ -48,7 +48,7 @@ void EventRelay::deliver(const GenerationEvent& ev) {
   // timers) would be destroyed here, racing with the server's shutdown.
   std::shared_ptr<HttpSession> s = ev.done ? std::move(session_) : session_;
   auto ex = s->executor();  // destroyed under the lock too (it refers into the io_context)
-  net::post(ex, [s = std::move(s), ev] { s->on_engine_event(ev); });
+  net::post(ex, [s = std::move(s), ev, i = index_] { s->on_engine_event(ev, i); });
 }
 
 void EventRelay::detach() {
@@ -118,11 +118,7 @@ void HttpSession::shutdown() {
 // the requests refused during the drain, and then the connection closes.
 void HttpSession::end_for_shutdown() {
   if (!generating_ || closed_ || !formatter_) return close();
-  handle_->cancel();
-  relay_->detach();
-  relay_.reset();
-  handle_.reset();
-  generating_ = false;
+  cancel_generation();
   keep_alive_ = false;
   const HttpReply r =
       shutting_down_reply("The server stopped before this generation finished; send the request to another replica.");
@@ -325,13 +321,52 @@ void HttpSession::hand_to_stats_stream() {
   s->start();
 }
 
+bool HttpSession::submit_choice(GenerationRequest req) {
+  const auto index = static_cast<int32_t>(handles_.size());
+  auto relay = std::make_shared<EventRelay>(ctx_.gate, shared_from_this(), index);
+  auto handle = ctx_.router.backend().submit(std::move(req), [relay](const GenerationEvent& ev) { relay->deliver(ev); });
+  if (!handle) {
+    relay->detach();
+    return false;
+  }
+  relays_.push_back(std::move(relay));
+  handles_.push_back(std::move(handle));
+  return true;
+}
+
+void HttpSession::cancel_generation() {
+  for (const auto& h : handles_) h->cancel();
+  for (const auto& r : relays_) r->detach();
+  handles_.clear();
+  relays_.clear();
+  more_.clear();
+  generating_ = false;
+}
+
+// Choices 1..n-1, once choice 0's prompt is in the prefix cache (choices.h).
+// A full queue ends the whole response with the 429 (streaming: as an SSE
+// error event and [DONE]).
+void HttpSession::submit_more_choices() {
+  std::vector<GenerationRequest> more = std::move(more_);
+  more_.clear();
+  for (GenerationRequest& r : more) {
+    if (submit_choice(std::move(r))) continue;
+    cancel_generation();
+    const HttpReply q = ApiRouter::queue_full();
+    if (!formatter_->meta().stream) return send_reply(q);
+    log_request(200, " (queue full)");
+    enqueue_body(sse_event(q.body) + std::string(kSseDone));
+    if (chunked_) enqueue("0\r\n\r\n");
+    response_queued_ = true;
+    if (!writing_) after_response_written();
+    return;
+  }
+}
+
 void HttpSession::start_generation(PendingGeneration g) {
-  relay_ = std::make_shared<EventRelay>(ctx_.gate, shared_from_this());
-  handle_ = ctx_.router.backend().submit(std::move(g.request),
-                                         [relay = relay_](const GenerationEvent& ev) { relay->deliver(ev); });
-  if (!handle_) {
-    relay_->detach();
-    relay_.reset();
+  more_ = std::move(g.more);
+  if (!submit_choice(std::move(g.request))) {
+    more_.clear();
     return send_reply(ApiRouter::queue_full());
   }
   generating_ = true;
@@ -355,28 +390,31 @@ void HttpSession::start_generation(PendingGeneration g) {
   if (!watchdog_pending_ && buffer_.size() == 0) arm_watchdog();
 }
 
-void HttpSession::on_engine_event(const GenerationEvent& ev) {
+void HttpSession::on_engine_event(const GenerationEvent& ev, int32_t index) {
   if (!generating_ || closed_) return;
-  if (ev.done) {
-    generating_ = false;
-    relay_.reset();
-    handle_.reset();
-  }
   if (ev.done && ev.finish == FinishReason::Cancelled) {
     // Cancelled by us: the client is gone or too slow. Nothing more to say.
+    cancel_generation();
     log_request(formatter_->meta().stream ? 200 : 499, overflow_ ? " (client too slow)" : " (cancelled)");
     return close();
   }
-  std::string out = formatter_->on_event(ev);
+  if (index == 0 && !more_.empty()) {
+    if (ev.done && ev.finish == FinishReason::Error) more_.clear();
+    else submit_more_choices();
+    if (!generating_) return;  // the queue was full
+  }
+  std::string out = formatter_->on_event(ev, index);
+  const bool finished = formatter_->finished();
+  if (finished) cancel_generation();  // a no-op unless a choice failed while others run
   if (formatter_->meta().stream) {
-    if (ev.done) log_request(200);  // before the last bytes leave: the log is never behind the client
+    if (finished) log_request(200);  // before the last bytes leave: the log is never behind the client
     enqueue_body(out);
-    if (ev.done) {
+    if (finished) {
       if (chunked_) enqueue("0\r\n\r\n");
       response_queued_ = true;
       if (!writing_) after_response_written();
     }
-  } else if (ev.done) {
+  } else if (finished) {
     send_reply(HttpReply{formatter_->status(), std::move(out), {}});
   }
 }
@@ -395,7 +433,7 @@ void HttpSession::enqueue(std::string_view bytes) {
   pending_ += bytes;
   if (generating_ && !overflow_ && pending_.size() > ctx_.opts.max_pending_bytes) {
     overflow_ = true;  // the Cancelled event closes the connection
-    handle_->cancel();
+    for (const auto& h : handles_) h->cancel();
   }
   if (!writing_) do_write();
 }
@@ -465,7 +503,7 @@ void HttpSession::on_watchdog(beast::error_code ec, size_t n) {
   if (ec) {
     if (generating_) {
       log_request(formatter_->meta().stream ? 200 : 499, " (client gone)");
-      handle_->cancel();
+      cancel_generation();
     }
     return close();
   }
@@ -503,11 +541,7 @@ void HttpSession::close() {
   if (closed_) return;
   closed_ = true;
   end_in_flight();
-  if (handle_) handle_->cancel();
-  if (relay_) relay_->detach();
-  relay_.reset();
-  handle_.reset();
-  generating_ = false;
+  cancel_generation();
   timer_.cancel();
   ++deadline_gen_;
   deadline_.cancel();

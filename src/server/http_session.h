@@ -105,18 +105,20 @@ struct ServerContext {
   std::shared_ptr<PostGate> gate = std::make_shared<PostGate>();
 };
 
-// Carries events from the engine thread to a session's strand; detach()
-// makes later events vanish (session closed). Shares the server's gate.
+// Carries the events of one choice's generation (`index`) from the engine
+// thread to a session's strand; detach() makes later events vanish (session
+// closed). Shares the server's gate.
 class EventRelay {
  public:
-  EventRelay(std::shared_ptr<PostGate> gate, std::shared_ptr<HttpSession> s)
-      : gate_(std::move(gate)), session_(std::move(s)) {}
+  EventRelay(std::shared_ptr<PostGate> gate, std::shared_ptr<HttpSession> s, int32_t index)
+      : gate_(std::move(gate)), session_(std::move(s)), index_(index) {}
   void deliver(const GenerationEvent& ev);  // engine thread
   void detach();
 
  private:
   std::shared_ptr<PostGate> gate_;
   std::shared_ptr<HttpSession> session_;  // guarded by gate_->mu
+  int32_t index_;
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
@@ -129,7 +131,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Thread-safe: cancel the generation, end its response with an error (an
   // SSE error event and [DONE], or a 503), close the socket.
   void shutdown();
-  void on_engine_event(const GenerationEvent& ev);  // on the strand
+  void on_engine_event(const GenerationEvent& ev, int32_t index);  // on the strand
   boost::asio::any_io_executor executor() { return stream_.get_executor(); }
 
  private:
@@ -144,6 +146,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void upgrade_to_realtime();
   void hand_to_stats_stream();  // GET /v1/stats/stream (stats_stream.h)
   void start_generation(PendingGeneration g);
+  bool submit_choice(GenerationRequest req);  // the next choice; false: queue full
+  void submit_more_choices();
+  void cancel_generation();                   // every choice's, and detach their relays
   void send_reply(const HttpReply& r);
   void enqueue(std::string_view bytes);
   void enqueue_body(std::string_view data);  // chunk-framed when chunked_
@@ -194,10 +199,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool writing_ = false;
   bool response_queued_ = false;  // the whole response is in the queue
 
-  // The running generation.
-  std::shared_ptr<EventRelay> relay_;
-  std::shared_ptr<RequestHandle> handle_;
-  std::unique_ptr<CompletionFormatter> formatter_;
+  // The running generation: one relay and handle per submitted choice,
+  // the choices not submitted yet (choices.h).
+  std::vector<std::shared_ptr<EventRelay>> relays_;
+  std::vector<std::shared_ptr<RequestHandle>> handles_;
+  std::vector<GenerationRequest> more_;
+  std::unique_ptr<ChoicesFormatter> formatter_;
   bool generating_ = false;
   bool overflow_ = false;
   bool in_flight_ = false;  // counted in ctx_.http_in_flight

@@ -14,6 +14,7 @@
 #include "server/api_error.h"
 #include "server/openai_tools.h"
 #include "server/openai_prediction.h"
+#include "server/choices.h"
 #include "util/error.h"
 
 namespace nexus::server {
@@ -433,10 +434,39 @@ void refuse_unsupported(const json& doc) {
     if (v.is_array() || v.is_object()) return !v.empty();
     return true;
   };
-  for (const char* name : {"functions", "function_call", "echo", "suffix"})
+  for (const char* name : {"functions", "function_call", "suffix"})
     if (const json* v = field(doc, name); v && asks(*v)) throw refuse(name);
-  if (const json* v = field(doc, "best_of"); v && !(v->is_number() && v->get<double>() == 1)) throw refuse("best_of");
 
+}
+
+// n: 1..kMaxChoices (choices.h); best_of: absent or equal to n (Nexus
+// returns every sequence it generates, so it has none to choose among).
+void parse_choices(const json& doc, ApiRequest& r) {
+  if (auto n = get_integer(doc, "n")) {
+    if (*n < 1 || *n > kMaxChoices)
+      throw bad_request(fmt::format("Invalid 'n': expected a value from 1 to {}, but got {}.", kMaxChoices, *n), "n",
+                        "invalid_value");
+    r.n = static_cast<int32_t>(*n);
+  }
+  if (auto b = get_integer(doc, "best_of"); b && *b != r.n)
+    throw bad_request(fmt::format("Unsupported value: 'best_of' must equal 'n' ({}); choosing the best of more "
+                                  "sequences than are returned is not supported.",
+                                  r.n),
+                      "best_of", "unsupported_value");
+}
+
+// echo (completions): the prompt's text before the completion, and with
+// logprobs its tokens' log-probabilities (engine.h prompt_logprobs); then
+// max_tokens may be 0 (scoring). Not with stream (the prompt's logprobs
+// would have no chunk of their own); chat has no echo.
+void parse_echo(const json& doc, ApiRequest& r) {
+  const bool echo = get_bool(doc, "echo").value_or(false);
+  if (!echo) return;
+  if (r.endpoint == Endpoint::ChatCompletions)
+    throw bad_request("Unsupported parameter: 'echo' is a completions parameter.", "echo", "unsupported_parameter");
+  if (get_bool(doc, "stream").value_or(false))
+    throw bad_request("Invalid 'echo': it cannot be combined with 'stream'.", "echo", "invalid_value");
+  r.echo = true;
 }
 
 }  // namespace
@@ -469,9 +499,8 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
       r.max_tokens_param = "max_completion_tokens";
     }
   }
-  if (auto n = get_integer(doc, "n"); n && *n != 1) {
-    throw bad_request("Invalid 'n': only n = 1 is supported.", "n", "invalid_value");
-  }
+  parse_choices(doc, r);
+  parse_echo(doc, r);
   parse_sampling(doc, r);
   parse_logprobs(doc, r);
   parse_logit_bias(doc, r);

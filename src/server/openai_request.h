@@ -7,9 +7,9 @@
 // length, max_tokens limit) are in prompt_builder.h.
 //
 // Refused with 400 unsupported_parameter when they ask for something (true,
-// non-zero, non-empty; response_format other than {"type":"text"}; best_of
-// other than 1): functions, function_call (the legacy form of tools), echo,
-// suffix, best_of; on /v1/completions tools, tool_choice, parallel_tool_calls.
+// non-zero, non-empty; response_format other than {"type":"text"}): functions,
+// function_call (the legacy form of tools), suffix; echo on chat; best_of
+// other than n; on /v1/completions tools, tool_choice, parallel_tool_calls.
 // A client then learns it at once instead of getting an answer without what it asked for.
 //
 // Accepted fields (null counts as absent; other unknown fields are ignored):
@@ -40,7 +40,12 @@
 //                         a grammar error is a 400 naming `grammar`
 //   logit_bias            {"<token id>": number in [-100, 100]} (ids checked
 //                         against the vocabulary in prompt_builder)
-//   n                     1 only (400 otherwise)
+//   n                     1..16 choices (server/choices.h: seeds, KV sharing)
+//   echo                  completions: bool; the prompt's text (and, with
+//                         logprobs, its tokens' logprobs, the first null)
+//                         before the completion; max_tokens may then be 0;
+//                         not with stream (400 naming echo); chat: refused
+//   best_of               absent or equal to n (else 400 unsupported_value)
 //   ignore_eos            bool (llama.cpp extension)
 //   tools, tool_choice, parallel_tool_calls
 //                         chat: openai_tools.h (function tools with JSON
@@ -89,6 +94,8 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
   std::optional<std::string> prediction;  // Predicted Outputs' text (server/openai_prediction.h)
+  int32_t n = 1;                       // choices (choices.h)
+  bool echo = false;                   // completions only
 };
 
 // Parses `body` (the raw HTTP body). Throws ApiError(400) on invalid UTF-8,

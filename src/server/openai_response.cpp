@@ -1,6 +1,7 @@
 #include "server/openai_response.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include <fmt/format.h>
@@ -26,18 +27,6 @@ const char* finish_name(FinishReason r) {
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-json usage_json(const Usage& u) {
-  json j = {{"prompt_tokens", u.prompt_tokens},
-            {"completion_tokens", u.completion_tokens},
-            {"total_tokens", u.prompt_tokens + u.completion_tokens},
-            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
-  // Only for a request with a (non-empty) prediction: engine/spec/prediction.h.
-  if (u.accepted_prediction_tokens + u.rejected_prediction_tokens > 0)
-    j["completion_tokens_details"] = {{"accepted_prediction_tokens", u.accepted_prediction_tokens},
-                                      {"rejected_prediction_tokens", u.rejected_prediction_tokens}};
-  return j;
-}
 
 json timings_json(const GenerationEvent& ev) {
   const double tokens_per_s =
@@ -83,13 +72,25 @@ std::string error_payload(const GenerationEvent& ev) {
 
 }  // namespace
 
+json usage_json(const Usage& u) {
+  json j = {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  // Only for a request with a (non-empty) prediction: engine/spec/prediction.h.
+  if (u.accepted_prediction_tokens + u.rejected_prediction_tokens > 0)
+    j["completion_tokens_details"] = {{"accepted_prediction_tokens", u.accepted_prediction_tokens},
+                                      {"rejected_prediction_tokens", u.rejected_prediction_tokens}};
+  return j;
+}
+
 std::string make_response_id(Endpoint endpoint) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return fmt::format("{}-{:016x}{:08x}", endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl", rng(),
                      static_cast<uint32_t>(rng()));
 }
 
-CompletionFormatter::CompletionFormatter(ResponseMeta meta) : meta_(std::move(meta)) {
+CompletionFormatter::CompletionFormatter(ResponseMeta meta) : meta_(std::move(meta)), text_(meta_.echo_text) {
   if (meta_.tools) tool_stream_ = std::make_unique<tool_calls::ToolCallStream>(meta_.tools);
 }
 
@@ -109,13 +110,18 @@ json CompletionFormatter::take_logprobs() {
     json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
     for (const TokenLogprob& t : pending_) {
       tokens.push_back(t.piece);
+      offsets.push_back(piece_offset_);
+      piece_offset_ += static_cast<int64_t>(t.piece.size());
+      if (std::isnan(t.logprob)) {  // echo's first prompt token: nothing precedes it
+        lps.push_back(nullptr);
+        tops.push_back(nullptr);
+        continue;
+      }
       lps.push_back(t.logprob);
       json top = json::object();
       for (const TokenLogprob& a : t.top) top[a.piece] = a.logprob;
       top[t.piece] = t.logprob;
       tops.push_back(std::move(top));
-      offsets.push_back(piece_offset_);
-      piece_offset_ += static_cast<int64_t>(t.piece.size());
     }
     out = {{"tokens", std::move(tokens)},
            {"token_logprobs", std::move(lps)},
@@ -129,7 +135,7 @@ json CompletionFormatter::take_logprobs() {
 std::string CompletionFormatter::chunk(const std::string& text, const char* finish_reason,
                                        const GenerationEvent* last, const json* delta) {
   const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
-  json choice = {{"index", 0}, {"logprobs", take_logprobs()},
+  json choice = {{"index", meta_.index}, {"logprobs", take_logprobs()},
                  {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}};
   if (chat) {
     choice["delta"] = finish_reason ? json::object() : delta ? *delta : json{{"content", text}};
@@ -148,7 +154,7 @@ std::string CompletionFormatter::chunk(const std::string& text, const char* fini
 
 std::string CompletionFormatter::stream_preamble() const {
   if (!meta_.stream || meta_.endpoint != Endpoint::ChatCompletions) return {};
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr},
+  json choice = {{"index", meta_.index}, {"logprobs", nullptr}, {"finish_reason", nullptr},
                  {"delta", {{"role", "assistant"}, {"content", ""}}}};
   json c = {{"id", meta_.id},           {"object", "chat.completion.chunk"}, {"created", meta_.created},
             {"model", meta_.model},     {"choices", json::array({choice})}};
@@ -158,6 +164,7 @@ std::string CompletionFormatter::stream_preamble() const {
 
 std::string CompletionFormatter::on_event(const GenerationEvent& ev) {
   const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
+  pending_.insert(pending_.end(), ev.prompt_logprobs.begin(), ev.prompt_logprobs.end());
   if (ev.logprob) pending_.push_back(*ev.logprob);
   // With tools the text goes through the tool-call parser, streaming or not.
   json delta;
@@ -183,14 +190,14 @@ std::string CompletionFormatter::on_event(const GenerationEvent& ev) {
       out += sse_event(error_payload(ev));
     } else {
       out += chunk("", finish, &ev);
-      if (meta_.include_usage) {
+      if (meta_.include_usage && !meta_.partial) {
         json u = {{"id", meta_.id},       {"object", chat ? "chat.completion.chunk" : "text_completion"},
                   {"created", meta_.created}, {"model", meta_.model},
                   {"choices", json::array()}, {"usage", usage_json(ev.usage)}};
         out += sse_event(dump(u));
       }
     }
-    out += kSseDone;
+    if (!meta_.partial) out += kSseDone;
     return out;
   }
 
@@ -200,7 +207,7 @@ std::string CompletionFormatter::on_event(const GenerationEvent& ev) {
     status_ = 500;
     return error_payload(ev);
   }
-  json choice = {{"index", 0}, {"logprobs", take_logprobs()}, {"finish_reason", finish}};
+  json choice = {{"index", meta_.index}, {"logprobs", take_logprobs()}, {"finish_reason", finish}};
   if (tool_stream_) {
     choice["message"] = tool_stream_->message();
   } else if (chat) {

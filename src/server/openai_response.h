@@ -54,7 +54,21 @@ struct ResponseMeta {
   // Chat with tools: the output is parsed for tool calls (tool_calls/stream.h
   // gives the message, the deltas and finish_reason "tool_calls"); null: none.
   std::shared_ptr<const tool_calls::ToolCallSetup> tools;
+  // One choice of several (n > 1, choices_formatter.h): its "index", and
+  // `partial`: its stream ends after its finish_reason chunk (or error
+  // event), without the usage chunk or [DONE], which the ChoicesFormatter
+  // writes once every choice has ended.
+  int32_t index = 0;
+  bool partial = false;
+  // echo (non-streaming completions): the text before the completion's;
+  // the prompt's logprobs come with the first event (prompt_logprobs: a
+  // NaN logprob, the first token's, is null, its top_logprobs null).
+  std::string echo_text;
 };
+
+// {"prompt_tokens", "completion_tokens", "total_tokens",
+//  "prompt_tokens_details": {"cached_tokens"}}.
+nlohmann::json usage_json(const Usage& u);
 
 // A fresh id with the endpoint's prefix and 24 random hex digits.
 std::string make_response_id(Endpoint endpoint);

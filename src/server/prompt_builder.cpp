@@ -33,6 +33,13 @@ std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend
 
 }  // namespace
 
+std::string echo_text(const ApiRequest& req, const Backend& backend) {
+  if (!req.echo) return {};
+  if (!req.prompt_is_tokens) return req.prompt;
+  std::vector<int32_t> ids(req.prompt_tokens.begin(), req.prompt_tokens.end());  // checked by build_generation
+  return backend.detokenize(ids);
+}
+
 std::vector<int32_t> tokenize_chat(const Backend& backend, const std::string& text) {
   const ChatTemplate& t = backend.chat_template();
   return t.starts_with_bos(text) ? backend.tokenize_continuation(text, t.parse_special())
@@ -62,7 +69,8 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
                       "model", "model_not_found");
   }
   const int32_t n_ctx = backend.n_ctx();
-  check_max_tokens(req.max_tokens, n_ctx, req.max_tokens_param);
+  const bool score_only = req.echo && req.max_tokens == 0;  // the prompt's logprobs, no completion
+  if (!score_only) check_max_tokens(req.max_tokens, n_ctx, req.max_tokens_param);
 
   GenerationRequest g;
   g.prompt = prompt_tokens(req, backend);
@@ -92,6 +100,7 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   if (req.tool_use.forced())
     g.grammar = tool_calls::forced_grammar(req.tool_use, tool_calls::syntax_for(backend.chat_template()));
   if (req.prediction) g.prediction = backend.tokenize_continuation(*req.prediction, false);
+  g.prompt_logprobs = req.echo && req.sampling.logprobs >= 0;
   return g;
 }
 

@@ -3,7 +3,7 @@
 //   model          must equal Backend::model_id() when given    400 model_not_found
 //   prompt ids     each in [0, n_vocab)                          400 invalid_value
 //   prompt length  1 <= tokens < n_ctx (room for one new token)  400 context_length_exceeded
-//   max_tokens     1 <= max_tokens <= n_ctx                      400 invalid_value
+//   max_tokens     1 <= max_tokens <= n_ctx (0 too with echo)     400 invalid_value
 // max_tokens defaults to kDefaultMaxTokens (256). The effective limit is
 // min(max_tokens, n_ctx - prompt tokens): a completion that reaches the end
 // of the context stops with finish_reason "length".
@@ -36,8 +36,13 @@ inline constexpr int32_t kDefaultMaxTokens = 256;
 // never two BOS.
 std::vector<int32_t> tokenize_chat(const Backend& backend, const std::string& text);
 
-// Throws ApiError (400) as listed above.
+// Throws ApiError (400) as listed above. echo with logprobs sets
+// prompt_logprobs.
 GenerationRequest build_generation(const ApiRequest& req, const Backend& backend);
+
+// echo: the text the completion follows -- the prompt string, or a token
+// prompt decoded (Backend::detokenize).
+std::string echo_text(const ApiRequest& req, const Backend& backend);
 
 // The max_tokens check of build_generation, alone (absent is valid): throws
 // ApiError 400 invalid_value (param = `param`, the field the client sent)
