@@ -7,7 +7,10 @@
 // TLS: the server handshake runs before the first request (handshake()).
 // close() closes the socket without a TLS close_notify exchange (an
 // orderly TLS shutdown would wait on the peer; HTTP/1.1 framing already
-// tells the client where each response ends).
+// tells the client where each response ends). A WebSocket tunnel the
+// replica ended gets the orderly one (async_shutdown, bounded by the
+// caller's timer): a WSS client's own close handshake ends with a TLS
+// shutdown and reads a bare TCP close as "stream truncated".
 #pragma once
 
 #include <memory>
@@ -46,6 +49,12 @@ class ClientStream {
   void async_write_some(const ConstBuffers& b, Handler&& h) {
     if (tls_) return tls_->async_write_some(b, std::forward<Handler>(h));
     plain_.async_write_some(b, std::forward<Handler>(h));
+  }
+  // TLS only, with no other operation pending: sends close_notify and
+  // waits for the client's.
+  template <class Handler>
+  void async_shutdown(Handler&& h) {
+    tls_->async_shutdown(std::forward<Handler>(h));
   }
   void close() {
     boost::system::error_code ignored;

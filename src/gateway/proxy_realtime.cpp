@@ -204,7 +204,7 @@ void ProxySession::relay_to_client() {
   up_->async_read_some(
       net::buffer(chunk_),
       net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-        if (ec || !self->tunnel_) return self->end_tunnel();
+        if (ec || !self->tunnel_) return self->end_tunnel_from_replica();
         self->out_.assign(self->chunk_.data(), n);
         net::async_write(self->client_, net::buffer(self->out_), [self](boost::system::error_code ec, size_t) {
           if (ec || !self->tunnel_) return self->end_tunnel();
@@ -215,7 +215,18 @@ void ProxySession::relay_to_client() {
 
 void ProxySession::relay_to_replica() {
   to_replica_.resize(16 * 1024);
+  client_reading_ = true;
   client_.async_read_some(net::buffer(to_replica_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+    self->client_reading_ = false;
+    if (self->tls_goodbye_) return self->tls_goodbye();
+    if (ec == net::error::eof && self->client_.tls() && self->tunnel_) {
+      // The client's close_notify (its WebSocket close is done) came before
+      // the replica's TCP close: end the replica's side, whose read then
+      // fails into end_tunnel_from_replica(), which answers with ours.
+      boost::system::error_code ignored;
+      self->up_->close(ignored);
+      return;
+    }
     if (ec || !self->tunnel_) return self->end_tunnel();
     self->write_to_replica(n);
   });
@@ -236,6 +247,30 @@ void ProxySession::end_tunnel() {
   boost::system::error_code ignored;
   if (up_) up_->close(ignored);
   close_client();
+}
+
+// The replica closed (or failed) first, or the client's close_notify made
+// us close it; whatever it sent (its close frame) has reached the client. A TLS client then gets close_notify rather than a
+// bare TCP close, once the pending read of its bytes is cancelled (an SSL
+// stream runs one read at a time; the shutdown reads too).
+void ProxySession::end_tunnel_from_replica() {
+  if (!client_.tls() || !tunnel_) return end_tunnel();
+  tunnel_ = false;
+  ctx_.metrics.realtime_active().add(-1);
+  boost::system::error_code ignored;
+  if (up_) up_->close(ignored);
+  if (!client_reading_) return tls_goodbye();
+  tls_goodbye_ = true;
+  client_.tcp().cancel(ignored);  // the read's handler calls tls_goodbye()
+}
+
+void ProxySession::tls_goodbye() {
+  tls_goodbye_ = false;
+  client_timer_.expires_after(std::chrono::seconds(1));  // a client that never answers close_notify
+  client_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!ec) self->close_client();
+  });
+  client_.async_shutdown([self = shared_from_this()](boost::system::error_code) { self->close_client(); });
 }
 
 }  // namespace nexus::gateway

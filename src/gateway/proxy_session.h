@@ -87,6 +87,8 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void relay_to_replica();
   void write_to_replica(size_t n);
   void end_tunnel();
+  void end_tunnel_from_replica();
+  void tls_goodbye();
 
   // Attempts.
   void start_attempt();
@@ -150,6 +152,8 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   std::optional<boost::beast::http::response_parser<boost::beast::http::string_body>> ws_parser_;
   std::string to_replica_;
   bool tunnel_ = false;
+  bool client_reading_ = false;  // relay_to_replica's read is pending
+  bool tls_goodbye_ = false;     // close_notify to send once that read is cancelled
   bool streaming_ = false;
   bool started_ = false;  // bytes of the response reached the client
   bool blank_line_last_ = true;
