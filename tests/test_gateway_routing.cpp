@@ -269,6 +269,33 @@ TEST(GatewayRouting, WithoutReplicasEveryAnswerIsAnOpenAIError) {
   EXPECT_EQ(r.header("retry-after"), "1");
 }
 
+// A replica named by a host name that does not resolve (a Kubernetes pod
+// that does not exist yet) does not stop the gateway: requests go to the
+// replicas that do, and health checks keep trying the name (each /health
+// probe resolves it again), so its breaker opens and it is not counted.
+TEST(GatewayRouting, AReplicaWhoseNameDoesNotResolveIsDownNotFatal) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1);
+  ASSERT_TRUE(rs.all_started());
+  // "localhost" is a name too: the live replica is reached through the resolver.
+  GatewayProcess gw({}, {"--replica", "http://localhost:" + std::to_string(rs.ports[0]), "--replica",
+                         "http://nexus-replica-7.nexus-replicas.invalid:8080", "--policy", "round-robin",
+                         "--backoff-base-ms", "1", "--health-interval-ms", "50"});
+  ASSERT_GT(gw.port, 0) << "nexus gateway did not start";
+  HttpClient c("127.0.0.1", gw.port);
+  for (int i = 0; i < 6; ++i) {
+    const HttpResponse r = c.post("/v1/completions", R"({"prompt":"Once","max_tokens":2,"temperature":0})");
+    EXPECT_EQ(r.status, 200) << i << " " << r.body;
+  }
+  int available = -1;
+  for (int i = 0; i < 100 && available != 1; ++i) {
+    const HttpResponse h = c.get("/health");
+    available = json::parse(h.body, nullptr, false).value("replicas_available", -1);
+    if (available != 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(available, 1);
+}
+
 TEST(GatewayRouting, BadFlagsAreRefusedByName) {
   struct Case {
     const char* args;

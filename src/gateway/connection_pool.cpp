@@ -4,8 +4,6 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "util/error.h"
-
 namespace nexus::gateway {
 
 namespace net = boost::asio;
@@ -25,13 +23,36 @@ bool peer_still_idle(tcp::socket& s) {
 }  // namespace
 
 ConnectionPool::ConnectionPool(net::any_io_executor ex, const std::string& host, const std::string& port, size_t max_idle)
-    : ex_(std::move(ex)), max_idle_(max_idle) {
+    : ex_(std::move(ex)), host_(host), port_(port), max_idle_(max_idle) {
   net::io_context resolve_ctx;
   tcp::resolver resolver(resolve_ctx);
   boost::system::error_code ec;
-  auto results = resolver.resolve(host, port, ec);
-  if (ec) throw Error("cannot resolve replica " + host + ":" + port + ": " + ec.message());
+  const auto results = resolver.resolve(host, port, ec);
+  if (ec) {
+    resolve_error_ = ec.message();
+    return;
+  }
   for (const auto& r : results) endpoints_.push_back(r.endpoint());
+}
+
+ConnectionPool::Endpoints ConnectionPool::endpoints() const {
+  std::lock_guard lock(mu_);
+  return endpoints_;
+}
+
+bool ConnectionPool::set_endpoints(Endpoints eps, const std::string& error) {
+  std::vector<std::unique_ptr<Socket>> old;  // closed outside the lock
+  std::lock_guard lock(mu_);
+  resolve_error_ = eps.empty() ? (error.empty() ? "no address" : error) : "";
+  if (eps == endpoints_) return false;
+  endpoints_ = std::move(eps);
+  old.swap(idle_);
+  return true;
+}
+
+std::string ConnectionPool::resolve_error() const {
+  std::lock_guard lock(mu_);
+  return resolve_error_;
 }
 
 std::unique_ptr<ConnectionPool::Socket> ConnectionPool::take_idle() {

@@ -1,5 +1,6 @@
 #include "gateway/gateway_server.h"
 
+#include <cstdio>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
@@ -70,6 +71,10 @@ struct GatewayServer::Impl {
       ctx.replicas.push_back(std::make_unique<Replica>(
           i, urls[i], ioc->get_executor(), ctx.opts.breaker,
           [&m, i](BreakerState, BreakerState to) { m.on_breaker_transition(i, to); }));
+      const Replica& r = *ctx.replicas.back();
+      if (const std::string why = r.pool.resolve_error(); !why.empty())
+        std::fprintf(stderr, "nexus gateway: replica %s does not resolve yet (%s); its health checks retry\n",
+                     r.id.c_str(), why.c_str());
     }
     boost::system::error_code ec;
     const auto addr = net::ip::make_address(ctx.opts.host, ec);

@@ -15,7 +15,7 @@ namespace http = boost::beast::http;
 using Clock = std::chrono::steady_clock;
 
 HealthChecker::HealthChecker(net::any_io_executor strand, Replica& replica, GatewayMetrics& metrics, HealthOptions opts)
-    : strand_(strand), replica_(replica), metrics_(metrics), opts_(opts), socket_(strand), interval_(strand), timeout_(strand) {}
+    : strand_(strand), replica_(replica), metrics_(metrics), opts_(opts), resolver_(strand), socket_(strand), interval_(strand), timeout_(strand) {}
 
 void HealthChecker::start() {
   net::post(strand_, [self = shared_from_this()] { self->tick(); });
@@ -26,6 +26,7 @@ void HealthChecker::stop() {
     self->stopped_ = true;
     self->interval_.cancel();
     self->timeout_.cancel();
+    self->resolver_.cancel();
     boost::system::error_code ignored;
     self->socket_.close(ignored);
   });
@@ -36,8 +37,9 @@ void HealthChecker::arm_timeout() {
   timeout_.expires_after(opts_.probe_timeout);
   timeout_.async_wait([self = shared_from_this(), seq](boost::system::error_code ec) {
     if (ec || seq != self->probe_seq_ || self->stopped_) return;
+    self->resolver_.cancel();
     boost::system::error_code ignored;
-    self->socket_.close(ignored);  // the pending connect/write/read fails
+    self->socket_.close(ignored);  // the pending resolve/connect/write/read fails
   });
 }
 
@@ -47,6 +49,26 @@ void HealthChecker::tick() {
   checking_health_ = now >= next_health_;
   if (checking_health_) next_health_ = now + opts_.health_interval;
   arm_timeout();
+  if (!checking_health_) return probe();
+  resolver_.async_resolve(
+      replica_.pool.host(), replica_.pool.port(),
+      net::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec,
+                                                              const net::ip::tcp::resolver::results_type& results) {
+        if (self->stopped_) return;
+        if (ec == net::error::operation_aborted) return self->finish(false);  // timed out: keep the last addresses
+        ConnectionPool::Endpoints eps;
+        if (!ec)
+          for (const auto& r : results) eps.push_back(r.endpoint());
+        if (self->replica_.pool.set_endpoints(std::move(eps), ec ? ec.message() : "")) {
+          boost::system::error_code ignored;
+          self->socket_.close(ignored);  // it leads to the old address
+        }
+        if (ec) return self->finish(false);
+        self->probe();
+      }));
+}
+
+void HealthChecker::probe() {
   if (socket_.is_open()) return send();
   net::async_connect(socket_, replica_.pool.endpoints(),
                      net::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, const auto&) {

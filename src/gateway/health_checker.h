@@ -7,6 +7,9 @@
 // breaker (it closes a half-open breaker); a connect error, reset, timeout,
 // unparseable /load or a /health other than 200 or 503 is a failure (a
 // 503 means draining: the replica is alive but takes no new requests).
+// Each /health probe first resolves the replica's name again
+// (ConnectionPool::refresh's reason); a name that does not resolve is a
+// failed probe.
 // Runs on its own strand; stop() ends it (thread-safe).
 #pragma once
 
@@ -41,6 +44,7 @@ class HealthChecker : public std::enable_shared_from_this<HealthChecker> {
 
  private:
   void tick();
+  void probe();
   void on_connect(boost::system::error_code ec);
   void send();
   void on_read(boost::system::error_code ec);
@@ -51,6 +55,7 @@ class HealthChecker : public std::enable_shared_from_this<HealthChecker> {
   Replica& replica_;
   GatewayMetrics& metrics_;
   HealthOptions opts_;
+  boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
   boost::asio::steady_timer interval_, timeout_;
   boost::beast::flat_buffer buffer_;
