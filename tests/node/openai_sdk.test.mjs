@@ -1,14 +1,16 @@
 // Client compatibility: the official OpenAI Node SDK against `nexus serve`.
 //
-// Usage: node openai_sdk.test.mjs NEXUS_BINARY MODEL_PATH
-// Spawns `nexus serve -m MODEL --port 0`, reads the port from its
-// "listening on http://HOST:PORT" line, then checks a streamed and a
+// Usage: node openai_sdk.test.mjs NEXUS_BINARY MODEL_PATH [--through-gateway]
+// Spawns `nexus serve -m MODEL --port 0` (and the gateway, see below), reads
+// the port from its "listening on http://HOST:PORT" line, then checks a streamed and a
 // non-streamed chat completion, a completion, models.list and an error.
 // Exit codes: 0 pass, 1 fail, 77 skip (model or SDK missing outside CI).
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { createInterface } from 'node:readline';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import assert from 'node:assert/strict';
+
+import { startNexus } from './nexus_process.mjs';
 
 const SKIP = 77;
 const [binary, model] = process.argv.slice(2);
@@ -31,30 +33,31 @@ try {
   skipOrFail(`the openai package is not installed (run scripts/install-deps.sh): ${e.message}`);
 }
 
-const server = spawn(binary, ['serve', '-m', model, '--port', '0', '--threads', '1'],
-                     { stdio: ['ignore', 'pipe', 'inherit'] });
-const exited = new Promise((resolve) => server.on('exit', (code, signal) => resolve({ code, signal })));
-
-function waitForPort() {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('no "listening on" line within 60 s')), 60000);
-    const lines = createInterface({ input: server.stdout });
-    lines.on('line', (line) => {
-      const m = /^listening on (http:\/\/[^\s]+):(\d+)$/.exec(line);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ base: m[1], port: Number(m[2]) });
-      }
-    });
-    server.on('exit', (code) => reject(new Error(`nexus serve exited early (code ${code})`)));
-  });
+// With --through-gateway the SDK talks to `nexus gateway --api-keys FILE` in
+// front of the server, with a key from that file (issue 21, access), and a
+// wrong key must surface as the SDK's AuthenticationError.
+const throughGateway = process.argv.includes('--through-gateway');
+const key = 'sk-nexus-sdk-test';
+const started = [];
+const dir = mkdtempSync(join(tmpdir(), 'nexus-sdk-'));
+async function start(args) {
+  const p = await startNexus(binary, args);
+  started.push(p);
+  return p;
 }
 
 let failed = false;
 try {
-  const { base, port } = await waitForPort();
-  assert.ok(port > 0);
-  const client = new OpenAI({ baseURL: `${base}:${port}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+  const serve = await start(['serve', '-m', model, '--port', '0', '--threads', '1']);
+  let base = serve.url;
+  if (throughGateway) {
+    const keys = join(dir, 'keys.txt');
+    writeFileSync(keys, `${key} sdk-test\n`);
+    base = (await start(['gateway', '--listen', '127.0.0.1:0', '--replica', serve.url, '--api-keys', keys])).url;
+    const wrong = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-wrong', maxRetries: 0, timeout: 60000 });
+    await assert.rejects(wrong.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+  }
+  const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0, timeout: 60000 });
 
   const models = await client.models.list();
   const id = models.data[0].id;
@@ -110,16 +113,18 @@ try {
     client.chat.completions.create({ model: id, messages: [] }),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400,
   );
-  console.log(`PASS: streamed ${chunks} chunks: ${JSON.stringify(streamed)}`);
+  console.log(`PASS${throughGateway ? ' (through the gateway)' : ''}: streamed ${chunks} chunks: ${JSON.stringify(streamed)}`);
 } catch (e) {
   failed = true;
   console.error('FAIL:', e);
 } finally {
-  server.kill('SIGTERM');
-  const { code, signal } = await exited;
-  if (code !== 0) {
-    console.error(`FAIL: nexus serve exited with code ${code} signal ${signal} after SIGTERM`);
-    failed = true;
+  rmSync(dir, { recursive: true, force: true });
+  for (const p of started.reverse()) {
+    const code = await p.stop();
+    if (code !== 0) {
+      console.error(`FAIL: a nexus process exited with code ${code} after SIGTERM`);
+      failed = true;
+    }
   }
 }
 process.exit(failed ? 1 : 0);
