@@ -62,9 +62,15 @@ TEST(FreshClone, ReadmeFirstCommandServesTheBuiltinModel) {
   const std::string tmp = make_temp_dir();
   const std::string dst = tmp + "/nexus";
   fs::create_directories(dst);
-  ASSERT_EQ(sh("cd " + shell_quote(src) + " && c=$(git stash create) && git archive --format=tar ${c:-HEAD} | tar -x -C " +
-               shell_quote(dst)),
-            0);
+  // `git stash create` records uncommitted edits as a commit object; it needs
+  // an identity, which a CI clone may not have configured.
+  const std::string log = tmp + "/archive.log";
+  ASSERT_EQ(sh("{ cd " + shell_quote(src) +
+               " && c=$(git -c user.name=nexus-test -c user.email=test@localhost stash create) && git archive "
+               "--format=tar ${c:-HEAD} | tar -x -C " +
+               shell_quote(dst) + "; } >" + shell_quote(log) + " 2>&1"),
+            0)
+      << read_file(log);
   ASSERT_FALSE(fs::exists(tmp + "/shared"));
 
   // What the build embeds must be tracked, byte for byte, or a clone's build fails.
