@@ -75,7 +75,8 @@ TEST(FreshClone, ReadmeFirstCommandServesTheBuiltinModel) {
 
   // What the build embeds must be tracked, byte for byte, or a clone's build fails.
   for (const char* rel : {"assets/models/stories260K-F16.gguf", "assets/web/index.html", "assets/web/style.css",
-                          "assets/web/chat.js", "assets/web/dashboard.js", "assets/web/chart.js"}) {
+                          "assets/web/chat.js", "assets/web/dashboard.js", "assets/web/chart.js",
+                          "assets/web/auth.js"}) {
     SCOPED_TRACE(rel);
     ASSERT_TRUE(fs::exists(dst + "/" + rel));
     EXPECT_EQ(read_file(dst + "/" + rel), read_file(src + "/" + rel));

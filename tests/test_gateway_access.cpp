@@ -60,6 +60,7 @@ TEST(GatewayAccess, KeysAreCheckedAndHealthAndMetricsStayOpen) {
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(c.request("GET", "/v1/models", "", bearer("sk-good")).status, 200);
   EXPECT_EQ(c.get("/health").status, 200);
+  EXPECT_EQ(c.get("/").status, 200);  // the web chat's page, relayed without a tenant
   const auto m = scrape_metrics(gw.port);
   EXPECT_EQ(metric_or(m, "nexus_gateway_unauthorized_total", {}), 3);
   EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_requests_total", {{"tenant", "team-a"}}), 2);
@@ -67,6 +68,17 @@ TEST(GatewayAccess, KeysAreCheckedAndHealthAndMetricsStayOpen) {
   // Non-streamed usage: 8 completion tokens (ignore_eos).
   EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_tokens_total", {{"tenant", "team-a"}, {"kind", "completion"}}), 8);
   EXPECT_GT(metric_or(m, "nexus_gateway_tenant_tokens_total", {{"tenant", "team-a"}, {"kind", "prompt"}}), 0);
+  {
+    // A browser's realtime handshake presents its key as a subprotocol.
+    HttpClient ws("127.0.0.1", gw.port);
+    ws.send("GET", "/v1/realtime", "",
+            {{"Upgrade", "websocket"}, {"Connection", "Upgrade"}, {"Sec-WebSocket-Version", "13"},
+             {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="},
+             {"Sec-WebSocket-Protocol", "realtime, openai-insecure-api-key.sk-good"}});
+    const HttpResponse up = ws.read_header();
+    EXPECT_EQ(up.status, 101);
+    EXPECT_EQ(up.header("sec-websocket-protocol"), "realtime");
+  }
 }
 
 TEST(GatewayAccess, EmptyRequestBucketAnswers429WithRetryAfter) {
@@ -170,6 +182,32 @@ TEST(ServeApiKey, RequiresTheKeyButHealthStaysOpen) {
   EXPECT_EQ(c.request("GET", "/v1/models", "", bearer("sk-wrong")).status, 401);
   EXPECT_EQ(c.request("GET", "/v1/models", "", bearer("sk-serve")).status, 200);
   EXPECT_EQ(c.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-serve")).status, 200);
+  // The web chat's files are public (the page asks for the key); the API is not.
+  EXPECT_EQ(c.get("/").status, 200);
+  EXPECT_EQ(c.get("/ui/auth.js").status, 200);
+}
+
+// A browser's WebSocket cannot send Authorization: the realtime handshake
+// presents the key as the subprotocol "openai-insecure-api-key.KEY", and
+// the server selects "realtime" from the offered list.
+TEST(ServeApiKey, RealtimeHandshakeTakesTheKeyAsASubprotocol) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ServeProcess s(model, {"--api-key", "sk-serve"});
+  ASSERT_GT(s.port, 0);
+  auto handshake = [&](const std::string& protocols) {
+    HttpClient c("127.0.0.1", s.port);
+    Headers h{{"Upgrade", "websocket"}, {"Connection", "Upgrade"}, {"Sec-WebSocket-Version", "13"},
+              {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}};
+    if (!protocols.empty()) h.emplace_back("Sec-WebSocket-Protocol", protocols);
+    c.send("GET", "/v1/realtime", "", h);
+    return c.read_header();
+  };
+  const HttpResponse ok = handshake("realtime, openai-insecure-api-key.sk-serve");
+  EXPECT_EQ(ok.status, 101);
+  EXPECT_EQ(ok.header("sec-websocket-protocol"), "realtime");
+  EXPECT_EQ(handshake("realtime, openai-insecure-api-key.sk-wrong").status, 401);
+  EXPECT_EQ(handshake("realtime").status, 401);
+  EXPECT_EQ(handshake("").status, 401);
 }
 
 TEST(GatewayAccess, ReplicaKeyReplacesTheClientsKey) {

@@ -77,6 +77,7 @@ TEST_F(WebUi, RootServesTheEmbeddedPageWithItsAssets) {
   };
   const Asset assets[] = {{"/ui/style.css", "assets/web/style.css", "text/css; charset=utf-8"},
                           {"/ui/chart.js", "assets/web/chart.js", "text/javascript; charset=utf-8"},
+                          {"/ui/auth.js", "assets/web/auth.js", "text/javascript; charset=utf-8"},
                           {"/ui/chat.js", "assets/web/chat.js", "text/javascript; charset=utf-8"},
                           {"/ui/dashboard.js", "assets/web/dashboard.js", "text/javascript; charset=utf-8"}};
   // Offline by construction: no absolute URL anywhere (no CDN, no font host).

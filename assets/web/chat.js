@@ -21,7 +21,7 @@
 
   function connect() {
     const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/v1/realtime`;
-    ws = new WebSocket(url);
+    ws = new WebSocket(url, NexusAuth.protocols());
     setConn('connecting');
     ws.onopen = () => {
       setConn('open');
@@ -241,5 +241,5 @@
     connect();
   });
 
-  connect();
+  NexusAuth.ready().then(connect);
 })();

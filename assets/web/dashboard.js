@@ -20,7 +20,7 @@ const Dashboard = (() => {
     step: new LineChart($('chart-step'), { series: [
       { name: 'batch', color: '#0891b2' }, { name: 'step ms', color: '#d97706' }] }),
   };
-  let source = null;
+  let streaming = false;  // follow() is running
   let last = 0;
 
   function onSnapshot(s) {
@@ -45,11 +45,41 @@ const Dashboard = (() => {
     for (const c of Object.values(charts)) c.draw();
   }
 
+  // GET /v1/stats/stream read with fetch() (an EventSource cannot send the
+  // API key, auth.js): one snapshot per `data:` event; reconnects a second
+  // after the stream ends, as an EventSource would.
+  async function follow() {
+    await NexusAuth.ready();
+    for (;;) {
+      try {
+        const r = await fetch('/v1/stats/stream', { headers: NexusAuth.headers() });
+        if (r.ok) await readEvents(r.body.pipeThrough(new TextDecoderStream()).getReader());
+      } catch (e) {
+        // the server went away: retry below
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+
+  async function readEvents(reader) {
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += value.replace(/\r\n/g, '\n');
+      for (let end; (end = buf.indexOf('\n\n')) >= 0; buf = buf.slice(end + 2)) {
+        const data = buf.slice(0, end).split('\n').filter((l) => l.startsWith('data:'))
+          .map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+        if (data) onSnapshot(JSON.parse(data));
+      }
+    }
+  }
+
   function show() {
     draw();
-    if (source) return;
-    source = new EventSource('/v1/stats/stream');
-    source.onmessage = (e) => onSnapshot(JSON.parse(e.data));
+    if (streaming) return;
+    streaming = true;
+    follow();
     setInterval(() => {
       $('stats-age').textContent = last ? `last snapshot ${((Date.now() - last) / 1000).toFixed(0)} s ago`
                                         : 'waiting';

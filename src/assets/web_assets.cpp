@@ -26,6 +26,7 @@ NEXUS_WEB_INCBIN(style_css, "style.css")
 NEXUS_WEB_INCBIN(chat_js, "chat.js")
 NEXUS_WEB_INCBIN(dashboard_js, "dashboard.js")
 NEXUS_WEB_INCBIN(chart_js, "chart.js")
+NEXUS_WEB_INCBIN(auth_js, "auth.js")
 
 namespace nexus {
 namespace {
@@ -37,8 +38,8 @@ constexpr std::string_view kHtml = "text/html; charset=utf-8";
 constexpr std::string_view kCss = "text/css; charset=utf-8";
 constexpr std::string_view kJs = "text/javascript; charset=utf-8";
 
-const std::array<WebAsset, 7>& assets() {
-  static const std::array<WebAsset, 7> a{{
+const std::array<WebAsset, 8>& assets() {
+  static const std::array<WebAsset, 8> a{{
       {"/", kHtml, NEXUS_WEB_BODY(index_html)},
       {"/index.html", kHtml, NEXUS_WEB_BODY(index_html)},
       {"/dashboard", kHtml, NEXUS_WEB_BODY(index_html)},
@@ -46,6 +47,7 @@ const std::array<WebAsset, 7>& assets() {
       {"/ui/chat.js", kJs, NEXUS_WEB_BODY(chat_js)},
       {"/ui/dashboard.js", kJs, NEXUS_WEB_BODY(dashboard_js)},
       {"/ui/chart.js", kJs, NEXUS_WEB_BODY(chart_js)},
+      {"/ui/auth.js", kJs, NEXUS_WEB_BODY(auth_js)},
   }};
   return a;
 }

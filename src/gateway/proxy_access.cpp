@@ -2,6 +2,7 @@
 // limits (tenant_limiter.h) and its usage (stream_usage.h).
 #include <fmt/format.h>
 
+#include "assets/web_assets.h"
 #include "gateway/proxy_http.h"
 #include "gateway/proxy_session.h"
 #include "server/api_key.h"
@@ -16,8 +17,19 @@ bool ProxySession::admit_request() {
   usage_tap_.reset();
   // A CORS preflight carries no credentials; the replica answers it.
   if (req_.method() == http::verb::options) return true;
+  const std::string_view target(req_.target().data(), req_.target().size());
+  const std::string_view path = target.substr(0, target.find('?'));
+  // The web chat's static files are public (server/api_key.h): relayed
+  // without a tenant.
+  if ((req_.method() == http::verb::get || req_.method() == http::verb::head) && find_web_asset(path)) return true;
+  // A browser's realtime session presents its key as a subprotocol
+  // (server/api_key.h); the limiter reads a bearer credential.
   const auto auth = req_[http::field::authorization];
-  const AccessVerdict v = ctx_.limiter->admit(std::string_view(auth.data(), auth.size()), received_);
+  const auto protocols = req_[http::field::sec_websocket_protocol];
+  const auto key = server::presented_key(std::string_view(auth.data(), auth.size()),
+                                         std::string_view(protocols.data(), protocols.size()));
+  const std::string credential = key ? "Bearer " + std::string(*key) : std::string(auth.data(), auth.size());
+  const AccessVerdict v = ctx_.limiter->admit(credential, received_);
   if (v.result == AccessResult::Unauthorized) {
     ctx_.metrics.unauthorized().inc();
     respond(401, server::error_body(server::invalid_api_key(v.key_presented)), "application/json",
@@ -36,8 +48,6 @@ bool ProxySession::admit_request() {
   m.in_flight->add(1);
   tenant_in_flight_ = true;
   // A stream's tokens come in its usage chunk: ask the replica for it.
-  const std::string_view target(req_.target().data(), req_.target().size());
-  const std::string_view path = target.substr(0, target.find('?'));
   if (req_.method() == http::verb::post && (path == "/v1/completions" || path == "/v1/chat/completions")) {
     if (auto r = with_stream_usage(req_.body())) {
       req_.body() = std::move(r->body);

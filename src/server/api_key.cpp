@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "assets/web_assets.h"
+
 namespace nexus::server {
 
 std::optional<std::string_view> bearer_token(std::string_view h) {
@@ -16,6 +18,44 @@ std::optional<std::string_view> bearer_token(std::string_view h) {
   while (!h.empty() && (h.back() == ' ' || h.back() == '\t')) h.remove_suffix(1);
   if (h.empty()) return std::nullopt;
   return h;
+}
+
+namespace {
+
+std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Calls f(token) for each comma-separated token; stops when f returns true.
+template <class F>
+bool any_token(std::string_view list, F f) {
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    if (f(trimmed(list.substr(0, comma)))) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<std::string_view> presented_key(std::string_view authorization, std::string_view websocket_protocols) {
+  if (auto key = bearer_token(authorization)) return key;
+  constexpr std::string_view prefix = "openai-insecure-api-key.";
+  std::optional<std::string_view> key;
+  any_token(websocket_protocols, [&](std::string_view t) {
+    if (t.size() <= prefix.size() || !t.starts_with(prefix)) return false;
+    key = t.substr(prefix.size());
+    return true;
+  });
+  return key;
+}
+
+bool offers_subprotocol(std::string_view websocket_protocols, std::string_view name) {
+  return any_token(websocket_protocols, [&](std::string_view t) { return t == name; });
 }
 
 bool same_key(std::string_view a, std::string_view b) {
@@ -41,7 +81,7 @@ bool open_without_key(std::string_view method, std::string_view path) {
   path = path.substr(0, path.find('?'));
   if (method == "OPTIONS") return true;
   if (method != "GET" && method != "HEAD") return false;
-  return path == "/health" || path == "/metrics" || path == "/load";
+  return path == "/health" || path == "/metrics" || path == "/load" || find_web_asset(path) != nullptr;
 }
 
 }  // namespace nexus::server

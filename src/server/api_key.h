@@ -3,9 +3,17 @@
 //
 // `nexus serve --api-key KEY` (one key, as llama.cpp's and vLLM's servers
 // have) checks it on every request but GET/HEAD /health, /metrics and /load
-// (probes, scrapes and the gateway's load polls stay open) and CORS
+// (probes, scrapes and the gateway's load polls stay open), the web chat's
+// static files (public: the page must load to ask for the key) and CORS
 // preflights (browsers send those without credentials). The gateway's
 // per-tenant keys (gateway/api_keys.h) use the same parsing and reply.
+//
+// A browser cannot put an Authorization header on a WebSocket, so the
+// opening handshake of /v1/realtime may carry the key as the subprotocol
+// "openai-insecure-api-key.KEY" instead (the name OpenAI's browser clients
+// use for their Realtime API), offered beside "realtime", which the server
+// then selects (browsers fail a connection that offered subprotocols and
+// got none selected).
 #pragma once
 
 #include <optional>
@@ -19,6 +27,14 @@ namespace nexus::server {
 // The KEY of "Bearer KEY" (scheme case-insensitive, spaces around the key
 // trimmed); nullopt when the header is not a bearer credential.
 std::optional<std::string_view> bearer_token(std::string_view authorization);
+
+// The key a request presents: its bearer credential, else (a WebSocket
+// opening handshake's) the "openai-insecure-api-key.KEY" token of its
+// Sec-WebSocket-Protocol list. nullopt when it presents none.
+std::optional<std::string_view> presented_key(std::string_view authorization, std::string_view websocket_protocols);
+
+// Whether the comma-separated Sec-WebSocket-Protocol list offers `name`.
+bool offers_subprotocol(std::string_view websocket_protocols, std::string_view name);
 
 // Compares in time independent of where the strings differ (no early exit),
 // so the reply time does not leak how much of a guessed key was right.

@@ -269,7 +269,9 @@ void HttpSession::handle_request() {
   }
   if (!ctx_.opts.api_key.empty() && !open_without_key(method_, target_)) {
     const auto auth = req[http::field::authorization];
-    const auto key = bearer_token(std::string_view(auth.data(), auth.size()));
+    const auto protocols = req[http::field::sec_websocket_protocol];
+    const auto key = presented_key(std::string_view(auth.data(), auth.size()),
+                                   std::string_view(protocols.data(), protocols.size()));
     if (!key || !same_key(*key, ctx_.opts.api_key)) {
       HttpReply r = error_reply(invalid_api_key(key.has_value()));
       r.headers.emplace_back("WWW-Authenticate", "Bearer");

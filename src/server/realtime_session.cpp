@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "server/api_key.h"
 #include "server/prompt_builder.h"
 
 namespace nexus::server {
@@ -82,8 +83,14 @@ void RealtimeSession::start(http::request<http::string_body> req) {
   t.idle_timeout = 2 * ctx_.opts.ws_ping_interval;
   t.keep_alive_pings = true;
   ws_.set_option(t);
-  ws_.set_option(websocket::stream_base::decorator(
-      [](websocket::response_type& r) { r.set(http::field::server, "nexus"); }));
+  // A client offering subprotocols (a browser presenting its API key so,
+  // server/api_key.h) gets "realtime" selected; one offering none, none.
+  const auto offered = req[http::field::sec_websocket_protocol];
+  const bool realtime = offers_subprotocol(std::string_view(offered.data(), offered.size()), "realtime");
+  ws_.set_option(websocket::stream_base::decorator([realtime](websocket::response_type& r) {
+    r.set(http::field::server, "nexus");
+    if (realtime) r.set(http::field::sec_websocket_protocol, "realtime");
+  }));
   ws_.read_message_max(0);  // no limit: on_read enforces body_limit
   beast::get_lowest_layer(ws_).expires_never();  // the websocket timeouts apply instead
   // accept() builds the 101 response from `req` before it returns control,

@@ -13,6 +13,8 @@
 //      hundred tokens/s, slow enough to be caught streaming): a long answer
 //      (ignore EOS), Stop pressed mid-stream, the answer ends as "stopped"
 //      (finish_reason cancelled) short of max tokens.
+//   3. `nexus serve --api-key KEY`: the page asks for the key (a wrong one
+//      is asked for again), chats with it, and the dashboard streams.
 // Every request the pages make (HTTP and WebSocket) must stay on the
 // server's origin. Screenshots go to ARTIFACT_DIR. Prints the page's time
 // from Send to the first token drawn.
@@ -218,6 +220,32 @@ try {
     assert.equal(await p2.isDisabled('#stop'), true);
     assert.equal(await p2.isDisabled('#send'), false);
     await p2.screenshot({ path: join(artifacts, 'stop.png') });
+  }
+
+  // 3. A server started with --api-key: the page loads, asks for the key
+  // (a wrong one is refused and asked for again), then chats over a session
+  // that presents the key as a subprotocol, and the dashboard streams.
+  {
+    const keyOrigin = await serve(['--api-key', 'sk-web-test']);
+    const { page: p3, frames: f3 } = await openPage(keyOrigin);
+    await p3.waitForSelector('#key-form', { state: 'visible', timeout: 10000 });
+    assert.equal(await p3.textContent('#key-note'), 'This server needs an API key.');
+    await p3.fill('#api-key', 'sk-wrong');
+    await p3.click('#key-form button');
+    await p3.waitForFunction(() => document.getElementById('key-note').textContent === 'The server refused this API key.' &&
+                             !document.getElementById('key-form').hidden);
+    await p3.fill('#api-key', 'sk-web-test');
+    await p3.click('#key-form button');
+    await p3.waitForFunction(() => document.getElementById('model-name').textContent === 'stories260K');
+    assert.equal(await p3.isHidden('#key-form'), true);
+    await p3.fill('#max-tokens', '8');
+    const a3 = await sendAndWait(p3, 'Once upon a time');
+    assert.ok(a3.text.length > 0, 'the answer with a key has text');
+    assert.ok(f3.received.some((e) => e.type === 'session.created'));
+    await p3.click('#tab-dashboard');
+    await p3.waitForFunction(() => Number(document.getElementById('chart-ttft').dataset.points || 0) >= 2,
+                             null, { timeout: 10000 });
+    await p3.screenshot({ path: join(artifacts, 'api-key.png') });
   }
 
   assert.deepEqual(offOrigin, [], 'every request stayed on the server\'s origin');
