@@ -296,6 +296,41 @@ TEST(GatewayRouting, AReplicaWhoseNameDoesNotResolveIsDownNotFatal) {
   EXPECT_EQ(available, 1);
 }
 
+// --replicas-from dns:NAME:PORT: the gateway starts with no replica and
+// adds each address NAME resolves to ("localhost": 127.0.0.1, and ::1 where
+// /etc/hosts lists it, which no replica listens on and which health checks
+// therefore mark down). Requests then go to the discovered replica.
+TEST(GatewayRouting, DnsDiscoveryAddsTheAddressesANameResolvesTo) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1);
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw({}, {"--replicas-from", "dns:localhost:" + std::to_string(rs.ports[0]), "--dns-interval-ms", "100",
+                         "--backoff-base-ms", "1", "--health-interval-ms", "50"});
+  ASSERT_GT(gw.port, 0) << "nexus gateway did not start";
+  HttpClient c("127.0.0.1", gw.port);
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    up = c.get("/health").status == 200;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(up) << "no replica was discovered within 5 s";
+  for (int i = 0; i < 4; ++i) {
+    const HttpResponse r = c.post("/v1/completions", R"({"prompt":"Once","max_tokens":2,"temperature":0})");
+    EXPECT_EQ(r.status, 200) << i << " " << r.body;
+  }
+  EXPECT_EQ(metric_or(scrape_metrics(gw.port), "nexus_gateway_routing_decisions_total",
+                      {{"replica", replica_id(rs.ports[0])}}),
+            4)
+      << "the discovered replica's series";
+  // Re-resolving the same answer adds nothing: still one 127.0.0.1 replica.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string text = c.get("/metrics").body;
+  size_t series = 0;
+  for (size_t at = 0; (at = text.find("nexus_gateway_breaker_state{replica=\"127.0.0.1:", at)) != std::string::npos; ++at)
+    ++series;
+  EXPECT_EQ(series, 1u);
+}
+
 TEST(GatewayRouting, BadFlagsAreRefusedByName) {
   struct Case {
     const char* args;
@@ -306,7 +341,9 @@ TEST(GatewayRouting, BadFlagsAreRefusedByName) {
                         Case{"gateway --replica http://127.0.0.1:1 --policy fastest", "unknown policy 'fastest'"},
                         Case{"gateway --replica http://127.0.0.1:1 --fault abort=30", "expected abort=PCT:STATUS"},
                         Case{"gateway --replica http://127.0.0.1:1 --load-interval-ms 500", "500 is outside 1 to 100"},
-                        Case{"gateway --replica http://127.0.0.1:1 --listen nowhere", "--listen: expected HOST:PORT"}}) {
+                        Case{"gateway --replica http://127.0.0.1:1 --listen nowhere", "--listen: expected HOST:PORT"},
+                        Case{"gateway --replicas-from nexus:8080", "expected dns:NAME:PORT"},
+                        Case{"gateway --replicas-from dns:nexus:99999", "'99999' is not a port"}}) {
     const CommandResult r = run_nexus(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;

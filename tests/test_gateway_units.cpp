@@ -1,6 +1,7 @@
 // The gateway's pure parts, without sockets: circuit breaker states, retry
 // budget and backoff, fault specs, prefix hashing and affinity, /load
-// parsing and the load score, and the routing policies.
+// parsing and the load score, the routing policies, and what a DNS answer
+// changes in the replica list.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/circuit_breaker.h"
+#include "gateway/dns_discovery.h"
 #include "gateway/fault_injection.h"
 #include "gateway/load_state.h"
 #include "gateway/prefix_affinity.h"
@@ -105,6 +107,40 @@ TEST(GatewayFaults, SpecsParseAndBadOnesAreRefusedByName) {
   const std::vector<FaultRule> thirty{parse_fault("abort=30:500")};
   for (int i = 0; i < 10000; ++i) hits += decide_faults(thirty, "http://a:1", rng).abort_status.has_value();
   EXPECT_NEAR(hits, 3000, 200);
+}
+
+TEST(GatewayDns, SourcesParseAndBadOnesAreRefused) {
+  const DnsSource s = parse_dns_source("dns:nexus-replicas.default.svc.cluster.local:8080");
+  EXPECT_EQ(s.name, "nexus-replicas.default.svc.cluster.local");
+  EXPECT_EQ(s.port, "8080");
+  for (const char* bad : {"nexus:8080", "srv:nexus:8080", "dns:nexus", "dns::8080", "dns:nexus:", "dns:nexus:0",
+                          "dns:nexus:65536", "dns:nexus:80a"})
+    EXPECT_THROW(parse_dns_source(bad), nexus::Error) << bad;
+  EXPECT_EQ(replica_url_of(boost::asio::ip::make_address("10.1.2.3"), "8080"), "http://10.1.2.3:8080");
+  EXPECT_EQ(replica_url_of(boost::asio::ip::make_address("fd00::7"), "8080"), "http://[fd00::7]:8080");
+}
+
+// A pod that appears is added once; one that leaves is unlisted, and
+// listed again (the same replica, its history kept) when it comes back; an
+// address the gateway has from --replica is not added twice.
+TEST(GatewayDns, AnswersAddUnlistAndRelist) {
+  const std::string a = "http://10.0.0.1:8080", b = "http://10.0.0.2:8080", c = "http://10.0.0.3:8080";
+  DnsChanges d = reconcile({}, {}, {a, b});
+  EXPECT_EQ(d.added, (std::vector<std::string>{a, b}));
+  EXPECT_TRUE(d.unlisted.empty() && d.relisted.empty());
+  d = reconcile({{a, true}, {b, true}}, {}, {b, c});
+  EXPECT_EQ(d.added, (std::vector<std::string>{c}));
+  EXPECT_EQ(d.unlisted, (std::vector<size_t>{0}));
+  EXPECT_TRUE(d.relisted.empty());
+  d = reconcile({{a, false}, {b, true}, {c, true}}, {}, {a, b, c});
+  EXPECT_TRUE(d.added.empty());
+  EXPECT_EQ(d.relisted, (std::vector<size_t>{0}));
+  EXPECT_TRUE(d.unlisted.empty());
+  d = reconcile({{a, true}}, {b}, {a, b, b, c});
+  EXPECT_EQ(d.added, (std::vector<std::string>{c}));
+  // An unlisted one that stays away changes nothing.
+  d = reconcile({{a, false}}, {}, {});
+  EXPECT_TRUE(d.added.empty() && d.unlisted.empty() && d.relisted.empty());
 }
 
 TEST(GatewayPrefix, ChainedBlockHashesNameWholePrefixes) {

@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "gateway/api_keys.h"
+#include "gateway/dns_discovery.h"
 #include "gateway/fault_injection.h"
 #include "gateway/gateway_server.h"
 #include "loadgen/url.h"
@@ -23,7 +24,8 @@ using std::chrono::milliseconds;
 
 struct GatewayArgs {
   std::string listen = "127.0.0.1:8090";
-  std::vector<std::string> replicas;
+  std::vector<std::string> replicas, replicas_from;
+  int64_t dns_interval = 5000;
   std::string policy = "least-load";
   std::vector<std::string> faults;
   std::string api_keys;
@@ -59,7 +61,11 @@ int run_gateway(GatewayArgs& a) {
   if (!parse_whole(a.listen.substr(colon + 1), port, oor).empty() || oor || port < 0 || port > 65535)
     throw UsageError("--listen: '" + a.listen.substr(colon + 1) + "' is not a port (0 to 65535)");
   o.port = static_cast<uint16_t>(port);
+  if (a.replicas.empty() && a.replicas_from.empty())
+    throw UsageError("--replica is required (or --replicas-from dns:NAME:PORT)");
   o.replicas = a.replicas;
+  o.replicas_from = a.replicas_from;
+  o.dns_interval = milliseconds(a.dns_interval);
   o.policy = *gateway::policy_from_name(a.policy);  // checked by the option
   for (const std::string& f : a.faults) o.faults.push_back(gateway::parse_fault(f));
   if (!a.api_keys.empty()) o.api_keys = gateway::load_api_keys(a.api_keys);
@@ -86,7 +92,9 @@ int run_gateway(GatewayArgs& a) {
 
   gateway::GatewayServer gw(o);
   gw.start();
-  std::fprintf(stderr, "nexus gateway: %zu replica(s), policy %s%s\n", o.replicas.size(), a.policy.c_str(),
+  std::fprintf(stderr, "nexus gateway: %zu replica(s)%s, policy %s%s\n", o.replicas.size(),
+               o.replicas_from.empty() ? "" : fmt::format(" + {} DNS source(s)", o.replicas_from.size()).c_str(),
+               a.policy.c_str(),
                o.api_keys ? fmt::format(", {} API key(s) of {} tenant(s)", o.api_keys->keys.size(),
                                         o.api_keys->tenants.size()).c_str()
                           : "");
@@ -110,8 +118,8 @@ std::function<int()> setup(CLI::App& sub) {
   gateway::GatewayOptions& o = a->opts;
   sub.add_option("--listen", a->listen, "HOST:PORT to listen on (port 0 = any free port, printed at startup)")
       ->capture_default_str();
-  sub.add_option("--replica", a->replicas, "a `nexus serve` replica's URL (http://host:port); repeat for each")
-      ->required()
+  sub.add_option("--replica", a->replicas,
+                 "a `nexus serve` replica's URL (http://host:port); repeat for each (or use --replicas-from)")
       ->check(CLI::Validator(
           [](std::string& u) -> std::string {
             try {
@@ -122,6 +130,22 @@ std::function<int()> setup(CLI::App& sub) {
             return {};
           },
           "URL"));
+  sub.add_option("--replicas-from", a->replicas_from,
+                 "dns:NAME:PORT: every address NAME resolves to is a replica http://ADDRESS:PORT, re-resolved every "
+                 "--dns-interval-ms (a Kubernetes headless Service's pods); repeatable")
+      ->check(CLI::Validator(
+          [](std::string& spec) -> std::string {
+            try {
+              gateway::parse_dns_source(spec);
+            } catch (const Error& e) {
+              return e.what();
+            }
+            return {};
+          },
+          "dns:NAME:PORT"));
+  sub.add_option("--dns-interval-ms", a->dns_interval, "--replicas-from re-resolution interval")
+      ->capture_default_str()
+      ->check(range<int64_t>(10, 3'600'000));
   sub.add_option("--policy", a->policy, "routing: least-load (power of two choices), prefix, round-robin")
       ->capture_default_str()
       ->check(CLI::Validator(

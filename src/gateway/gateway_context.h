@@ -10,7 +10,7 @@
 
 #include "gateway/gateway_metrics.h"
 #include "gateway/gateway_server.h"
-#include "gateway/replica.h"
+#include "gateway/replica_set.h"
 #include "gateway/retry_policy.h"
 #include "gateway/routing_policy.h"
 #include "gateway/tenant_limiter.h"
@@ -20,12 +20,12 @@ namespace nexus::gateway {
 class ProxySession;
 
 struct GatewayContext {
-  GatewayContext(GatewayOptions o, const std::vector<std::string>& replica_ids)
+  explicit GatewayContext(GatewayOptions o)
       : opts(std::move(o)),
         router(opts.policy, opts.prefix_threshold),
         budget(opts.retry),
         limiter(opts.api_keys ? std::make_unique<TenantLimiter>(*opts.api_keys) : nullptr),
-        metrics(replica_ids, tenant_names(limiter.get())) {}
+        metrics(tenant_names(limiter.get())) {}
 
   static std::vector<std::string> tenant_names(const TenantLimiter* l) {
     std::vector<std::string> names;
@@ -35,7 +35,7 @@ struct GatewayContext {
   }
 
   GatewayOptions opts;
-  std::vector<std::unique_ptr<Replica>> replicas;
+  ReplicaSet replicas;
   Router router;
   RetryBudget budget;
   std::unique_ptr<TenantLimiter> limiter;  // null without --api-keys

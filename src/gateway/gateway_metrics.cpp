@@ -1,5 +1,7 @@
 #include "gateway/gateway_metrics.h"
 
+#include "gateway/replica_set.h"
+
 namespace nexus::gateway {
 
 const char* outcome_name(Outcome o) {
@@ -13,37 +15,38 @@ const char* retry_reason_name(RetryReason r) {
   return names[static_cast<size_t>(r)];
 }
 
-GatewayMetrics::GatewayMetrics(const std::vector<std::string>& replicas, const std::vector<std::string>& tenants) {
+void GatewayMetrics::add_replica(size_t index, const std::string& id) {
   auto& r = registry_;
-  replicas_.resize(replicas.size());
-  for (size_t i = 0; i < replicas.size(); ++i) {
-    PerReplica& p = replicas_[i];
-    const std::string& id = replicas[i];
-    for (size_t o = 0; o < p.requests.size(); ++o) {
-      if (static_cast<Outcome>(o) == Outcome::NoReplica) continue;
-      p.requests[o] = &r.int_counter("nexus_gateway_requests_total", "client requests by the replica that answered and how they ended",
-                                     {{"replica", id}, {"outcome", outcome_name(static_cast<Outcome>(o))}});
-    }
-    p.routed = &r.int_counter("nexus_gateway_routing_decisions_total", "attempts the routing policy sent to each replica",
-                              {{"replica", id}});
-    p.attempt_failures = &r.int_counter("nexus_gateway_attempt_failures_total",
-                                        "attempts that failed on the replica (connect, reset, timeout, 5xx)", {{"replica", id}});
-    p.streams_broken = &r.int_counter("nexus_gateway_streams_broken_total",
-                                      "streams cut by the replica after their first byte (ended with an error event)",
-                                      {{"replica", id}});
-    p.breaker_state = &r.gauge("nexus_gateway_breaker_state", "circuit breaker state: 0 closed, 1 open, 2 half-open",
-                               {{"replica", id}});
-    for (size_t s = 0; s < 3; ++s)
-      p.breaker_transitions[s] = &r.int_counter("nexus_gateway_breaker_transitions_total", "breaker state changes by the state entered",
-                                                {{"replica", id}, {"to", breaker_state_name(static_cast<BreakerState>(s))}});
-    p.load_score = &r.gauge("nexus_gateway_replica_load_score", "the routing load score (load_state.h) at the last poll",
-                            {{"replica", id}});
-    p.in_flight = &r.gauge("nexus_gateway_replica_in_flight", "requests the gateway has in flight on the replica",
-                           {{"replica", id}});
-    p.realtime_sessions = &r.int_counter("nexus_gateway_realtime_sessions_total",
-                                         "/v1/realtime WebSocket sessions relayed to the replica (upgraded)",
-                                         {{"replica", id}});
+  PerReplica& p = replicas_[index];
+  for (size_t o = 0; o < p.requests.size(); ++o) {
+    if (static_cast<Outcome>(o) == Outcome::NoReplica) continue;
+    p.requests[o] = &r.int_counter("nexus_gateway_requests_total", "client requests by the replica that answered and how they ended",
+                                   {{"replica", id}, {"outcome", outcome_name(static_cast<Outcome>(o))}});
   }
+  p.routed = &r.int_counter("nexus_gateway_routing_decisions_total", "attempts the routing policy sent to each replica",
+                            {{"replica", id}});
+  p.attempt_failures = &r.int_counter("nexus_gateway_attempt_failures_total",
+                                      "attempts that failed on the replica (connect, reset, timeout, 5xx)", {{"replica", id}});
+  p.streams_broken = &r.int_counter("nexus_gateway_streams_broken_total",
+                                    "streams cut by the replica after their first byte (ended with an error event)",
+                                    {{"replica", id}});
+  p.breaker_state = &r.gauge("nexus_gateway_breaker_state", "circuit breaker state: 0 closed, 1 open, 2 half-open",
+                             {{"replica", id}});
+  for (size_t s = 0; s < 3; ++s)
+    p.breaker_transitions[s] = &r.int_counter("nexus_gateway_breaker_transitions_total", "breaker state changes by the state entered",
+                                              {{"replica", id}, {"to", breaker_state_name(static_cast<BreakerState>(s))}});
+  p.load_score = &r.gauge("nexus_gateway_replica_load_score", "the routing load score (load_state.h) at the last poll",
+                          {{"replica", id}});
+  p.in_flight = &r.gauge("nexus_gateway_replica_in_flight", "requests the gateway has in flight on the replica",
+                         {{"replica", id}});
+  p.realtime_sessions = &r.int_counter("nexus_gateway_realtime_sessions_total",
+                                       "/v1/realtime WebSocket sessions relayed to the replica (upgraded)",
+                                       {{"replica", id}});
+}
+
+GatewayMetrics::GatewayMetrics(const std::vector<std::string>& tenants)
+    : replicas_(std::make_unique<PerReplica[]>(ReplicaSet::kCapacity)) {
+  auto& r = registry_;
   no_replica_ = &r.int_counter("nexus_gateway_requests_total", "client requests by the replica that answered and how they ended",
                                {{"replica", "none"}, {"outcome", "no_replica"}});
   for (size_t i = 0; i < retries_.size(); ++i)

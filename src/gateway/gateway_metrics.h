@@ -36,9 +36,12 @@ enum class FaultKind { Abort, Delay, Count };
 
 class GatewayMetrics {
  public:
-  // `replicas`: their label values (host:port), in the gateway's order;
   // `tenants`: the API-key tenants' names (none without --api-keys).
-  explicit GatewayMetrics(const std::vector<std::string>& replicas, const std::vector<std::string>& tenants = {});
+  explicit GatewayMetrics(const std::vector<std::string>& tenants = {});
+
+  // Registers the series of replica `index` (the next one: replicas are
+  // added in order, up to ReplicaSet::kCapacity) labelled `id`.
+  void add_replica(size_t index, const std::string& id);
 
   struct PerTenant {
     metrics::IntCounter* admitted = nullptr;
@@ -78,7 +81,7 @@ class GatewayMetrics {
 
  private:
   metrics::Registry registry_;
-  std::vector<PerReplica> replicas_;
+  std::unique_ptr<PerReplica[]> replicas_;  // ReplicaSet::kCapacity slots, filled by add_replica()
   std::vector<PerTenant> tenants_;
   metrics::IntCounter* unauthorized_ = nullptr;
   metrics::Gauge* realtime_active_ = nullptr;

@@ -1,6 +1,8 @@
 #include "gateway/gateway_server.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
@@ -10,6 +12,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/ssl/context.hpp>
 
+#include "gateway/dns_discovery.h"
 #include "gateway/gateway_context.h"
 #include "gateway/proxy_session.h"
 #include "loadgen/url.h"
@@ -22,8 +25,8 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-std::vector<loadgen::ServerUrl> parse_replicas(const std::vector<std::string>& urls) {
-  if (urls.empty()) throw Error("the gateway needs at least one --replica URL");
+std::vector<loadgen::ServerUrl> parse_replicas(const std::vector<std::string>& urls, bool discovery) {
+  if (urls.empty() && !discovery) throw Error("the gateway needs at least one --replica URL or --replicas-from source");
   std::vector<loadgen::ServerUrl> out;
   for (const std::string& u : urls) {
     out.push_back(loadgen::parse_server_url(u));
@@ -32,12 +35,6 @@ std::vector<loadgen::ServerUrl> parse_replicas(const std::vector<std::string>& u
       if (out[i].to_string() == out.back().to_string()) throw Error("replica " + u + " is listed twice");
   }
   return out;
-}
-
-std::vector<std::string> ids_of(const std::vector<loadgen::ServerUrl>& urls) {
-  std::vector<std::string> ids;
-  for (const auto& u : urls) ids.push_back(u.host + ":" + u.port);
-  return ids;
 }
 
 // The server's TLS context from PEM files (throws nexus::Error naming the
@@ -63,19 +60,16 @@ std::unique_ptr<net::ssl::context> tls_context(const std::string& cert, const st
 
 struct GatewayServer::Impl {
   Impl(GatewayOptions o, const std::vector<loadgen::ServerUrl>& urls)
-      : ctx(std::move(o), ids_of(urls)),
+      : ctx(std::move(o)),
         tls(tls_context(ctx.opts.tls_cert, ctx.opts.tls_key)),
         ioc(std::make_unique<net::io_context>(ctx.opts.io_threads)), acceptor(net::make_strand(*ioc)) {
-    for (size_t i = 0; i < urls.size(); ++i) {
-      GatewayMetrics& m = ctx.metrics;
-      ctx.replicas.push_back(std::make_unique<Replica>(
-          i, urls[i], ioc->get_executor(), ctx.opts.breaker,
-          [&m, i](BreakerState, BreakerState to) { m.on_breaker_transition(i, to); }));
-      const Replica& r = *ctx.replicas.back();
+    for (const loadgen::ServerUrl& u : urls) {
+      const Replica& r = add_replica(u);
       if (const std::string why = r.pool.resolve_error(); !why.empty())
         std::fprintf(stderr, "nexus gateway: replica %s does not resolve yet (%s); its health checks retry\n",
                      r.id.c_str(), why.c_str());
     }
+    for (const std::string& spec : ctx.opts.replicas_from) sources.push_back(Source{parse_dns_source(spec), {}, nullptr});
     boost::system::error_code ec;
     const auto addr = net::ip::make_address(ctx.opts.host, ec);
     if (ec) throw Error("--listen: '" + ctx.opts.host + "' is not an IP address");
@@ -86,6 +80,58 @@ struct GatewayServer::Impl {
     if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
     if (ec) throw Error("cannot listen on " + ctx.opts.host + ":" + std::to_string(ctx.opts.port) + ": " + ec.message());
     port = acceptor.local_endpoint().port();
+  }
+
+  // Appends a replica (its metrics first: a reader that sees the replica
+  // sees its series), with its health checks once the gateway runs.
+  Replica& add_replica(const loadgen::ServerUrl& u) {
+    const size_t i = ctx.replicas.size();
+    if (ctx.replicas.full()) throw Error("replica " + u.to_string() + ": the gateway's replica list is full");
+    GatewayMetrics& m = ctx.metrics;
+    auto r = std::make_unique<Replica>(i, u, ioc->get_executor(), ctx.opts.breaker,
+                                       [&m, i](BreakerState, BreakerState to) { m.on_breaker_transition(i, to); });
+    m.add_replica(i, r->id);
+    Replica& added = ctx.replicas.add(std::move(r));
+    if (started) start_checks(added);
+    return added;
+  }
+
+  void start_checks(Replica& r) {
+    auto c = std::make_shared<HealthChecker>(net::make_strand(*ioc), r, ctx.metrics, ctx.opts.health);
+    c->start();
+    checkers.push_back(std::move(c));
+  }
+
+  // One DNS answer of `src` (on its discovery strand; sources' strands are
+  // serialized by discovery_mu, as they share the replica list).
+  void on_dns_answer(size_t src, const std::vector<std::string>& answer) {
+    std::lock_guard lock(discovery_mu);
+    Source& s = sources[src];
+    std::vector<std::pair<std::string, bool>> known;
+    for (size_t i : s.replicas) known.emplace_back(ctx.replicas[i]->url.to_string(), ctx.replicas[i]->listed.load());
+    std::vector<std::string> others;
+    for (const auto& r : ctx.replicas)
+      if (std::find(s.replicas.begin(), s.replicas.end(), r->index) == s.replicas.end()) others.push_back(r->url.to_string());
+    const DnsChanges c = reconcile(known, others, answer);
+    for (size_t k : c.unlisted) {
+      Replica& r = *ctx.replicas[s.replicas[k]];
+      r.listed.store(false);
+      std::fprintf(stderr, "nexus gateway: %s: %s left the answer (unlisted)\n", s.source.spec.c_str(), r.id.c_str());
+    }
+    for (size_t k : c.relisted) {
+      Replica& r = *ctx.replicas[s.replicas[k]];
+      r.listed.store(true);
+      std::fprintf(stderr, "nexus gateway: %s: %s is back (listed)\n", s.source.spec.c_str(), r.id.c_str());
+    }
+    for (const std::string& url : c.added) {
+      try {
+        const Replica& r = add_replica(loadgen::parse_server_url(url));
+        s.replicas.push_back(r.index);
+        std::fprintf(stderr, "nexus gateway: %s: added replica %s\n", s.source.spec.c_str(), r.id.c_str());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "nexus gateway: %s: %s not added: %s\n", s.source.spec.c_str(), url.c_str(), e.what());
+      }
+    }
   }
 
   void accept() {
@@ -108,14 +154,21 @@ struct GatewayServer::Impl {
   std::unique_ptr<net::io_context> ioc;
   tcp::acceptor acceptor;  // on a strand: stop() closes it while accepts run
   net::steady_timer accept_backoff{acceptor.get_executor()};
-  std::vector<std::shared_ptr<HealthChecker>> checkers;
+  std::vector<std::shared_ptr<HealthChecker>> checkers;  // guarded by discovery_mu once started
+  struct Source {
+    DnsSource source;
+    std::vector<size_t> replicas;  // indices of the replicas it added
+    std::shared_ptr<DnsDiscovery> discovery;
+  };
+  std::vector<Source> sources;
+  std::mutex discovery_mu;
   std::vector<std::thread> threads;
   uint16_t port = 0;
   bool started = false, stopped = false;
 };
 
 GatewayServer::GatewayServer(GatewayOptions opts) {
-  const auto urls = parse_replicas(opts.replicas);
+  const auto urls = parse_replicas(opts.replicas, !opts.replicas_from.empty());
   impl_ = std::make_unique<Impl>(std::move(opts), urls);
 }
 
@@ -125,10 +178,15 @@ void GatewayServer::start() {
   Impl& m = *impl_;
   if (m.started) return;
   m.started = true;
-  for (auto& r : m.ctx.replicas) {
-    auto c = std::make_shared<HealthChecker>(net::make_strand(*m.ioc), *r, m.ctx.metrics, m.ctx.opts.health);
-    c->start();
-    m.checkers.push_back(std::move(c));
+  {
+    std::lock_guard lock(m.discovery_mu);
+    for (auto& r : m.ctx.replicas) m.start_checks(*r);
+    for (size_t i = 0; i < m.sources.size(); ++i) {
+      m.sources[i].discovery = std::make_shared<DnsDiscovery>(
+          net::make_strand(*m.ioc), m.sources[i].source, m.ctx.opts.dns_interval,
+          [&m, i](const std::vector<std::string>& answer) { m.on_dns_answer(i, answer); });
+      m.sources[i].discovery->start();
+    }
   }
   m.accept();
   for (int i = 0; i < m.ctx.opts.io_threads; ++i) m.threads.emplace_back([&m] { m.ioc->run(); });
@@ -153,6 +211,8 @@ void GatewayServer::stop() {
     }
     for (auto& s : live) s->shutdown();
     live.clear();
+    for (auto& src : m.sources)
+      if (src.discovery) src.discovery->stop();
     net::post(m.acceptor.get_executor(), [&m] {
       boost::system::error_code ignored;
       m.acceptor.close(ignored);
@@ -175,6 +235,7 @@ void GatewayServer::stop() {
   // pending handlers hold, while the replicas they name still exist.
   for (auto& r : m.ctx.replicas) r->pool.clear();
   m.checkers.clear();
+  for (auto& src : m.sources) src.discovery.reset();
   boost::system::error_code ignored;
   m.acceptor.close(ignored);
 }

@@ -37,7 +37,11 @@ namespace nexus::gateway {
 struct GatewayOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8090;                // 0 = an ephemeral port (see port())
-  std::vector<std::string> replicas;   // http://host:port URLs, at least one
+  std::vector<std::string> replicas;   // http://host:port URLs (at least one, or a replicas_from source)
+  // DNS discovery (dns_discovery.h): "dns:NAME:PORT" sources, each resolved
+  // every dns_interval.
+  std::vector<std::string> replicas_from;
+  std::chrono::milliseconds dns_interval{5'000};
   int io_threads = 2;
   PolicyKind policy = PolicyKind::LeastLoad;
   double prefix_threshold = 4;         // load-score units (about requests)

@@ -45,6 +45,13 @@ void HealthChecker::arm_timeout() {
 
 void HealthChecker::tick() {
   if (stopped_) return;
+  if (!replica_.listed.load()) {  // DNS discovery dropped it: nothing to probe until it is back
+    interval_.expires_after(opts_.health_interval);
+    interval_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->tick();
+    });
+    return;
+  }
   const auto now = Clock::now();
   checking_health_ = now >= next_health_;
   if (checking_health_) next_health_ = now + opts_.health_interval;

@@ -2,7 +2,8 @@
 // of it: its address, connection pool, load (load_state.h), circuit breaker
 // (circuit_breaker.h), and whether it said it is draining (GET /load's
 // "draining", or a 503 server_shutting_down answer). A draining replica gets
-// no new requests until a poll says it stopped draining.
+// no new requests until a poll says it stopped draining. One that DNS
+// discovery no longer lists (replica_set.h) gets none either.
 #pragma once
 
 #include <atomic>
@@ -25,8 +26,10 @@ struct Replica {
         pool(std::move(ex), url.host, url.port),
         breaker(breaker_opts, std::move(on_transition)) {}
 
-  // Not draining and the breaker admits (routing's filter).
-  bool available(CircuitBreaker::Clock::time_point now) { return !draining.load() && breaker.would_admit(now); }
+  // Listed, not draining and the breaker admits (routing's filter).
+  bool available(CircuitBreaker::Clock::time_point now) {
+    return listed.load() && !draining.load() && breaker.would_admit(now);
+  }
 
   size_t index;
   loadgen::ServerUrl url;
@@ -35,6 +38,7 @@ struct Replica {
   LoadState load;
   CircuitBreaker breaker;
   std::atomic<bool> draining{false};
+  std::atomic<bool> listed{true};  // false: its DNS name no longer resolves to it
 };
 
 }  // namespace nexus::gateway
