@@ -70,6 +70,10 @@ void StatsHub::stop() {
       cancelled.set_value();
     });
     cancelled.get_future().wait();
+    // The strand too: it points into the io_context's strand service, which
+    // the server destroys before this hub (ASan: member access in
+    // ~strand_impl after ~io_context). tick() stops at stopped_ before it.
+    strand_.reset();
   }
   std::vector<std::shared_ptr<StatsStreamSession>> live;
   {
