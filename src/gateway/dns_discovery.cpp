@@ -77,9 +77,12 @@ void DnsDiscovery::lookup() {
                                                               const net::ip::tcp::resolver::results_type& results) {
         if (self->stopped_) return;
         if (ec) {
-          std::fprintf(stderr, "nexus gateway: %s: lookup failed (%s); the replicas stay as they were\n",
-                       self->source_.spec.c_str(), ec.message().c_str());
+          if (!self->failing_)  // once per outage, not every interval
+            std::fprintf(stderr, "nexus gateway: %s: lookup failed (%s); the replicas stay as they were\n",
+                         self->source_.spec.c_str(), ec.message().c_str());
+          self->failing_ = true;
         } else {
+          self->failing_ = false;
           std::set<std::string> urls;
           for (const auto& r : results) urls.insert(replica_url_of(r.endpoint().address(), self->source_.port));
           self->on_answer_(std::vector<std::string>(urls.begin(), urls.end()));

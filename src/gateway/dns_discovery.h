@@ -64,6 +64,7 @@ class DnsDiscovery : public std::enable_shared_from_this<DnsDiscovery> {
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::steady_timer timer_;
   bool stopped_ = false;
+  bool failing_ = false;  // the last lookup failed (logged once)
 };
 
 }  // namespace nexus::gateway
