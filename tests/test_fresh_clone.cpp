@@ -77,7 +77,9 @@ TEST(FreshClone, ReadmeFirstCommandServesTheBuiltinModel) {
   // What the build embeds must be tracked, byte for byte, or a clone's build fails.
   for (const char* rel : {"assets/models/stories260K-F16.gguf", "assets/web/index.html", "assets/web/style.css",
                           "assets/web/chat.js", "assets/web/dashboard.js", "assets/web/chart.js",
-                          "assets/web/auth.js"}) {
+                          "assets/web/auth.js", "assets/web/sdk/index.js", "assets/web/sdk/completions.js",
+                          "assets/web/sdk/http.js", "assets/web/sdk/errors.js", "assets/web/sdk/retry.js",
+                          "assets/web/sdk/sse.js", "assets/web/sdk/realtime.js"}) {
     SCOPED_TRACE(rel);
     ASSERT_TRUE(fs::exists(dst + "/" + rel));
     EXPECT_EQ(read_file(dst + "/" + rel), read_file(src + "/" + rel));

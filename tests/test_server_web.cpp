@@ -79,7 +79,8 @@ TEST_F(WebUi, RootServesTheEmbeddedPageWithItsAssets) {
                           {"/ui/chart.js", "assets/web/chart.js", "text/javascript; charset=utf-8"},
                           {"/ui/auth.js", "assets/web/auth.js", "text/javascript; charset=utf-8"},
                           {"/ui/chat.js", "assets/web/chat.js", "text/javascript; charset=utf-8"},
-                          {"/ui/dashboard.js", "assets/web/dashboard.js", "text/javascript; charset=utf-8"}};
+                          {"/ui/dashboard.js", "assets/web/dashboard.js", "text/javascript; charset=utf-8"},
+                          {"/ui/sdk/index.js", "assets/web/sdk/index.js", "text/javascript; charset=utf-8"}};
   // Offline by construction: no absolute URL anywhere (no CDN, no font host).
   const std::regex external("(https?:)?//[a-zA-Z0-9.-]+\\.[a-z]{2,}/");
   EXPECT_FALSE(std::regex_search(page.body, external));

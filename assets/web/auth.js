@@ -1,17 +1,16 @@
 // The API key of a server started with --api-key (docs/server.md, "Web
 // chat"). The page asks for it when GET /v1/models answers 401 and keeps it
 // in this browser's localStorage. Browsers cannot put an Authorization
-// header on a WebSocket or an EventSource: the realtime session offers the
-// key as the subprotocol "openai-insecure-api-key.KEY" beside "realtime"
-// (the names OpenAI's browser clients use), and the dashboard reads its
-// stream with fetch().
+// header on a WebSocket or an EventSource: the chat gives key() to the SDK,
+// whose realtime session offers it as the subprotocol
+// "openai-insecure-api-key.KEY" beside "realtime" (the names OpenAI's
+// browser clients use), and the dashboard reads its stream with fetch().
 'use strict';
 
 const NexusAuth = (() => {
   const STORE = 'nexus.apiKey';
   const key = () => localStorage.getItem(STORE) || '';
   const headers = () => (key() ? { Authorization: `Bearer ${key()}` } : {});
-  const protocols = () => (key() ? ['realtime', `openai-insecure-api-key.${key()}`] : []);
   let ready = null;
 
   // The key form in the header; resolves when a key was entered.
@@ -46,5 +45,5 @@ const NexusAuth = (() => {
 
   // Resolves once the server takes this page's key, or needs none (one
   // check for the whole page).
-  return { headers, protocols, ready: () => (ready ??= check()) };
+  return { key, headers, ready: () => (ready ??= check()) };
 })();

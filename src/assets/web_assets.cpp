@@ -27,6 +27,14 @@ NEXUS_WEB_INCBIN(chat_js, "chat.js")
 NEXUS_WEB_INCBIN(dashboard_js, "dashboard.js")
 NEXUS_WEB_INCBIN(chart_js, "chart.js")
 NEXUS_WEB_INCBIN(auth_js, "auth.js")
+// The TypeScript SDK's compiled ESM (clients/typescript/web-assets.mjs).
+NEXUS_WEB_INCBIN(sdk_index_js, "sdk/index.js")
+NEXUS_WEB_INCBIN(sdk_completions_js, "sdk/completions.js")
+NEXUS_WEB_INCBIN(sdk_http_js, "sdk/http.js")
+NEXUS_WEB_INCBIN(sdk_errors_js, "sdk/errors.js")
+NEXUS_WEB_INCBIN(sdk_retry_js, "sdk/retry.js")
+NEXUS_WEB_INCBIN(sdk_sse_js, "sdk/sse.js")
+NEXUS_WEB_INCBIN(sdk_realtime_js, "sdk/realtime.js")
 
 namespace nexus {
 namespace {
@@ -38,8 +46,8 @@ constexpr std::string_view kHtml = "text/html; charset=utf-8";
 constexpr std::string_view kCss = "text/css; charset=utf-8";
 constexpr std::string_view kJs = "text/javascript; charset=utf-8";
 
-const std::array<WebAsset, 8>& assets() {
-  static const std::array<WebAsset, 8> a{{
+const std::array<WebAsset, 15>& assets() {
+  static const std::array<WebAsset, 15> a{{
       {"/", kHtml, NEXUS_WEB_BODY(index_html)},
       {"/index.html", kHtml, NEXUS_WEB_BODY(index_html)},
       {"/dashboard", kHtml, NEXUS_WEB_BODY(index_html)},
@@ -48,6 +56,13 @@ const std::array<WebAsset, 8>& assets() {
       {"/ui/dashboard.js", kJs, NEXUS_WEB_BODY(dashboard_js)},
       {"/ui/chart.js", kJs, NEXUS_WEB_BODY(chart_js)},
       {"/ui/auth.js", kJs, NEXUS_WEB_BODY(auth_js)},
+      {"/ui/sdk/index.js", kJs, NEXUS_WEB_BODY(sdk_index_js)},
+      {"/ui/sdk/completions.js", kJs, NEXUS_WEB_BODY(sdk_completions_js)},
+      {"/ui/sdk/http.js", kJs, NEXUS_WEB_BODY(sdk_http_js)},
+      {"/ui/sdk/errors.js", kJs, NEXUS_WEB_BODY(sdk_errors_js)},
+      {"/ui/sdk/retry.js", kJs, NEXUS_WEB_BODY(sdk_retry_js)},
+      {"/ui/sdk/sse.js", kJs, NEXUS_WEB_BODY(sdk_sse_js)},
+      {"/ui/sdk/realtime.js", kJs, NEXUS_WEB_BODY(sdk_realtime_js)},
   }};
   return a;
 }

@@ -1,5 +1,8 @@
 #include "support/ws_client.h"
 
+#include <poll.h>
+
+#include <functional>
 #include <stdexcept>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -19,6 +22,7 @@ struct WsClient::Impl {
   beast::flat_buffer buf;
   std::chrono::milliseconds timeout;
   int pings = 0;
+  std::function<void()> on_ping;  // after each ping is counted
 
   Impl(std::shared_ptr<net::io_context> c, std::chrono::milliseconds t) : ioc(std::move(c)), ws(*ioc), timeout(t) {}
 
@@ -54,7 +58,9 @@ WsClient::WsClient(const std::string& host, uint16_t port, const std::string& ta
   if (ec) throw std::runtime_error("connect: " + ec.message());
   beast::get_lowest_layer(ws).set_option(tcp::no_delay(true));
   ws.control_callback([this](websocket::frame_type kind, beast::string_view) {
-    if (kind == websocket::frame_type::ping) ++impl_->pings;
+    if (kind != websocket::frame_type::ping) return;
+    ++impl_->pings;
+    if (impl_->on_ping) impl_->on_ping();
   });
   ws.read_message_max(64u << 20);
   ec = impl_->run([&](auto h) { ws.async_handshake(host, target, h); }, "handshake");
@@ -115,6 +121,35 @@ int WsClient::wait_closed() {
 }
 
 int WsClient::pings_received() const { return impl_->pings; }
+
+std::optional<std::string> WsClient::recv_after_pings(int n, const std::string& then_send) {
+  Impl& m = *impl_;
+  auto text = std::make_shared<std::string>(then_send);
+  // Beast forbids initiating operations inside the control callback: post.
+  auto send = [&m, text] {
+    m.ws.text(true);
+    m.ws.async_write(net::buffer(*text), [text](beast::error_code, size_t) {});
+  };
+  m.on_ping = [&m, n, send] {
+    if (m.pings == n) net::post(*m.ioc, send);
+  };
+  if (m.pings >= n) net::post(*m.ioc, send);
+  std::optional<std::string> r;
+  try {
+    r = recv();
+  } catch (...) {
+    m.on_ping = nullptr;
+    throw;
+  }
+  m.on_ping = nullptr;
+  return r;
+}
+
+bool WsClient::wait_peer_closed(std::chrono::milliseconds timeout) {
+  pollfd p{beast::get_lowest_layer(impl_->ws).native_handle(), POLLRDHUP, 0};
+  const int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  return r == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
 
 void WsClient::close() {
   impl_->run([&](auto h) { impl_->ws.async_close(websocket::close_code::normal, h); }, "close");

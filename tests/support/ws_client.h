@@ -42,6 +42,14 @@ class WsClient {
   int wait_closed();
   int close_code() const { return close_code_; }
   int pings_received() const;
+  // Reads until the server's pings reach `n` in all (answered meanwhile),
+  // then sends `then_send` and returns the next message: a client still
+  // connected after those pings gets its answer. nullopt once closed; throws
+  // after the client's timeout.
+  std::optional<std::string> recv_after_pings(int n, const std::string& then_send);
+  // Waits, without reading (so no ping is answered), until the server closed
+  // the TCP connection; false after `timeout`.
+  bool wait_peer_closed(std::chrono::milliseconds timeout);
   void close();  // the closing handshake (normal closure)
   void drop();   // abrupt TCP close, no close frame
 

@@ -15,6 +15,9 @@
 //      (finish_reason cancelled) short of max tokens.
 //   3. `nexus serve --api-key KEY`: the page asks for the key (a wrong one
 //      is asked for again), chats with it, and the dashboard streams.
+// The chat must talk through the TypeScript SDK (clients/typescript, embedded
+// as /ui/sdk/): the page loads its modules, and every WebSocket the page
+// opens is constructed by the SDK's realtime.js (its stack says so).
 // Every request the pages make (HTTP and WebSocket) must stay on the
 // server's origin. Screenshots go to ARTIFACT_DIR. Prints the page's time
 // from Send to the first token drawn.
@@ -78,7 +81,9 @@ const offOrigin = [];
 async function openPage(origin, path = '/') {
   const page = await context.newPage();
   const frames = { sent: [], received: [] };
+  const requests = [];
   const check = (url) => {
+    requests.push(url);
     if (url.startsWith('data:')) return;
     const u = new URL(url);
     if (u.host !== new URL(origin).host) offOrigin.push(url);
@@ -91,7 +96,29 @@ async function openPage(origin, path = '/') {
   });
   page.on('pageerror', (e) => { failed = true; console.error('page error:', e.message); });
   await page.goto(origin + path);
-  return { page, frames };
+  return { page, frames, requests };
+}
+
+// Records where each WebSocket of the page was constructed (before any script
+// of the page runs).
+function recordWebSocketCallers() {
+  const Platform = window.WebSocket;
+  window.__wsCallers = [];
+  window.WebSocket = class extends Platform {
+    constructor(...args) {
+      super(...args);
+      window.__wsCallers.push(new Error().stack);
+    }
+  };
+}
+
+// The chat loaded the SDK and opened its sessions through it.
+async function assertUsesSdk(page, requests) {
+  for (const m of ['/ui/sdk/index.js', '/ui/sdk/realtime.js'])
+    assert.ok(requests.some((u) => new URL(u).pathname === m), `the page loaded the SDK's ${m}`);
+  const callers = await page.evaluate(() => window.__wsCallers);
+  assert.ok(callers.length >= 1, 'the page opened a WebSocket');
+  for (const stack of callers) assert.match(stack, /\/ui\/sdk\/realtime\.js:/, 'constructed by the SDK');
 }
 
 // The n-th answer bubble (1-based) once it has finished.
@@ -125,10 +152,11 @@ try {
            '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     viewport: { width: 1200, height: 800 },
   });
+  await context.addInitScript(recordWebSocketCallers);
 
   // 1. The built-in model.
   const origin = await serve([]);
-  const { page, frames } = await openPage(origin);
+  const { page, frames, requests } = await openPage(origin);
   await page.waitForFunction(() => document.getElementById('model-name').textContent === 'stories260K');
   const nCtx = Number(await page.textContent('#model-ctx'));
   assert.ok(nCtx > 0, `context size shown: ${nCtx}`);
@@ -150,6 +178,7 @@ try {
   assert.match(a1.meta, /\d+ tokens\/s/);
   assert.match(a1.meta, /48 tokens \(prompt \d+, cached \d+\)/);
   assert.ok(a1.firstTokenMs > 0, 'the page measured its first token');
+  await assertUsesSdk(page, requests);
   const sentCreate = frames.sent.find((e) => e.type === 'response.create');
   assert.deepEqual(sentCreate.response, { temperature: 0, top_p: 0.95, max_tokens: 48, priority: 10 });
 
@@ -227,7 +256,7 @@ try {
   // that presents the key as a subprotocol, and the dashboard streams.
   {
     const keyOrigin = await serve(['--api-key', 'sk-web-test']);
-    const { page: p3, frames: f3 } = await openPage(keyOrigin);
+    const { page: p3, frames: f3, requests: r3 } = await openPage(keyOrigin);
     await p3.waitForSelector('#key-form', { state: 'visible', timeout: 10000 });
     assert.equal(await p3.textContent('#key-note'), 'This server needs an API key.');
     await p3.fill('#api-key', 'sk-wrong');
@@ -242,6 +271,7 @@ try {
     const a3 = await sendAndWait(p3, 'Once upon a time');
     assert.ok(a3.text.length > 0, 'the answer with a key has text');
     assert.ok(f3.received.some((e) => e.type === 'session.created'));
+    await assertUsesSdk(p3, r3);
     await p3.click('#tab-dashboard');
     await p3.waitForFunction(() => Number(document.getElementById('chart-ttft').dataset.points || 0) >= 2,
                              null, { timeout: 10000 });

@@ -10,7 +10,7 @@ export * from './errors.js';
 export type * from './types.js';
 export type { ConnectOptions, RealtimeInput, RealtimeSettings, ServerEvent, SessionInfo, ResponseUsage,
               WebSocketLike } from './realtime.js';
-export { RealtimeSession } from './realtime.js';
+export { RealtimeSession, realtimeProtocols } from './realtime.js';
 export type { RequestOptions } from './http.js';
 export type { RetryOptions } from './retry.js';
 export { backoffMs } from './retry.js';
@@ -49,7 +49,7 @@ export class Nexus {
     this.models = { list: (opts) => t.json('GET', '/v1/models', undefined, opts) };
     this.metrics = (opts) => t.text('/metrics', opts);
     const wsURL = `${t.baseURL.replace(/^http/, 'ws')}/v1/realtime`;
-    this.realtime = { connect: (opts) => RealtimeSession.open(wsURL, opts) };
+    this.realtime = { connect: (opts) => RealtimeSession.open(wsURL, { ...opts, apiKey: opts?.apiKey ?? o.apiKey }) };
   }
 }
 

@@ -41,14 +41,26 @@ export type ServerEvent =
   | { type: 'error'; error: { code: string; message: string; event?: string } };
 
 /** The WebSocket constructor to use (the platform's by default). */
-export type WebSocketLike = new (url: string) => WebSocket;
+export type WebSocketLike = new (url: string, protocols?: string | string[]) => WebSocket;
 
 export interface ConnectOptions {
   signal?: AbortSignal;
+  /**
+   * API key of a server started with `--api-key`, offered on the handshake as
+   * the subprotocol `openai-insecure-api-key.KEY` beside `realtime` (a
+   * browser cannot put an Authorization header on a WebSocket). Default: the
+   * client's `apiKey`. "insecure": the key is visible to the page's code.
+   */
+  apiKey?: string;
   /** Needed on Node 18-21 without --experimental-websocket (e.g. the `ws` package). */
   WebSocket?: WebSocketLike;
   /** Sent as `session.update` once the session is created. */
   session?: RealtimeSettings;
+}
+
+/** The subprotocols that carry `apiKey` (none without a key). */
+export function realtimeProtocols(apiKey?: string): string[] {
+  return apiKey ? ['realtime', `openai-insecure-api-key.${apiKey}`] : [];
 }
 
 function inputFields(input: RealtimeInput): { text: string } | { message: { role: string; content: string } } {
@@ -70,7 +82,8 @@ export class RealtimeSession implements AsyncIterable<ServerEvent> {
     const Ctor = o.WebSocket ?? (globalThis as { WebSocket?: WebSocketLike }).WebSocket;
     if (!Ctor) throw new NexusError('no WebSocket implementation: pass ConnectOptions.WebSocket');
     if (o.signal?.aborted) throw new AbortError('aborted');
-    const s = new RealtimeSession(new Ctor(url));
+    const protocols = realtimeProtocols(o.apiKey);
+    const s = new RealtimeSession(protocols.length ? new Ctor(url, protocols) : new Ctor(url));
     s.ws.onmessage = (m: MessageEvent) => s.push(JSON.parse(String(m.data)) as ServerEvent);
     s.ws.onerror = () => s.fail(new ConnectionError('the WebSocket connection failed'));
     s.ws.onclose = (c: CloseEvent) => {

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { APIError, ConnectionError, AbortError, Nexus, backoffMs } from '../dist/index.js';
+import { APIError, ConnectionError, AbortError, Nexus, backoffMs, realtimeProtocols } from '../dist/index.js';
 import { fakeServer, metric, serverInputs, startNexus } from './server.mjs';
 
 const inputs = serverInputs();
@@ -101,6 +101,31 @@ describe('against nexus serve', { skip: inputs.skip }, () => {
     }
     assert.equal(metric(text, 'nexus_requests_total{finish_reason="cancelled"}'), before + 1);
     assert.equal(metric(text, 'nexus_running_sequences'), 0);
+  });
+});
+
+describe('a realtime session with --api-key', { skip: inputs.skip }, () => {
+  let server;
+  before(async () => { server = await startNexus(inputs.binary, inputs.model, ['--api-key', 'sk-rt']); });
+  after(() => server?.stop());
+
+  test('the key goes as the subprotocol openai-insecure-api-key.KEY', async () => {
+    await assert.rejects(new Nexus({ baseURL: server.url }).realtime.connect(), (e) => e instanceof ConnectionError);
+    await assert.rejects(new Nexus({ baseURL: server.url, apiKey: 'sk-wrong' }).realtime.connect(),
+                         (e) => e instanceof ConnectionError);
+    assert.deepEqual(realtimeProtocols('sk-rt'), ['realtime', 'openai-insecure-api-key.sk-rt']);
+    assert.deepEqual(realtimeProtocols(''), []);
+    // The client's apiKey, or one given to connect() (a page that asked for it).
+    for (const [options, connect] of [[{ apiKey: 'sk-rt' }, {}], [{}, { apiKey: 'sk-rt' }]]) {
+      const session = await new Nexus({ baseURL: server.url, ...options }).realtime.connect(connect);
+      assert.ok(session.info.n_ctx > 0);
+      session.send('Once upon a time');
+      session.create({ max_tokens: 2 });
+      let done;
+      for await (const ev of session) if (ev.type === 'response.done' && (done = ev)) break;
+      assert.equal(done.response.usage.completion_tokens, 2);
+      session.close();
+    }
   });
 });
 

@@ -15,7 +15,7 @@ async function main(): Promise<void> {
   const usage: number | undefined = s.metadata.usage?.completion_tokens;
   const whole = await client.completions.create({ prompt: 'Once', max_tokens: 4 });
   const t: string | undefined = whole.choices[0]?.text;
-  const session = await client.realtime.connect({ signal: AbortSignal.timeout(1000) });
+  const session = await client.realtime.connect({ signal: AbortSignal.timeout(1000), apiKey: 'sk-from-a-form' });
   session.send('hello');
   session.create({ temperature: 0 });
   for await (const ev of session) {
