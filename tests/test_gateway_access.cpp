@@ -224,3 +224,29 @@ TEST(GatewayAccess, ReplicaKeyReplacesTheClientsKey) {
   // The replica's key does not open the gateway.
   EXPECT_EQ(c.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-replica")).status, 401);
 }
+
+TEST(GatewayAccess, ABodyOverTheLimitIs413BeforeItIsRead) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1);
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports, {"--api-keys", write_keys("sk-good team-a\n")});
+  ASSERT_GT(gw.port, 0);
+  // The header alone announces 2 MB (the gateway's limit is 1 MiB): the
+  // answer comes without the body being sent, and no replica sees it.
+  HttpClient c("127.0.0.1", gw.port);
+  c.write_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-good\r\n"
+              "Content-Type: application/json\r\nContent-Length: 2000000\r\n\r\n");
+  std::string raw;
+  for (std::string part; (part = c.read_raw_some()).size() > 0;) raw += part;
+  ASSERT_EQ(raw.rfind("HTTP/1.1 413", 0), 0u) << raw;
+  EXPECT_NE(raw.find("\"request_too_large\""), std::string::npos) << raw;
+  EXPECT_NE(raw.find("1048576 bytes"), std::string::npos) << raw;
+  // A completion that does get through is counted, so a zero below means
+  // the refused one never reached the replica.
+  HttpClient ok("127.0.0.1", gw.port);
+  ASSERT_EQ(ok.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-good")).status, 200);
+  double finished = 0;
+  for (const MetricSample& s : scrape_metrics(rs.ports[0]))
+    if (s.name == "nexus_requests_total") finished += s.value;
+  EXPECT_EQ(finished, 1) << "the replica saw the refused request";
+}

@@ -352,3 +352,23 @@ TEST(GatewayRouting, BadFlagsAreRefusedByName) {
   EXPECT_EQ(twice.exit_code, 1);
   EXPECT_NE(twice.err.find("listed twice"), std::string::npos) << twice.err;
 }
+
+TEST(GatewayRouting, PriorityPassesThroughToTheReplica) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1);
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports);
+  ASSERT_GT(gw.port, 0);
+  HttpClient c("127.0.0.1", gw.port);
+  json body = {{"prompt", "Once upon a time"}, {"max_tokens", 4}};
+  for (const char* p : {"interactive", "batch"}) {
+    body["priority"] = p;
+    const HttpResponse r = c.request("POST", "/v1/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << p << ": " << r.body;
+  }
+  // The field reaches the replica as sent: its check answers, naming it.
+  body["priority"] = "urgent";
+  const HttpResponse bad = c.request("POST", "/v1/completions", body.dump());
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(json::parse(bad.body)["error"]["param"], "priority") << bad.body;
+}
