@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -73,8 +74,8 @@ TEST(JsonSchema, UnsupportedKeywordsAreRefusedByNameAndPlace) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(message(R"({"type":"object","properties":{"age":{"type":"integer","minimum":0}}})"),
-            "#/properties/age: 'minimum' is not supported here");
+  EXPECT_EQ(message(R"({"type":"object","properties":{"age":{"type":"integer","multipleOf":2}}})"),
+            "#/properties/age: 'multipleOf' is not supported here");
   EXPECT_NE(message(R"({"type":"string","pattern":"^a+$"})").find("'pattern'"), std::string::npos);
   EXPECT_NE(message(R"({"allOf":[{"type":"string"}]})").find("'allOf'"), std::string::npos);
   EXPECT_NE(message(R"({"type":"string","format":"email"})").find("'email'"), std::string::npos);
@@ -87,6 +88,185 @@ TEST(JsonSchema, UnsupportedKeywordsAreRefusedByNameAndPlace) {
   EXPECT_NE(message(R"({"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})").find("left-recursive"),
             std::string::npos);
   EXPECT_NE(message(R"(false)").find("matches nothing"), std::string::npos);
+}
+
+
+// ---- minimum / maximum / exclusiveMinimum / exclusiveMaximum ----
+
+__extension__ typedef __int128 i128;
+
+std::string dec(i128 v) {
+  if (v == 0) return "0";
+  const bool neg = v < 0;
+  __extension__ unsigned __int128 m = neg ? -static_cast<unsigned __int128>(v) : static_cast<unsigned __int128>(v);
+  std::string s;
+  while (m) {
+    s.insert(s.begin(), char('0' + int(m % 10)));
+    m /= 10;
+  }
+  return neg ? "-" + s : s;
+}
+
+// One grammar, many documents: matchers share an automaton.
+struct Checker {
+  explicit Checker(const std::string& schema)
+      : automaton(std::make_shared<Automaton>(std::make_shared<const Grammar>(compile_json_schema(ojson::parse(schema))),
+                                              std::make_shared<VocabTrie>(std::vector<std::string>{"x"}))) {}
+  bool accepts(const std::string& doc) const {
+    Matcher m(automaton);
+    return m.accept(doc) && m.can_end();
+  }
+  std::shared_ptr<Automaton> automaton;
+};
+
+std::string compile_error(const std::string& schema) {
+  try {
+    compile_json_schema(ojson::parse(schema));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+struct IntRange {
+  std::string bounds;                // the keywords, JSON
+  std::optional<i128> lo, hi;        // inclusive; absent: open
+};
+
+bool in(const IntRange& r, i128 v) { return (!r.lo || v >= *r.lo) && (!r.hi || v <= *r.hi); }
+
+TEST(JsonSchemaBounds, SmallIntegerRangesAcceptExactlyTheirIntegers) {
+  const std::vector<IntRange> ranges = {
+      {R"("minimum":0,"maximum":0)", 0, 0},          {R"("minimum":0,"maximum":9)", 0, 9},
+      {R"("minimum":1,"maximum":10)", 1, 10},        {R"("minimum":5,"maximum":123)", 5, 123},
+      {R"("minimum":-7,"maximum":3)", -7, 3},        {R"("minimum":-120,"maximum":-15)", -120, -15},
+      {R"("minimum":-1,"maximum":0)", -1, 0},        {R"("minimum":0,"maximum":1)", 0, 1},
+      {R"("minimum":99,"maximum":1001)", 99, 1001},  {R"("minimum":-1000,"maximum":1000)", -1000, 1000},
+      {R"("minimum":37)", 37, std::nullopt},         {R"("maximum":-37)", std::nullopt, -37},
+      {R"("minimum":-5)", -5, std::nullopt},         {R"("maximum":12)", std::nullopt, 12},
+      {R"("exclusiveMinimum":3,"exclusiveMaximum":10)", 4, 9},
+      {R"("exclusiveMinimum":-3,"maximum":10,"minimum":-10)", -2, 10},
+      {R"("minimum":2.5,"exclusiveMaximum":7.5)", 3, 7},
+      {R"("exclusiveMinimum":2.0,"maximum":7.9)", 3, 7},
+      {R"("exclusiveMaximum":0)", std::nullopt, -1},
+      {R"("exclusiveMinimum":0)", 1, std::nullopt},
+      {R"("minimum":5,"maximum":5)", 5, 5},
+  };
+  for (const IntRange& r : ranges) {
+    const std::string schema = R"({"type":"integer",)" + r.bounds + "}";
+    const Checker c(schema);
+    const i128 from = (r.lo ? *r.lo : *r.hi - 1200) - 50, to = (r.hi ? *r.hi : *r.lo + 1200) + 50;
+    for (i128 v = from; v <= to; ++v) {
+      EXPECT_EQ(c.accepts(dec(v)), in(r, v)) << schema << " on " << dec(v);
+      EXPECT_EQ(c.accepts(dec(v) + " "), in(r, v)) << schema << " on " << dec(v) << " with a space after";
+    }
+    for (const char* bad : {"-0", "00", "01", "007", "+5", "5.0", "5e0", "--5", "", "-"})
+      EXPECT_FALSE(c.accepts(bad)) << schema << " on " << bad;
+  }
+}
+
+TEST(JsonSchemaBounds, SixtyFourBitIntegerRangesAtTheirEdgesAndDigitCounts) {
+  const i128 i64min = std::numeric_limits<int64_t>::min(), i64max = std::numeric_limits<int64_t>::max();
+  const i128 u64max = std::numeric_limits<uint64_t>::max();
+  const std::vector<IntRange> ranges = {
+      {"\"minimum\":" + dec(i64min) + ",\"maximum\":" + dec(i64max), i64min, i64max},
+      {"\"minimum\":0,\"maximum\":" + dec(u64max), 0, u64max},
+      {"\"minimum\":" + dec(u64max - 1000) + ",\"maximum\":" + dec(u64max), u64max - 1000, u64max},
+      {"\"minimum\":" + dec(i64min) + ",\"maximum\":" + dec(i64min + 100), i64min, i64min + 100},
+      {"\"minimum\":-123456789012,\"maximum\":98765432109876", -123456789012LL, 98765432109876LL},
+      {"\"minimum\":1000000007", 1000000007, std::nullopt},
+      {"\"maximum\":-999999999999", std::nullopt, -999999999999LL},
+      {"\"exclusiveMinimum\":" + dec(i64min) + ",\"exclusiveMaximum\":" + dec(i64max), i64min + 1, i64max - 1},
+  };
+  std::mt19937_64 rng(22);
+  for (const IntRange& r : ranges) {
+    const std::string schema = R"({"type":"integer",)" + r.bounds + "}";
+    const Checker c(schema);
+    std::vector<i128> probe;
+    for (const auto& b : {r.lo, r.hi})
+      if (b)
+        for (i128 d = -3; d <= 3; ++d) probe.push_back(*b + d);
+    i128 p10 = 1;  // every digit-count change, both signs
+    for (int k = 0; k <= 20; ++k, p10 *= 10)
+      for (i128 v : {p10 - 2, p10 - 1, p10, p10 + 1}) probe.insert(probe.end(), {v, -v});
+    for (int k = 0; k < 2000; ++k) {
+      const i128 lo = r.lo ? *r.lo : -u64max, hi = r.hi ? *r.hi : u64max;
+      const i128 span = hi - lo + 1;
+      const i128 x = (static_cast<i128>(rng()) << 64 | rng()) % span;
+      probe.push_back(lo + (x < 0 ? x + span : x));
+      probe.push_back(static_cast<int64_t>(rng()) >> (rng() % 64));  // any magnitude
+    }
+    for (i128 v : probe) EXPECT_EQ(c.accepts(dec(v)), in(r, v)) << schema << " on " << dec(v);
+    EXPECT_FALSE(c.accepts("-0")) << schema;
+    EXPECT_FALSE(c.accepts("0" + dec(r.lo ? *r.lo : 5))) << schema;
+  }
+}
+
+TEST(JsonSchemaBounds, NumbersWithWholeBoundsAreComparedExactly) {
+  struct NumRange {
+    const char* bounds;
+    std::optional<i128> lo, hi;  // in whole units
+    bool lo_excl, hi_excl;
+  };
+  const std::vector<NumRange> ranges = {
+      {R"("minimum":0,"maximum":5)", 0, 5, false, false},
+      {R"("exclusiveMinimum":0,"exclusiveMaximum":5)", 0, 5, true, true},
+      {R"("minimum":-3,"exclusiveMaximum":2)", -3, 2, false, true},
+      {R"("exclusiveMinimum":-3,"maximum":-1)", -3, -1, true, false},
+      {R"("minimum":-2,"maximum":-2)", -2, -2, false, false},
+      {R"("minimum":0)", 0, std::nullopt, false, false},
+      {R"("exclusiveMaximum":1)", std::nullopt, 1, false, true},
+      {R"("minimum":4.0,"maximum":12)", 4, 12, false, false},
+  };
+  // Candidates: every quarter in a window, in several spellings.
+  for (const NumRange& r : ranges) {
+    const std::string schema = std::string(R"({"type":"number",)") + r.bounds + "}";
+    const Checker c(schema);
+    for (i128 q = -4 * 20; q <= 4 * 20; ++q) {  // q / 4
+      const i128 m = q < 0 ? -q : q;
+      const std::string sign = q < 0 ? "-" : "";
+      std::vector<std::string> texts;
+      const char* fracs[] = {"", ".25", ".5", ".75"};
+      if (m % 4 == 0) {
+        texts = {sign + dec(m / 4), sign + dec(m / 4) + ".0", sign + dec(m / 4) + ".000"};
+        if (m != 0) texts.push_back(sign + dec(m / 4 - 1) + ".9999");  // a bit below/above, checked apart
+      } else {
+        texts = {sign + dec(m / 4) + fracs[m % 4], sign + dec(m / 4) + fracs[m % 4] + "00"};
+      }
+      const bool ok = (!r.lo || (r.lo_excl ? q > 4 * *r.lo : q >= 4 * *r.lo)) &&
+                      (!r.hi || (r.hi_excl ? q < 4 * *r.hi : q <= 4 * *r.hi));
+      for (size_t k = 0; k < texts.size(); ++k) {
+        if (m % 4 == 0 && k == 3) continue;
+        if (q == 0 && !sign.empty()) continue;
+        EXPECT_EQ(c.accepts(texts[k]), ok) << schema << " on " << texts[k];
+      }
+      if (m % 4 == 0 && m != 0) {  // (m/4 - 1).9999, signed: strictly between the quarters
+        const double v = (q < 0 ? -1.0 : 1.0) * (double(m / 4) - 0.0001);
+        const bool in_range = (!r.lo || (r.lo_excl ? v > double(*r.lo) : v >= double(*r.lo))) &&
+                              (!r.hi || (r.hi_excl ? v < double(*r.hi) : v <= double(*r.hi)));
+        EXPECT_EQ(c.accepts(texts[3]), in_range) << schema << " on " << texts[3];
+      }
+    }
+    for (const char* bad : {"-0", "-0.0", "01", "1.", ".5", "1e0"}) EXPECT_FALSE(c.accepts(bad)) << schema << " on " << bad;
+  }
+}
+
+TEST(JsonSchemaBounds, BadBoundsAreRefusedByNameAndPlace) {
+  EXPECT_EQ(compile_error(R"({"properties":{"n":{"type":"integer","minimum":5,"maximum":3}}})"),
+            "#/properties/n: no integer satisfies 'minimum' 5 and 'maximum' 3");
+  EXPECT_EQ(compile_error(R"({"properties":{"n":{"type":"integer","minimum":"5"}}})"),
+            "#/properties/n: 'minimum' must be a number, not \"5\"");
+  EXPECT_NE(compile_error(R"({"type":"integer","exclusiveMinimum":3,"maximum":3})").find("'exclusiveMinimum' 3"),
+            std::string::npos);
+  EXPECT_NE(compile_error(R"({"type":"integer","minimum":2.2,"maximum":2.8})").find("no integer"), std::string::npos);
+  EXPECT_NE(compile_error(R"({"type":"number","minimum":1,"exclusiveMaximum":1})").find("no number"), std::string::npos);
+  EXPECT_NE(compile_error(R"({"type":"number","minimum":0.5})").find("'minimum' 0.5 on type 'number'"),
+            std::string::npos);
+  EXPECT_NE(compile_error(R"({"type":"integer","maximum":1e30})").find("'maximum' 1e+30 is beyond"), std::string::npos);
+  EXPECT_NE(compile_error(R"({"type":"integer","exclusiveMaximum":true,"maximum":3})").find("draft-04"),
+            std::string::npos);
+  EXPECT_NE(compile_error(R"({"type":"string","minimum":1})").find("'minimum' is not supported here"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "grammar/gbnf.h"
+#include "grammar/schema_numeric_range.h"
 #include "util/error.h"
 
 namespace nexus::grammar {
@@ -184,13 +185,12 @@ class Compiler {
     if (t == "object") return object_body(s, where);
     if (t == "array") return array_body(s, where);
     if (t == "string") return string_body(s, where);
-    if (t == "integer") {
-      check_keywords(s, where, {"type", "$defs", "definitions"});
-      return "json-int";
-    }
-    if (t == "number") {
-      check_keywords(s, where, {"type", "$defs", "definitions"});
-      return "json-number";
+    if (t == "integer" || t == "number") {
+      check_keywords(s, where, {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$defs",
+                                "definitions"});
+      const std::string range = numeric_range_gbnf(s, t == "integer", where);
+      if (!range.empty()) return range + " ws";
+      return t == "integer" ? "json-int" : "json-number";
     }
     if (t == "boolean") {
       check_keywords(s, where, {"type"});
