@@ -267,6 +267,9 @@ TEST(JsonSchemaBounds, BadBoundsAreRefusedByNameAndPlace) {
             std::string::npos);
   EXPECT_NE(compile_error(R"({"type":"string","minimum":1})").find("'minimum' is not supported here"),
             std::string::npos);
+  const Checker nullable(R"({"type":["integer","null"],"minimum":-1,"maximum":1})");
+  for (const char* ok : {"-1", "0", "1", "null"}) EXPECT_TRUE(nullable.accepts(ok)) << ok;
+  for (const char* bad : {"-2", "2", "\"1\""}) EXPECT_FALSE(nullable.accepts(bad)) << bad;
 }
 
 }  // namespace

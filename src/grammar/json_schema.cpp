@@ -38,6 +38,18 @@ const std::set<std::string>& annotations() {
   return k;
 }
 
+// The keywords that apply to one type only (JSON Schema 2020-12 validation
+// vocabulary), by type ("number" covers "integer").
+const std::vector<std::pair<std::string, std::vector<const char*>>>& type_keywords() {
+  static const std::vector<std::pair<std::string, std::vector<const char*>>> k = {
+      {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
+      {"string", {"minLength", "maxLength", "pattern", "format"}},
+      {"array", {"items", "prefixItems", "minItems", "maxItems"}},
+      {"object", {"properties", "required", "additionalProperties"}},
+  };
+  return k;
+}
+
 // A GBNF literal for the bytes of `s`.
 std::string literal(const std::string& s) {
   std::string out = "\"";
@@ -173,8 +185,13 @@ class Compiler {
     if (type.is_array()) {
       std::string alts;
       for (const json& t : type) {
+        // Each branch without the keywords of the other types (they do not
+        // apply to its values): {"type": ["integer", "null"], "minimum": 0}.
         json one = s;
         one["type"] = t;
+        for (const auto& [family, keys] : type_keywords())
+          if (!(t.is_string() && (t.get<std::string>() == family || (family == "number" && t == "integer"))))
+            for (const char* k : keys) one.erase(k);
         alts += (alts.empty() ? "" : " | ") + rule_for(one, where);
       }
       if (alts.empty()) unsupported(where, "'type' is an empty list");
