@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -76,7 +77,7 @@ TEST(JsonSchema, UnsupportedKeywordsAreRefusedByNameAndPlace) {
   };
   EXPECT_EQ(message(R"({"type":"object","properties":{"age":{"type":"integer","multipleOf":2}}})"),
             "#/properties/age: 'multipleOf' is not supported here");
-  EXPECT_NE(message(R"({"type":"string","pattern":"^a+$"})").find("'pattern'"), std::string::npos);
+  EXPECT_NE(message(R"x({"type":"string","pattern":"^(?=a)"})x").find("'pattern'"), std::string::npos);
   EXPECT_NE(message(R"({"allOf":[{"type":"string"}]})").find("'allOf'"), std::string::npos);
   EXPECT_NE(message(R"({"type":"string","format":"email"})").find("'email'"), std::string::npos);
   EXPECT_NE(message(R"({"$ref":"https://example.com/s.json"})").find("$ref"), std::string::npos);
@@ -270,6 +271,135 @@ TEST(JsonSchemaBounds, BadBoundsAreRefusedByNameAndPlace) {
   const Checker nullable(R"({"type":["integer","null"],"minimum":-1,"maximum":1})");
   for (const char* ok : {"-1", "0", "1", "null"}) EXPECT_TRUE(nullable.accepts(ok)) << ok;
   for (const char* bad : {"-2", "2", "\"1\""}) EXPECT_FALSE(nullable.accepts(bad)) << bad;
+}
+
+// ---- pattern ----
+
+struct PatternCase {
+  const char* pattern;
+  std::vector<const char*> accepted, rejected;  // JSON texts
+};
+
+TEST(JsonSchemaPattern, TableOfPatternsAcceptedAndRejectedTexts) {
+  const std::vector<PatternCase> cases = {
+      {"^abc$", {R"("abc")"}, {R"("abcd")", R"("ab")", R"("xabc")", R"(abc)"}},
+      {"abc", {R"("abc")", R"("xxabcyy")", R"("\"abc\\")"}, {R"("ab")", R"("abxc")"}},
+      {"^\\d{3}-\\d{4}$", {R"("555-1234")"}, {R"("5551234")", R"("555-123")", R"("555-12345")", R"("a55-1234")"}},
+      {"^[a-z]+(?:_[a-z]+)*$", {R"("snake_case_x")", R"("a")"}, {R"("Snake")", R"("a__b")", R"("a_")", R"("")"}},
+      {"^(cat|dog)s?$", {R"("cat")", R"("dogs")"}, {R"("cats s")", R"("cow")", R"("catdog")"}},
+      // '"' and '\' come out escaped; a raw one cannot appear in JSON.
+      {"^a\"b$", {R"("a\"b")"}, {R"("a"b")", R"("a\\"b")", R"("a\u0022b")"}},
+      {"^a\\\\b$", {R"("a\\b")"}, {R"("a\b")", R"("a\\\\b")", R"("ab")"}},
+      {"^[^\"]*$", {R"("abc")", R"("a\\b")", R"("a\nb")", R"("\u0001")", R"("\u001F")", R"("")"}, {R"("a\"b")"}},
+      {"^[\"\\\\]+$", {R"("\"\\\"")"}, {R"("a")", R"("\\n")", R"("\n")"}},
+      {"^.$", {R"("x")", "\"\xC3\xA9\"", "\"\xF0\x9F\x98\x80\"", R"("\t")", R"("\"")"},
+       {R"("\n")", R"("\r")", "\"\xE2\x80\xA8\"", R"("xy")", R"("")"}},
+      {"^\\s+$", {R"(" \t")", R"("\u000b")", R"("\u000B\f")", "\"\xC2\xA0\""}, {R"("x")", "\" \t\""}},
+      {"^\\S+$", {R"("abc")"}, {R"("a b")", R"("")", R"("a\nb")"}},
+      {"^\\w+@\\w+\\.com$", {R"("a_b@ex.com")"}, {R"("a@ex.org")", R"("a@excom")", R"("a-b@ex.com")"}},
+      {"^\\W\\D$", {R"("-a")", R"("\"x")"}, {R"("a-")", R"("-1")"}},
+      {"^x{2,3}$", {R"("xx")", R"("xxx")"}, {R"("x")", R"("xxxx")"}},
+      {"^a{2,}$", {R"("aa")", R"("aaaaaaa")"}, {R"("a")", R"("aab")"}},
+      {"^(ab){2}c?$", {R"("abab")", R"("ababc")"}, {R"("ab")", R"("abababc")"}},
+      {"^\\x41\\u0042\\u{43}\\uD83D\\uDE00$", {"\"ABC\xF0\x9F\x98\x80\""}, {R"("ABC")"}},
+      {"^a{$", {R"("a{")"}, {R"("a")"}},
+      {"^a{,3}$", {R"("a{,3}")"}, {R"("aaa")"}},
+      {"^\\$\\d+(\\.\\d{2})?$", {R"("$12.50")", R"("$3")"}, {R"("$12.5")", R"("12.50")"}},
+      {"^\\/p\\.a\\*$", {R"("/p.a*")"}, {R"("/pxa*")", R"("\/p.a*")"}},
+      {"^[^a-z]$", {R"("A")", R"("\"")", R"("\\")", R"("\n")", R"("\u0000")"}, {R"("a")", R"("q")"}},
+      {"^[a-c-]$", {R"("-")", R"("b")"}, {R"("d")"}},
+      {"^[\\d\\-+() ]{7,20}$", {R"("+1 (555) 123-4567")"}, {R"("555-12")", R"("555-1234x")"}},
+      {"^a$|^b", {R"("a")", R"("b")", R"("bzzz")"}, {R"("ab")", R"("zb")"}},
+      {"\\d$", {R"("abc1")", R"("1")"}, {R"("1a")"}},
+      {"^\xC3\xA9+$", {"\"\xC3\xA9\xC3\xA9\""}, {R"("e")"}},
+      {"^\\t\\n$", {R"("\t\n")", R"("\u0009\u000a")", R"("\u0009\u000A")"}, {"\"\t\n\"", R"("tn")"}},
+      {"^[\\s\\S]{0,3}$", {R"("")", R"("a\"\\")"}, {R"("abcd")"}},
+      {"^(a|)b$", {R"("ab")", R"("b")"}, {R"("aab")"}},
+      {"^[^]$", {R"("x")", R"("\n")"}, {R"("")"}},
+      {"", {R"("")", R"("anything \" \\ at all")"}, {R"(5)"}},
+      {"^$", {R"("")"}, {R"("a")"}},
+      {"^(?<year>\\d{4})-(\\d\\d)$", {R"("2026-05")"}, {R"("26-05")"}},
+      {"^\\cJ\\0$", {R"("\n\u0000")"}, {R"("\n")"}},
+  };
+  for (const PatternCase& pc : cases) {
+    const std::string schema = ojson{{"type", "string"}, {"pattern", pc.pattern}}.dump();
+    const Checker c(schema);
+    for (const char* t : pc.accepted) {
+      EXPECT_TRUE(c.accepts(t)) << schema << "\n  should accept " << t;
+      EXPECT_TRUE(ojson::accept(t)) << t << " is not JSON";
+    }
+    for (const char* t : pc.rejected) EXPECT_FALSE(c.accepts(t)) << schema << "\n  should reject " << t;
+  }
+}
+
+// Random strings over a small alphabet, JSON-encoded as nlohmann writes them
+// (the spellings the grammar produces), against std::regex (ECMAScript,
+// regex_search: unanchored like JSON Schema) as the reference.
+TEST(JsonSchemaPattern, AgreesWithStdRegexOnRandomStrings) {
+  const std::vector<const char*> patterns = {
+      "^[ab]+$",      "ab",          "^a.b$",         "^(a|bc)*$",      "^a?b{1,3}c*$", "^[^ab\"]+$",
+      "^\\d+\\.\\d?$", "b\\\\$",      "^(\"|\\\\)\\w", "^\\s*\\S\\s*$",  "a|^b|c$",      "^(?:ab|a)(?:bc|c)$",
+      "^[\\w.-]{2,4}$", "^[a-c\\d]{0,2}[^1]$", "x{2}",  "^((a|b)c){1,2}$", "^\\W+",        "^.{3}$",
+  };
+  const std::string alphabet = "abcx1.\"\\ \t\n-_";
+  std::mt19937 rng(7);
+  for (const char* p : patterns) {
+    const Checker c(ojson{{"type", "string"}, {"pattern", p}}.dump());
+    const std::regex re(p, std::regex::ECMAScript);
+    int matched = 0;
+    for (int k = 0; k < 3000; ++k) {
+      std::string s;
+      const int len = static_cast<int>(rng() % 7);
+      for (int i = 0; i < len; ++i) s += alphabet[rng() % alphabet.size()];
+      const bool want = std::regex_search(s, re);
+      matched += want;
+      EXPECT_EQ(c.accepts(nlohmann::json(s).dump()), want) << p << " on " << nlohmann::json(s).dump();
+    }
+    EXPECT_GT(matched, 0) << p << ": no random string matched, the test checks nothing";
+  }
+}
+
+TEST(JsonSchemaPattern, UnsupportedConstructsAreRefusedByNameAndPlace) {
+  auto err = [](const std::string& pattern, const std::string& extra = "") {
+    return compile_error(R"({"properties":{"s":{"type":"string","pattern":)" + nlohmann::json(pattern).dump() + extra +
+                         "}}}");
+  };
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"^(?=a)b", "lookaround"},         {"^(?!a)b", "lookaround"},
+      {"(?<=a)b", "lookaround"},         {"(?<!a)b", "lookaround"},
+      {"^(a)\\1$", "backreference"},     {"^(?<x>a)\\k<x>$", "backreference"},
+      {"^a*?$", "lazy quantifier"},      {"^a{1,3}?$", "lazy quantifier"},
+      {"\\bword\\b", "word-boundary"},   {"^\\p{L}+$", "Unicode property"},
+      {"a^b", "anchor '^'"},             {"a$b", "anchor '$'"},
+      {"(^a)", "anchor '^'"},            {"^a{2000}$", "repetition count above 1000"},
+      {"^(a{100}){100}$", "expansion above"}, {"^(a*)*$", "empty string"},
+      {"^(a|b?)+$", "empty string"},     {"^(\\d?){50}$", "empty string"},
+      {"^(\\d{1,100}){1,50}$", "expansion above 2000"},     {"^[]$", "matches no character"},
+      {"^\\q$", "escape '\\q'"},         {"^\\01$", "octal"},
+      {std::string(40, '(') + "a" + std::string(40, ')'), "nested deeper than 32"},
+      {"^(a", "valid regular expression"}, {"^a)$", "valid regular expression"},
+      {"^*a$", "valid regular expression"}, {"^a**$", "valid regular expression"},
+      {"^[b-a]$", "valid regular expression"}, {"^[a$", "valid regular expression"},
+  };
+  for (const auto& [pattern, construct] : refused) {
+    const std::string e = err(pattern);
+    EXPECT_EQ(e.rfind("#/properties/s: 'pattern' " + nlohmann::json(pattern).dump(), 0), 0u) << pattern << ": " << e;
+    EXPECT_NE(e.find(construct), std::string::npos) << pattern << ": " << e;
+  }
+  EXPECT_EQ(err("^a+$", R"(,"minLength":2)"), "#/properties/s: 'pattern' with 'minLength' / 'maxLength' is not supported");
+  EXPECT_EQ(err("^a+$", R"(,"format":"date")"), "#/properties/s: 'pattern' with 'format' is not supported");
+  EXPECT_EQ(compile_error(R"({"type":"string","pattern":5})"), "#: 'pattern' must be a string");
+}
+
+TEST(JsonSchemaPattern, EmbeddedInObjectsAndToolRules) {
+  const Checker c(R"({"type":"object","properties":{"id":{"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"},
+      "n":{"type":"integer","minimum":1,"maximum":12}},"required":["id","n"]})");
+  EXPECT_TRUE(c.accepts(R"({"id": "AB-123", "n": 12})"));
+  EXPECT_FALSE(c.accepts(R"({"id": "AB-1234", "n": 12})"));
+  EXPECT_FALSE(c.accepts(R"({"id": "AB-123", "n": 13})"));
+  EXPECT_FALSE(c.accepts(R"({"id": "AB-123", "n": 0})"));
+  const SchemaRules r = json_schema_rules(ojson::parse(R"({"type":"string","pattern":"a"})"), "t0-");
+  EXPECT_NE(r.rules.find("json-char*"), std::string::npos) << r.rules;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "grammar/gbnf.h"
 #include "grammar/schema_numeric_range.h"
+#include "grammar/schema_pattern.h"
 #include "util/error.h"
 
 namespace nexus::grammar {
@@ -221,7 +222,14 @@ class Compiler {
   }
 
   std::string string_body(const json& s, const std::string& where) {
-    check_keywords(s, where, {"type", "minLength", "maxLength", "format"});
+    check_keywords(s, where, {"type", "minLength", "maxLength", "format", "pattern"});
+    if (s.contains("pattern")) {
+      if (s.contains("format")) unsupported(where, "'pattern' with 'format' is not supported");
+      if (s.contains("minLength") || s.contains("maxLength"))
+        unsupported(where, "'pattern' with 'minLength' / 'maxLength' is not supported");
+      if (!s.at("pattern").is_string()) unsupported(where, "'pattern' must be a string");
+      return "\"\\\"\" " + add(pattern_to_gbnf(s.at("pattern").get<std::string>(), where)) + " \"\\\"\" ws";
+    }
     if (s.contains("format")) {
       const std::string f = s.at("format").is_string() ? s.at("format").get<std::string>() : "";
       if (s.contains("minLength") || s.contains("maxLength"))
