@@ -58,8 +58,9 @@ std::string gchar(uint32_t c) {
 std::string json_chars(const Ranges& set) {
   std::vector<std::string> alts;
   Ranges plain;
-  for (auto [lo, hi] : set) {
+  for (const CodeRange& r : set) {
     // Split off the characters JSON escapes: U+0000-U+001F, '"', '\'.
+    const uint32_t lo = r.first, hi = r.second;
     auto keep = [&](uint32_t a, uint32_t b) {
       a = std::max(a, lo);
       b = std::min(b, hi);
