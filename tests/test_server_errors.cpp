@@ -68,7 +68,7 @@ const BadCase kCases[] = {
      R"({"prompt":"x","tools":[{"type":"function","function":{"name":"f"}}]})", 400, "tools",
      "unsupported_parameter"},
     {"SchemaFeatureUnsupported", "/v1/chat/completions",
-     R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"a"}}}})",
+     R"x({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"(?=a)"}}}})x",
      400, "response_format.json_schema.schema", "invalid_value"},
     {"BadGrammar", "/v1/completions", R"({"prompt":"x","grammar":"root ::= nowhere"})", 400, "grammar",
      "invalid_value"},

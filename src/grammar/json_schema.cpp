@@ -6,6 +6,8 @@
 #include <set>
 
 #include "grammar/gbnf.h"
+#include "grammar/schema_numeric_range.h"
+#include "grammar/schema_pattern.h"
 #include "util/error.h"
 
 namespace nexus::grammar {
@@ -34,6 +36,18 @@ uuid        ::= [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-f
 const std::set<std::string>& annotations() {
   static const std::set<std::string> k = {"title",   "description", "default",  "examples",  "$comment",
                                           "$schema", "$id",         "deprecated", "readOnly", "writeOnly"};
+  return k;
+}
+
+// The keywords that apply to one type only (JSON Schema 2020-12 validation
+// vocabulary), by type ("number" covers "integer").
+const std::vector<std::pair<std::string, std::vector<const char*>>>& type_keywords() {
+  static const std::vector<std::pair<std::string, std::vector<const char*>>> k = {
+      {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
+      {"string", {"minLength", "maxLength", "pattern", "format"}},
+      {"array", {"items", "prefixItems", "minItems", "maxItems"}},
+      {"object", {"properties", "required", "additionalProperties"}},
+  };
   return k;
 }
 
@@ -172,8 +186,13 @@ class Compiler {
     if (type.is_array()) {
       std::string alts;
       for (const json& t : type) {
+        // Each branch without the keywords of the other types (they do not
+        // apply to its values): {"type": ["integer", "null"], "minimum": 0}.
         json one = s;
         one["type"] = t;
+        for (const auto& [family, keys] : type_keywords())
+          if (!(t.is_string() && (t.get<std::string>() == family || (family == "number" && t == "integer"))))
+            for (const char* k : keys) one.erase(k);
         alts += (alts.empty() ? "" : " | ") + rule_for(one, where);
       }
       if (alts.empty()) unsupported(where, "'type' is an empty list");
@@ -184,13 +203,12 @@ class Compiler {
     if (t == "object") return object_body(s, where);
     if (t == "array") return array_body(s, where);
     if (t == "string") return string_body(s, where);
-    if (t == "integer") {
-      check_keywords(s, where, {"type", "$defs", "definitions"});
-      return "json-int";
-    }
-    if (t == "number") {
-      check_keywords(s, where, {"type", "$defs", "definitions"});
-      return "json-number";
+    if (t == "integer" || t == "number") {
+      check_keywords(s, where, {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$defs",
+                                "definitions"});
+      const std::string range = numeric_range_gbnf(s, t == "integer", where);
+      if (!range.empty()) return range + " ws";
+      return t == "integer" ? "json-int" : "json-number";
     }
     if (t == "boolean") {
       check_keywords(s, where, {"type"});
@@ -204,7 +222,14 @@ class Compiler {
   }
 
   std::string string_body(const json& s, const std::string& where) {
-    check_keywords(s, where, {"type", "minLength", "maxLength", "format"});
+    check_keywords(s, where, {"type", "minLength", "maxLength", "format", "pattern"});
+    if (s.contains("pattern")) {
+      if (s.contains("format")) unsupported(where, "'pattern' with 'format' is not supported");
+      if (s.contains("minLength") || s.contains("maxLength"))
+        unsupported(where, "'pattern' with 'minLength' / 'maxLength' is not supported");
+      if (!s.at("pattern").is_string()) unsupported(where, "'pattern' must be a string");
+      return "\"\\\"\" " + add(pattern_to_gbnf(s.at("pattern").get<std::string>(), where)) + " \"\\\"\" ws";
+    }
     if (s.contains("format")) {
       const std::string f = s.at("format").is_string() ? s.at("format").get<std::string>() : "";
       if (s.contains("minLength") || s.contains("maxLength"))
