@@ -89,5 +89,33 @@ TEST(JsonSchema, UnsupportedKeywordsAreRefusedByNameAndPlace) {
   EXPECT_NE(message(R"(false)").find("matches nothing"), std::string::npos);
 }
 
+// Found by fuzz_json_schema: a schema nested thousands of levels deep (75 KB
+// of `items`, a chain of $refs, a deep `const`) overflowed the stack of
+// `nexus serve`.
+TEST(JsonSchema, DeepSchemasAreRefusedNotRecursedInto) {
+  auto refused = [](const std::string& schema) {
+    try {
+      compile_json_schema(ojson::parse(schema));
+    } catch (const Error& e) {
+      return std::string(e.what()).find("deeper than 128") != std::string::npos;
+    }
+    return false;
+  };
+  std::string items, consts = "{\"const\":", refs = "{\"$defs\":{";
+  for (int i = 0; i < 20000; ++i) items += "{\"type\":\"array\",\"items\":";
+  items += "{}" + std::string(20000, '}');
+  consts += std::string(100000, '[') + std::string(100000, ']') + "}";
+  for (int i = 0; i < 1000; ++i) refs += "\"a" + std::to_string(i) + "\":{\"$ref\":\"#/$defs/a" + std::to_string(i + 1) + "\"},";
+  refs += "\"a1000\":{}},\"$ref\":\"#/$defs/a0\"}";
+  EXPECT_TRUE(refused(items));
+  EXPECT_TRUE(refused(consts));
+  EXPECT_TRUE(refused(refs));
+  // 100 levels are fine.
+  std::string ok;
+  for (int i = 0; i < 100; ++i) ok += "{\"type\":\"array\",\"items\":";
+  ok += "{}" + std::string(100, '}');
+  EXPECT_NO_THROW(compile_json_schema(ojson::parse(ok)));
+}
+
 }  // namespace
 }  // namespace nexus::grammar

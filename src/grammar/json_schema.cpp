@@ -4,6 +4,8 @@
 
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "grammar/gbnf.h"
 #include "util/error.h"
@@ -53,9 +55,30 @@ std::string literal(const std::string& s) {
   return out + "\"";
 }
 
+// Nesting bounds. The compiler recurses once per subschema (and per $ref it
+// follows), and nlohmann's dump() and copies once per level of a value, so
+// an unbounded depth overflows the stack: a 75 KB request of nested `items`
+// crashed `nexus serve`. The document (const / enum values and annotations
+// included) is measured without recursion before anything else.
+constexpr size_t kMaxDepth = 128;
+
+void check_document_depth(const json& root) {
+  std::vector<std::pair<const json*, size_t>> todo{{&root, 1}};
+  while (!todo.empty()) {
+    const auto [v, depth] = todo.back();
+    todo.pop_back();
+    if (depth > kMaxDepth)
+      throw Error(fmt::format("#: the schema is nested deeper than {} levels, which is not supported", kMaxDepth));
+    if (v->is_structured())
+      for (const json& child : *v) todo.emplace_back(&child, depth + 1);
+  }
+}
+
 class Compiler {
  public:
-  explicit Compiler(const json& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {}
+  explicit Compiler(const json& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {
+    check_document_depth(root_);
+  }
 
   std::string run() {
     const std::string top = rule_for(root_, "#");
@@ -128,6 +151,15 @@ class Compiler {
   }
 
   std::string body_for(const json& s, const std::string& where) {
+    // Subschemas within subschemas, and $refs followed (a chain of $defs
+    // that refer to each other nests without a deep document).
+    struct Nesting {
+      int& n;
+      explicit Nesting(int& depth) : n(++depth) {}
+      ~Nesting() { --n; }
+    } nesting(depth_);
+    if (static_cast<size_t>(depth_) > kMaxDepth)
+      unsupported(where, fmt::format("subschemas (and $refs) nested deeper than {} levels are not supported", kMaxDepth));
     if (s.is_boolean()) {
       if (!s.get<bool>()) unsupported(where, "the schema 'false' matches nothing");
       return "json-value";
@@ -311,6 +343,7 @@ class Compiler {
   std::string rules_;
   std::map<std::string, std::string> refs_;
   int n_ = 0;
+  int depth_ = 0;  // body_for calls open
 };
 
 }  // namespace

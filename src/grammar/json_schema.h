@@ -20,7 +20,9 @@
 // additionalProperties beside properties, other formats, remote $refs, ...)
 // throws nexus::Error naming the keyword and where it is ("#/properties/age:
 // 'minimum' is not supported"), so a request never silently gets less than
-// it asked for.
+// it asked for. So does a schema nested deeper than 128 levels (as a JSON
+// document, or as subschemas counting each $ref followed): the compiler
+// recurses per level.
 #pragma once
 
 #include <string>
