@@ -89,9 +89,16 @@ TEST(JsonSchema, UnsupportedKeywordsAreRefusedByNameAndPlace) {
   EXPECT_NE(message(R"(false)").find("matches nothing"), std::string::npos);
 }
 
-// Found by fuzz_json_schema: a schema nested thousands of levels deep (75 KB
-// of `items`, a chain of $refs, a deep `const`) overflowed the stack of
-// `nexus serve`.
+// Found by fuzz_json_schema: the grammar let a number overflow a double
+// (8e721: nlohmann refuses the document, JavaScript reads Infinity); and a
+// schema nested thousands of levels deep (75 KB of `items`, a chain of
+// $refs, a deep `const`) overflowed the stack of `nexus serve`.
+TEST(JsonSchema, NumbersStayWithinADoublesRange) {
+  const auto g = std::make_shared<const Grammar>(compile_json_schema(ojson::parse(R"({"type":"number"})")));
+  for (const char* ok : {"1e99", "-9999999999999999.5E+99", "1e-999", "0.25e-5"}) EXPECT_TRUE(accepts(g, ok)) << ok;
+  for (const char* bad : {"8e721", "1e100", "1e+308", "1e-1000"}) EXPECT_FALSE(accepts(g, bad)) << bad;
+}
+
 TEST(JsonSchema, DeepSchemasAreRefusedNotRecursedInto) {
   auto refused = [](const std::string& schema) {
     try {
