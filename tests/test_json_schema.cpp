@@ -97,6 +97,8 @@ TEST(JsonSchema, NumbersStayWithinADoublesRange) {
   const auto g = std::make_shared<const Grammar>(compile_json_schema(ojson::parse(R"({"type":"number"})")));
   for (const char* ok : {"1e99", "-9999999999999999.5E+99", "1e-999", "0.25e-5"}) EXPECT_TRUE(accepts(g, ok)) << ok;
   for (const char* bad : {"8e721", "1e100", "1e+308", "1e-1000"}) EXPECT_FALSE(accepts(g, bad)) << bad;
+  EXPECT_TRUE(accepts(g, "0.1234567890123456"));
+  EXPECT_FALSE(accepts(g, "0.12345678901234567"));
 }
 
 TEST(JsonSchema, DeepSchemasAreRefusedNotRecursedInto) {

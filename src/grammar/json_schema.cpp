@@ -16,7 +16,8 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // Rules every schema grammar may use (RFC 8259 pieces, as json_grammar.h;
-// numbers within a double's range as there).
+// numbers within a double's range and with at most 16 fraction digits, as
+// there: a model that writes zeros forever cannot go on past them).
 constexpr const char* kBase = R"gbnf(
 ws          ::= ( " " | "\n" [ \t]{0,20} )?
 json-value  ::= json-object | json-array | json-string | json-number | "true" ws | "false" ws | "null" ws
@@ -26,7 +27,7 @@ json-array  ::= "[" ws ( json-value ( "," ws json-value )* )? "]" ws
 json-string ::= "\"" json-char* "\"" ws
 json-char   ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 json-int    ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ws
-json-number ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]+ )? ( [eE] ( "-" [0-9]{1,3} | "+"? [0-9]{1,2} ) )? ws
+json-number ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] ( "-" [0-9]{1,3} | "+"? [0-9]{1,2} ) )? ws
 json-bool   ::= ( "true" | "false" ) ws
 json-null   ::= "null" ws
 date        ::= [0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] )
