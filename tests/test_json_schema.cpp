@@ -126,5 +126,15 @@ TEST(JsonSchema, DeepSchemasAreRefusedNotRecursedInto) {
   EXPECT_NO_THROW(compile_json_schema(ojson::parse(ok)));
 }
 
+// The SDKs parse streamed structured output after every delta, and
+// openai-node's partial parser throws on whitespace-only text: the value
+// comes first (trailing whitespace stays allowed).
+TEST(JsonSchema, NoWhitespaceBeforeTheValue) {
+  const auto g = std::make_shared<const Grammar>(compile_json_schema(ojson::parse(R"({"type":"object"})")));
+  EXPECT_TRUE(accepts(g, "{} "));
+  EXPECT_FALSE(accepts(g, " {}"));
+  EXPECT_FALSE(accepts(g, "\n{}"));
+}
+
 }  // namespace
 }  // namespace nexus::grammar

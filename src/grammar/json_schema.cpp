@@ -82,9 +82,13 @@ class Compiler {
     check_document_depth(root_);
   }
 
+  // No whitespace before the value (as json_object mode): the OpenAI SDKs
+  // parse the streamed content after every delta, and openai-node's
+  // partial parser throws on whitespace-only text ("  is empty",
+  // openai/openai-node#1351), which a leading " " token was.
   std::string run() {
     const std::string top = rule_for(root_, "#");
-    return fmt::format("root ::= ws {}\n{}{}", top, rules_, kBase);
+    return fmt::format("root ::= {}\n{}{}", top, rules_, kBase);
   }
   SchemaRules rules() {
     SchemaRules out;
