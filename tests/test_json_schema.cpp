@@ -402,5 +402,52 @@ TEST(JsonSchemaPattern, EmbeddedInObjectsAndToolRules) {
   EXPECT_NE(r.rules.find("json-char*"), std::string::npos) << r.rules;
 }
 
+// Found by fuzz_json_schema: the grammar let a number overflow a double
+// (8e721: nlohmann refuses the document, JavaScript reads Infinity); and a
+// schema nested thousands of levels deep (75 KB of `items`, a chain of
+// $refs, a deep `const`) overflowed the stack of `nexus serve`.
+TEST(JsonSchema, NumbersStayWithinADoublesRange) {
+  const auto g = std::make_shared<const Grammar>(compile_json_schema(ojson::parse(R"({"type":"number"})")));
+  for (const char* ok : {"1e99", "-9999999999999999.5E+99", "1e-999", "0.25e-5"}) EXPECT_TRUE(accepts(g, ok)) << ok;
+  for (const char* bad : {"8e721", "1e100", "1e+308", "1e-1000"}) EXPECT_FALSE(accepts(g, bad)) << bad;
+  EXPECT_TRUE(accepts(g, "0.1234567890123456"));
+  EXPECT_FALSE(accepts(g, "0.12345678901234567"));
+}
+
+TEST(JsonSchema, DeepSchemasAreRefusedNotRecursedInto) {
+  auto refused = [](const std::string& schema) {
+    try {
+      compile_json_schema(ojson::parse(schema));
+    } catch (const Error& e) {
+      return std::string(e.what()).find("deeper than 128") != std::string::npos;
+    }
+    return false;
+  };
+  std::string items, consts = "{\"const\":", refs = "{\"$defs\":{";
+  for (int i = 0; i < 20000; ++i) items += "{\"type\":\"array\",\"items\":";
+  items += "{}" + std::string(20000, '}');
+  consts += std::string(100000, '[') + std::string(100000, ']') + "}";
+  for (int i = 0; i < 1000; ++i) refs += "\"a" + std::to_string(i) + "\":{\"$ref\":\"#/$defs/a" + std::to_string(i + 1) + "\"},";
+  refs += "\"a1000\":{}},\"$ref\":\"#/$defs/a0\"}";
+  EXPECT_TRUE(refused(items));
+  EXPECT_TRUE(refused(consts));
+  EXPECT_TRUE(refused(refs));
+  // 100 levels are fine.
+  std::string ok;
+  for (int i = 0; i < 100; ++i) ok += "{\"type\":\"array\",\"items\":";
+  ok += "{}" + std::string(100, '}');
+  EXPECT_NO_THROW(compile_json_schema(ojson::parse(ok)));
+}
+
+// The SDKs parse streamed structured output after every delta, and
+// openai-node's partial parser throws on whitespace-only text: the value
+// comes first (trailing whitespace stays allowed).
+TEST(JsonSchema, NoWhitespaceBeforeTheValue) {
+  const auto g = std::make_shared<const Grammar>(compile_json_schema(ojson::parse(R"({"type":"object"})")));
+  EXPECT_TRUE(accepts(g, "{} "));
+  EXPECT_FALSE(accepts(g, " {}"));
+  EXPECT_FALSE(accepts(g, "\n{}"));
+}
+
 }  // namespace
 }  // namespace nexus::grammar

@@ -4,6 +4,8 @@
 
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "grammar/gbnf.h"
 #include "grammar/schema_numeric_range.h"
@@ -15,7 +17,9 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Rules every schema grammar may use (RFC 8259 pieces, as json_grammar.h).
+// Rules every schema grammar may use (RFC 8259 pieces, as json_grammar.h;
+// numbers within a double's range and with at most 16 fraction digits, as
+// there: a model that writes zeros forever cannot go on past them).
 constexpr const char* kBase = R"gbnf(
 ws          ::= ( " " | "\n" [ \t]{0,20} )?
 json-value  ::= json-object | json-array | json-string | json-number | "true" ws | "false" ws | "null" ws
@@ -25,7 +29,7 @@ json-array  ::= "[" ws ( json-value ( "," ws json-value )* )? "]" ws
 json-string ::= "\"" json-char* "\"" ws
 json-char   ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 json-int    ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ws
-json-number ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]{1,4} )? ws
+json-number ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] ( "-" [0-9]{1,3} | "+"? [0-9]{1,2} ) )? ws
 json-bool   ::= ( "true" | "false" ) ws
 json-null   ::= "null" ws
 date        ::= [0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] )
@@ -67,13 +71,38 @@ std::string literal(const std::string& s) {
   return out + "\"";
 }
 
+// Nesting bounds. The compiler recurses once per subschema (and per $ref it
+// follows), and nlohmann's dump() and copies once per level of a value, so
+// an unbounded depth overflows the stack: a 75 KB request of nested `items`
+// crashed `nexus serve`. The document (const / enum values and annotations
+// included) is measured without recursion before anything else.
+constexpr size_t kMaxDepth = 128;
+
+void check_document_depth(const json& root) {
+  std::vector<std::pair<const json*, size_t>> todo{{&root, 1}};
+  while (!todo.empty()) {
+    const auto [v, depth] = todo.back();
+    todo.pop_back();
+    if (depth > kMaxDepth)
+      throw Error(fmt::format("#: the schema is nested deeper than {} levels, which is not supported", kMaxDepth));
+    if (v->is_structured())
+      for (const json& child : *v) todo.emplace_back(&child, depth + 1);
+  }
+}
+
 class Compiler {
  public:
-  explicit Compiler(const json& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {}
+  explicit Compiler(const json& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {
+    check_document_depth(root_);
+  }
 
+  // No whitespace before the value (as json_object mode): the OpenAI SDKs
+  // parse the streamed content after every delta, and openai-node's
+  // partial parser throws on whitespace-only text ("  is empty",
+  // openai/openai-node#1351), which a leading " " token was.
   std::string run() {
     const std::string top = rule_for(root_, "#");
-    return fmt::format("root ::= ws {}\n{}{}", top, rules_, kBase);
+    return fmt::format("root ::= {}\n{}{}", top, rules_, kBase);
   }
   SchemaRules rules() {
     SchemaRules out;
@@ -142,6 +171,15 @@ class Compiler {
   }
 
   std::string body_for(const json& s, const std::string& where) {
+    // Subschemas within subschemas, and $refs followed (a chain of $defs
+    // that refer to each other nests without a deep document).
+    struct Nesting {
+      int& n;
+      explicit Nesting(int& depth) : n(++depth) {}
+      ~Nesting() { --n; }
+    } nesting(depth_);
+    if (static_cast<size_t>(depth_) > kMaxDepth)
+      unsupported(where, fmt::format("subschemas (and $refs) nested deeper than {} levels are not supported", kMaxDepth));
     if (s.is_boolean()) {
       if (!s.get<bool>()) unsupported(where, "the schema 'false' matches nothing");
       return "json-value";
@@ -336,6 +374,7 @@ class Compiler {
   std::string rules_;
   std::map<std::string, std::string> refs_;
   int n_ = 0;
+  int depth_ = 0;  // body_for calls open
 };
 
 }  // namespace

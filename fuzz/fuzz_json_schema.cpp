@@ -1,0 +1,96 @@
+// libFuzzer target: the JSON-schema compiler (src/grammar/json_schema.h) and
+// the matcher over the grammar it makes. The input is parsed as JSON; a
+// document that parses is compiled (compile_json_schema, and
+// json_schema_rules as tool calls embed it); nexus::Error is the expected
+// refusal. A grammar that compiles is then walked by a Matcher over a small
+// vocabulary (every single byte, and a few multi-byte JSON pieces): each step
+// asks allowed_tokens() and accepts one allowed token picked from a hash of
+// the input, for at most kSteps tokens. Findings besides crashes, sanitizer
+// reports and hangs:
+//   - a token allowed_tokens() allows that accept() then refuses;
+//   - a state that is not a complete sentence but allows no token (every
+//     byte is a token, so a live grammar always has one);
+//   - an output the matcher calls complete that is not one JSON document
+//     (nlohmann::json::parse), except when it holds a \u escape (the grammar
+//     takes any 4 hex digits; a lone surrogate is not JSON to nlohmann).
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/json_schema.h"
+#include "grammar/matcher.h"
+#include "grammar/vocab_trie.h"
+#include "util/error.h"
+
+namespace {
+
+constexpr int kSteps = 64;
+
+const std::shared_ptr<const nexus::grammar::VocabTrie>& vocab() {
+  static const auto v = [] {
+    std::vector<std::string> pieces;
+    for (int b = 0; b < 256; ++b) pieces.emplace_back(1, static_cast<char>(b));
+    for (const char* p : {"{\"", "\":", "\",", "\"}", "],", "[]", "{}", "true", "false", "null", "  ", "\n ",
+                          "\\u00", "\\n", "12", "0.5", "e+", "-0", "\xC3\xA9", "\xF0\x9F\x98\x80", "\":\"", "\"]"})
+      pieces.emplace_back(p);
+    return std::make_shared<const nexus::grammar::VocabTrie>(pieces);
+  }();
+  return v;
+}
+
+[[noreturn]] void finding(const char* what, const std::string& out) {
+  std::fprintf(stderr, "fuzz_json_schema: %s; output so far (%zu bytes): %s\n", what, out.size(), out.c_str());
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view in(reinterpret_cast<const char*>(data), size);
+  const auto schema = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) return 0;
+  std::shared_ptr<const nexus::grammar::Grammar> g;
+  try {
+    g = std::make_shared<const nexus::grammar::Grammar>(nexus::grammar::compile_json_schema(schema));
+    (void)nexus::grammar::json_schema_rules(schema, "t0-");
+  } catch (const nexus::Error&) {
+    return 0;
+  }
+
+  // Walk the grammar: the choices come from an FNV-1a hash of the input.
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 1099511628211ull;
+  nexus::grammar::Matcher m(g, vocab());
+  std::string out;
+  std::vector<int32_t> allowed;
+  try {
+    for (int step = 0; step < kSteps && !m.done(); ++step) {
+      const std::vector<uint64_t>& mask = m.allowed_tokens();
+      allowed.clear();
+      for (size_t w = 0; w < mask.size(); ++w)
+        for (uint64_t bits = mask[w]; bits; bits &= bits - 1)
+          allowed.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+      if (allowed.empty()) {
+        if (!m.can_end()) finding("no token allowed in a state that cannot end", out);
+        break;
+      }
+      h = h * 6364136223846793005ull + 1442695040888963407ull;
+      const std::string& piece = vocab()->piece(allowed[(h >> 33) % allowed.size()]);
+      if (!m.accept(piece)) finding("accept() refused a token allowed_tokens() allowed", out);
+      out += piece;
+    }
+  } catch (const nexus::Error&) {
+    return 0;  // bounds of the matcher (too many stacks or states)
+  }
+  if (m.can_end() && out.find("\\u") == std::string::npos &&
+      !nlohmann::json::accept(out))
+    finding("a complete output is not JSON", out);
+  return 0;
+}
