@@ -402,6 +402,35 @@ TEST(JsonSchemaPattern, EmbeddedInObjectsAndToolRules) {
   EXPECT_NE(r.rules.find("json-char*"), std::string::npos) << r.rules;
 }
 
+// What the OpenAI SDK's zodResponseFormat writes for .nullable() on a
+// primitive and for .optional().nullable().
+TEST(JsonSchema, NullableAndBranchesThatMatchNothing) {
+  auto g = [](const char* schema) {
+    return std::make_shared<const Grammar>(compile_json_schema(ojson::parse(schema)));
+  };
+  const auto s = g(R"({"type":"string","maxLength":3,"nullable":true})");
+  for (const char* ok : {"\"ab\"", "null"}) EXPECT_TRUE(accepts(s, ok)) << ok;
+  for (const char* bad : {"\"abcd\"", "0", "nul"}) EXPECT_FALSE(accepts(s, bad)) << bad;
+  const auto not_null = g(R"({"type":"integer","nullable":false})");
+  EXPECT_TRUE(accepts(not_null, "7"));
+  EXPECT_FALSE(accepts(not_null, "null"));
+  const auto opt = g(R"({"anyOf":[{"anyOf":[{"not":{}},{"type":"boolean"}]},{"type":"null"}]})");
+  for (const char* ok : {"true", "null"}) EXPECT_TRUE(accepts(opt, ok)) << ok;
+  EXPECT_FALSE(accepts(opt, "1"));
+  auto message = [](const char* schema) {
+    try {
+      compile_json_schema(ojson::parse(schema));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(R"({"anyOf":[{"not":{}},false]})"), "#: every branch of 'anyOf' matches nothing");
+  EXPECT_EQ(message(R"({"not":{"type":"string"}})"), "#: 'not' is not supported here");
+  EXPECT_NE(message(R"({"anyOf":[{"not":{"type":"string"}},{"type":"null"}]})").find("'not'"), std::string::npos);
+  EXPECT_EQ(message(R"({"type":"string","nullable":"yes"})"), "#: 'nullable' must be a boolean");
+}
+
 // Found by fuzz_json_schema: the grammar let a number overflow a double
 // (8e721: nlohmann refuses the document, JavaScript reads Infinity); and a
 // schema nested thousands of levels deep (75 KB of `items`, a chain of

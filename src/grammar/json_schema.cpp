@@ -170,6 +170,18 @@ class Compiler {
     return fmt::format("{}{{{},{}}}", item, lo, hi);
   }
 
+  // false, or {"not": {}} / {"not": true} (with annotations at most): a
+  // schema no value is valid against. Only as a branch of anyOf / oneOf,
+  // where it can be left out; `not` is refused anywhere else.
+  static bool matches_nothing(const json& s) {
+    if (s.is_boolean()) return !s.get<bool>();
+    if (!s.is_object() || !s.contains("not")) return false;
+    for (const auto& [k, v] : s.items())
+      if (k != "not" && !annotations().count(k)) return false;
+    const json& n = s.at("not");
+    return (n.is_boolean() && n.get<bool>()) || (n.is_object() && n.empty());
+  }
+
   std::string body_for(const json& s, const std::string& where) {
     // Subschemas within subschemas, and $refs followed (a chain of $defs
     // that refer to each other nests without a deep document).
@@ -185,6 +197,15 @@ class Compiler {
       return "json-value";
     }
     if (!s.is_object()) unsupported(where, "a schema must be an object or a boolean");
+    if (s.contains("nullable")) {
+      // OpenAPI 3.0's keyword (the OpenAI SDK's zodResponseFormat writes it
+      // for .nullable() on a primitive): the schema, or null.
+      if (!s.at("nullable").is_boolean()) unsupported(where, "'nullable' must be a boolean");
+      json rest = s;
+      rest.erase("nullable");
+      const std::string body = body_for(rest, where);
+      return s.at("nullable").get<bool>() ? body + " | json-null" : body;
+    }
     if (s.contains("$ref")) {
       check_keywords(s, where, {"$ref", "$defs", "definitions"});
       if (!s.at("$ref").is_string()) unsupported(where, "'$ref' must be a string");
@@ -209,7 +230,9 @@ class Compiler {
       if (!list.is_array() || list.empty()) unsupported(where, fmt::format("'{}' must be a non-empty array", key));
       std::string alts;
       for (size_t i = 0; i < list.size(); ++i)
-        alts += (i ? " | " : "") + rule_for(list[i], fmt::format("{}/{}/{}", where, key, i));
+        if (!matches_nothing(list[i]))  // zodResponseFormat's .optional().nullable() writes {"not": {}}
+          alts += (alts.empty() ? "" : " | ") + rule_for(list[i], fmt::format("{}/{}/{}", where, key, i));
+      if (alts.empty()) unsupported(where, fmt::format("every branch of '{}' matches nothing", key));
       return alts;
     }
     json type = s.value("type", json());

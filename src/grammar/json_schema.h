@@ -27,6 +27,11 @@
 //    repetition counts and repeated parts that can match the empty string
 //    are refused (schema_pattern.h lists all). `pattern`
 //    with minLength / maxLength or with format is refused (not exact).
+//  - nullable: true (OpenAPI 3.0's keyword, which the OpenAI SDK's
+//    zodResponseFormat writes for .nullable() on a primitive): the schema or
+//    null. A branch of anyOf / oneOf that matches nothing (false, {"not":
+//    {}}: its .optional().nullable()) is left out; `not` anywhere else is
+//    refused.
 // The schema is an ordered_json so that properties keep the schema's order.
 // An object with `properties` and no additionalProperties gets no other
 // keys (what OpenAI's strict mode requires, and what a caller who lists
