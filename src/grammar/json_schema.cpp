@@ -350,11 +350,15 @@ class Compiler {
     check_keywords(s, where, {"type", "properties", "required", "additionalProperties", "$defs", "definitions"});
     const json props = s.value("properties", json::object());
     if (!props.is_object()) unsupported(where, "'properties' must be an object");
+    // ordered_json looks keys up linearly: a set, or a schema of 60,000
+    // required properties (830 KB) took 7 s of an HTTP thread.
+    std::set<std::string> names;
+    for (const auto& [key, sub] : props.items()) names.insert(key);
     std::set<std::string> required;
     if (s.contains("required")) {
       if (!s.at("required").is_array()) unsupported(where, "'required' must be an array");
       for (const json& r : s.at("required")) {
-        if (!r.is_string() || !props.contains(r.get<std::string>()))
+        if (!r.is_string() || !names.count(r.get<std::string>()))
           unsupported(where, fmt::format("'required' names '{}', which is not in 'properties'", r.dump()));
         required.insert(r.get<std::string>());
       }
