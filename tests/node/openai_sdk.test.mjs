@@ -5,27 +5,15 @@
 // the port from its "listening on http://HOST:PORT" line, then checks a streamed and a
 // non-streamed chat completion, a completion, models.list and an error.
 // Exit codes: 0 pass, 1 fail, 77 skip (model or SDK missing outside CI).
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 
+import { skipOrFail, testArgs } from './test_args.mjs';
 import { startNexus } from './nexus_process.mjs';
 
-const SKIP = 77;
-const [binary, model] = process.argv.slice(2);
-const ci = process.env.CI === 'true';
-
-function skipOrFail(why) {
-  console.error(`${ci ? 'FAIL' : 'SKIP'}: ${why}${ci ? ' (CI=true)' : ''}`);
-  process.exit(ci ? 1 : SKIP);
-}
-
-if (!binary || !model) {
-  console.error('usage: node openai_sdk.test.mjs NEXUS_BINARY MODEL_PATH');
-  process.exit(1);
-}
-if (!existsSync(model)) skipOrFail(`model not found: ${model}`);
+const { binary, model } = testArgs('openai_sdk.test.mjs');
 let OpenAI;
 try {
   ({ default: OpenAI } = await import('openai'));

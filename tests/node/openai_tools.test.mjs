@@ -8,24 +8,12 @@
 // Usage: node openai_tools.test.mjs NEXUS_BINARY MODEL_PATH
 // Exit codes: 0 pass, 1 fail, 77 skip (model or SDK missing outside CI).
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import assert from 'node:assert/strict';
 
-const SKIP = 77;
-const [binary, model] = process.argv.slice(2);
-const ci = process.env.CI === 'true';
+import { skipOrFail, testArgs } from './test_args.mjs';
 
-function skipOrFail(why) {
-  console.error(`${ci ? 'FAIL' : 'SKIP'}: ${why}${ci ? ' (CI=true)' : ''}`);
-  process.exit(ci ? 1 : SKIP);
-}
-
-if (!binary || !model) {
-  console.error('usage: node openai_tools.test.mjs NEXUS_BINARY MODEL_PATH');
-  process.exit(1);
-}
-if (!existsSync(model)) skipOrFail(`model not found: ${model}`);
+const { binary, model } = testArgs('openai_tools.test.mjs');
 let OpenAI;
 try {
   ({ default: OpenAI } = await import('openai'));

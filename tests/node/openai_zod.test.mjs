@@ -21,26 +21,13 @@
 //
 // Usage: node openai_zod.test.mjs NEXUS_BINARY MODEL_PATH
 // Exit codes: 0 pass, 1 fail, 77 skip (model or packages missing outside CI).
-import { existsSync } from 'node:fs';
 import assert from 'node:assert/strict';
 
+import { skipOrFail, testArgs } from './test_args.mjs';
 import { startNexus } from './nexus_process.mjs';
 
-const SKIP = 77;
 const N_SCHEMAS = 50;
-const [binary, model] = process.argv.slice(2);
-const ci = process.env.CI === 'true';
-
-function skipOrFail(why) {
-  console.error(`${ci ? 'FAIL' : 'SKIP'}: ${why}${ci ? ' (CI=true)' : ''}`);
-  process.exit(ci ? 1 : SKIP);
-}
-
-if (!binary || !model) {
-  console.error('usage: node openai_zod.test.mjs NEXUS_BINARY MODEL_PATH');
-  process.exit(1);
-}
-if (!existsSync(model)) skipOrFail(`model not found: ${model}`);
+const { binary, model } = testArgs('openai_zod.test.mjs');
 let OpenAI, z, zodResponseFormat;
 try {
   ({ default: OpenAI } = await import('openai'));
