@@ -272,6 +272,7 @@ void ProxySession::relay(size_t n) {
       // its generation.
       self->end_attempt(AttemptEnd::Healthy, false);
       self->finish(Outcome::ClientGone);
+      self->log_request(200, "(stream) client gone");
       return self->close_client();
     }
     if (!done) return self->stopping_ ? self->end_for_shutdown() : self->read_upstream_body();
@@ -279,10 +280,7 @@ void ProxySession::relay(size_t n) {
     if (self->usage_tap_) self->charge_usage(self->usage_tap_->usage());
     self->end_attempt(AttemptEnd::Healthy, keep);
     self->finish(Outcome::Success);
-    if (self->ctx_.opts.log)
-      self->ctx_.opts.log(fmt::format(
-          "{} {} {} {} {:.1f}ms (stream)", std::string(self->req_.method_string()), std::string(self->req_.target()),
-          200, self->replica_->id, std::chrono::duration<double, std::milli>(Clock::now() - self->received_).count()));
+    self->log_request(200, "(stream)");
     if (self->keep_alive_ && !self->stopping_) return self->read_request();
     self->close_client();
   });
@@ -386,9 +384,7 @@ void ProxySession::stream_broken(const std::string& why) {
   const std::string payload = (blank_line_last_ ? "" : "\n\n") + event;
   out_ = chunked_ ? fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", payload.size(), payload) : payload;
   finish(Outcome::StreamBroken);
-  if (ctx_.opts.log)
-    ctx_.opts.log(fmt::format("{} {} 200 {} stream broken: {}", std::string(req_.method_string()),
-                              std::string(req_.target()), replica_->id, why));
+  log_request(200, "(stream) broken: " + why);
   write_client(true);
 }
 

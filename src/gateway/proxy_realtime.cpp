@@ -183,9 +183,7 @@ void ProxySession::on_realtime_header(boost::system::error_code ec) {
   tunnel_ = true;
   ctx_.metrics.replica(replica_->index).realtime_sessions->inc();
   ctx_.metrics.realtime_active().add(1);
-  if (ctx_.opts.log)
-    ctx_.opts.log(fmt::format("{} {} 101 {} {:.1f}ms", std::string(req_.method_string()), std::string(req_.target()),
-                              replica_->id, std::chrono::duration<double, std::milli>(Clock::now() - received_).count()));
+  log_request(101);
   writing_ = true;
   net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
     self->writing_ = false;

@@ -199,11 +199,16 @@ void ProxySession::respond(int status, const std::string& body, const std::strin
                      std::string(http::obsolete_reason(static_cast<http::status>(status))), content_type, body.size(),
                      extra_headers, keep_alive_ ? "keep-alive" : "close");
   if (req_.method() != http::verb::head) out_ += body;
-  if (ctx_.opts.log)
-    ctx_.opts.log(fmt::format("{} {} {} {} {:.1f}ms", std::string(req_.method_string()), std::string(req_.target()),
-                              status, replica_ ? replica_->id : "-",
-                              std::chrono::duration<double, std::milli>(Clock::now() - received_).count()));
+  log_request(status);
   write_client(true);
+}
+
+void ProxySession::log_request(int status, std::string_view note) {
+  if (!ctx_.opts.log) return;
+  ctx_.opts.log(fmt::format("{} {} {} {} {:.1f}ms{}{}", std::string(req_.method_string()), std::string(req_.target()),
+                            status, replica_ ? replica_->id : "-",
+                            std::chrono::duration<double, std::milli>(Clock::now() - received_).count(),
+                            note.empty() ? "" : " ", note));
 }
 
 void ProxySession::write_client(bool then_next_request) {

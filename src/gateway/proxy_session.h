@@ -106,6 +106,9 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void give_up();
   void stream_broken(const std::string& why);
   void finish(Outcome outcome);
+  // The access log's line for this request (when --quiet is not given):
+  // "METHOD TARGET STATUS REPLICA MS ms[ NOTE]", REPLICA "-" when none.
+  void log_request(int status, std::string_view note = {});
   void arm_deadline(std::chrono::milliseconds d);
   void end_for_shutdown();
 
