@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <regex>
 #include <set>
 #include <utility>
 #include <vector>
@@ -104,6 +105,13 @@ class Compiler {
     const std::string top = rule_for(root_, "#");
     return fmt::format("root ::= {}\n{}{}", top, rules_, kBase);
   }
+  // The $ref a rule of run()'s text was made for ("" when none).
+  std::string ref_of_rule(const std::string& rule) const {
+    for (const auto& [ref, name] : refs_)
+      if (name == rule) return ref;
+    return "";
+  }
+
   SchemaRules rules() {
     SchemaRules out;
     out.top = rule_for(root_, "#");
@@ -415,11 +423,21 @@ SchemaRules json_schema_rules(const nlohmann::ordered_json& schema, const std::s
 std::string_view json_schema_base_gbnf() { return kBase; }
 
 Grammar compile_json_schema(const nlohmann::ordered_json& schema) {
-  const std::string text = json_schema_to_gbnf(schema);
+  Compiler compiler(schema);
+  const std::string text = compiler.run();
   try {
     return parse_gbnf(text);
   } catch (const Error& e) {
-    throw Error(std::string("the schema's grammar: ") + e.what());
+    // A rule made for a $ref that reaches itself before any character is
+    // written ({"$defs": {"a": {"$ref": "#/$defs/a"}}}): say it in the
+    // schema's terms, not the generated rule's name.
+    const std::string what = e.what();
+    static const std::regex left(R"(rule '([^']+)' is left-recursive)");
+    std::smatch m;
+    if (std::regex_search(what, m, left))
+      if (const std::string ref = compiler.ref_of_rule(m[1]); !ref.empty())
+        throw Error(ref + ": '$ref' reaches itself before any value is written (left recursion), so no document can be generated");
+    throw Error("the schema's " + what);  // "the schema's grammar: ..."
   }
 }
 
