@@ -26,7 +26,7 @@ export class RealtimeSession {
     static async open(url, o = {}) {
         const Ctor = o.WebSocket ?? globalThis.WebSocket;
         if (!Ctor)
-            throw new NexusError('no WebSocket implementation: pass ConnectOptions.WebSocket');
+            throw new NexusError('no WebSocket implementation: run Node 18-21 with --experimental-websocket (Node 22+ has one), or pass ConnectOptions.WebSocket (e.g. the ws package)');
         if (o.signal?.aborted)
             throw new AbortError('aborted');
         const protocols = realtimeProtocols(o.apiKey);

@@ -80,7 +80,7 @@ export class RealtimeSession implements AsyncIterable<ServerEvent> {
   /** Opens the session; resolves once `session.created` arrived. */
   static async open(url: string, o: ConnectOptions = {}): Promise<RealtimeSession> {
     const Ctor = o.WebSocket ?? (globalThis as { WebSocket?: WebSocketLike }).WebSocket;
-    if (!Ctor) throw new NexusError('no WebSocket implementation: pass ConnectOptions.WebSocket');
+    if (!Ctor) throw new NexusError('no WebSocket implementation: run Node 18-21 with --experimental-websocket (Node 22+ has one), or pass ConnectOptions.WebSocket (e.g. the ws package)');
     if (o.signal?.aborted) throw new AbortError('aborted');
     const protocols = realtimeProtocols(o.apiKey);
     const s = new RealtimeSession(protocols.length ? new Ctor(url, protocols) : new Ctor(url));
