@@ -384,3 +384,26 @@ TEST_F(RealtimeServer, LargeInputIsTokenizedOffTheIoThreadAndLaterInputStaysQueu
   const json next = c->recv_until("response.created");
   EXPECT_EQ(next["response"]["input_tokens"].get<int>(), 5) << next;  // "later", not re-sent input
 }
+
+TEST_F(RealtimeServer, LargeMessagesParsedOffTheIoThreadKeepTheirOrderAndErrors) {
+  opts.io_threads = 1;
+  start();
+  auto c = ws();
+  // Over TokenizerPool::kOffThreadBytes: parsed on the pool, reading paused
+  // meanwhile. A malformed one is invalid_json; the small events sent right
+  // behind each large one are answered after it, in order.
+  c->send_text("{\"type\":\"input.append\",\"text\":\"" + std::string(32 << 10, 'a'));
+  c->send_json({{"type", "response.cancel"}});
+  json e = c->recv_json();
+  EXPECT_EQ(e["error"]["code"], "invalid_json") << e;
+  e = c->recv_json();
+  EXPECT_EQ(e["error"]["code"], "no_response") << e;
+  c->send_json({{"type", "input.append"}, {"message", {{"role", "robot"}, {"content", std::string(32 << 10, 'b')}}}});
+  c->send_json({{"type", "input.append"}, {"text", "ok"}});
+  c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 1}}}});
+  e = c->recv_json();
+  EXPECT_EQ(e["error"]["code"], "invalid_value") << e;  // the role, named with its event
+  EXPECT_EQ(e["error"]["event"], "input.append") << e;
+  const json created = c->recv_until("response.created");
+  EXPECT_EQ(created["response"]["input_tokens"].get<int>(), 3) << created;  // BOS + "ok": nothing of the refused ones
+}

@@ -153,7 +153,14 @@ void RealtimeSession::on_read(beast::error_code ec) {
     send(realtime::error_event("binary_not_supported", "Binary messages are not supported; send JSON text."));
   } else if (!close_after_output_) {
     const auto data = rbuf_.cdata();
-    handle_event(std::string_view(static_cast<const char*>(data.data()), data.size()));
+    const std::string_view text(static_cast<const char*>(data.data()), data.size());
+    if (text.size() >= TokenizerPool::kOffThreadBytes) {
+      std::string copy(text);
+      rbuf_.consume(rbuf_.size());
+      rbuf_.shrink_to_fit();
+      return parse_off_thread(std::move(copy));  // reads on once its event is handled
+    }
+    handle_event(text);
   }
   oversized_ = false;
   rbuf_.consume(rbuf_.size());
@@ -161,11 +168,43 @@ void RealtimeSession::on_read(beast::error_code ec) {
   do_read();
 }
 
+void RealtimeSession::parse_off_thread(std::string text) {
+  auto job = [self = shared_from_this(), text = std::move(text)]() mutable {
+    auto ev = std::make_shared<std::optional<realtime::ClientEvent>>();
+    auto error = std::make_shared<std::optional<EventError>>();
+    try {
+      *ev = realtime::parse_client_event(text);
+    } catch (const EventError& e) {
+      *error = e;
+    }
+    std::string().swap(text);
+    RealtimeSession& s = *self;
+    gated_post(*s.ctx_.gate, s.executor(), [self = std::move(self), ev, error] {
+      if (self->failed_) return;
+      if (*error) self->send(realtime::error_event((*error)->code, (*error)->message, (*error)->event));
+      else if (!self->close_after_output_) self->dispatch(std::move(**ev));
+      self->do_read();
+    });
+  };
+  if (!ctx_.tokenizer.post(std::move(job))) {
+    send(realtime::error_event("server_shutting_down", "The server is shutting down; open a session on another replica."));
+    do_read();
+  }
+}
+
 void RealtimeSession::handle_event(std::string_view text) {
-  std::string type;
+  realtime::ClientEvent ev;
   try {
-    realtime::ClientEvent ev = realtime::parse_client_event(text);
-    type = ev.type_name;
+    ev = realtime::parse_client_event(text);
+  } catch (const EventError& e) {
+    return send(realtime::error_event(e.code, e.message, e.event));
+  }
+  dispatch(std::move(ev));
+}
+
+void RealtimeSession::dispatch(realtime::ClientEvent ev) {
+  const std::string type = ev.type_name;
+  try {
     switch (ev.type) {
       case realtime::EventType::SessionUpdate:
         return update_session(ev.session);

@@ -68,6 +68,12 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   void do_read();
   void on_read(boost::beast::error_code ec);
   void handle_event(std::string_view text);
+  // A message of TokenizerPool::kOffThreadBytes or more is parsed on the
+  // pool (a 900 KB input.append costs milliseconds of JSON parsing, which
+  // held up every other connection of this I/O thread); reading pauses
+  // until its event is handled, so events keep their order.
+  void parse_off_thread(std::string text);
+  void dispatch(realtime::ClientEvent ev);
   void update_session(const nlohmann::json& s);
   void append_input(realtime::InputItem item);  // throws EventError input_too_large
   void create_response(const nlohmann::json& overrides);
