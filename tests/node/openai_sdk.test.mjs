@@ -96,6 +96,58 @@ try {
   assert.equal(completion.object, 'text_completion');
   assert.equal(typeof completion.choices[0].text, 'string');
 
+  // logprobs through the SDK's types (issue 22): at temperature 0 each
+  // chosen token is the most likely one, so its logprob is the largest of
+  // its top_logprobs and equals that entry; every logprob is <= 0 and the
+  // top ones' probabilities sum to at most 1. (That the values equal the
+  // log-softmax of the engine's logits is checked against the model in
+  // tests/test_server_logprobs.cpp.)
+  const scored = await client.chat.completions.create({
+    model: id,
+    messages: [{ role: 'user', content: 'Tell me a story.' }],
+    max_tokens: 8,
+    temperature: 0,
+    logprobs: true,
+    top_logprobs: 5,
+  });
+  const lp = scored.choices[0].logprobs.content;
+  assert.ok(lp.length > 0, 'no logprobs');
+  assert.equal(lp.map((t) => t.token).join(''), scored.choices[0].message.content);
+  for (const t of lp) {
+    assert.ok(t.logprob <= 0, `logprob ${t.logprob}`);
+    assert.equal(t.top_logprobs.length, 5);
+    assert.equal(t.top_logprobs[0].token, t.token);
+    assert.ok(Math.abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6, `${t.logprob} vs ${t.top_logprobs[0].logprob}`);
+    assert.ok(t.top_logprobs.reduce((sum, x) => sum + Math.exp(x.logprob), 0) <= 1 + 1e-6);
+    assert.deepEqual(t.bytes, [...Buffer.from(t.token, 'utf8')]);
+  }
+
+  // n: 4 at temperature 1 with a seed: choice i equals one request with
+  // seed + i (docs/server.md, "Several choices").
+  const many = await client.chat.completions.create({
+    model: id,
+    messages: [{ role: 'user', content: 'Tell me a story.' }],
+    max_tokens: 10,
+    temperature: 1,
+    seed: 4242,
+    n: 4,
+  });
+  assert.equal(many.choices.length, 4);
+  const texts = new Set();
+  for (const [i, choice] of many.choices.entries()) {
+    assert.equal(choice.index, i);
+    const one = await client.chat.completions.create({
+      model: id,
+      messages: [{ role: 'user', content: 'Tell me a story.' }],
+      max_tokens: 10,
+      temperature: 1,
+      seed: 4242 + i,
+    });
+    assert.equal(choice.message.content, one.choices[0].message.content, `choice ${i}`);
+    texts.add(choice.message.content);
+  }
+  assert.ok(texts.size > 1, 'four seeds gave one text');
+
   // Errors surface as the SDK's typed errors.
   await assert.rejects(
     client.chat.completions.create({ model: id, messages: [] }),
