@@ -6,6 +6,7 @@
 // one request and refills in hours: the tests assert counts, never times.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <fstream>
 #include <thread>
 
@@ -249,4 +250,77 @@ TEST(GatewayAccess, ABodyOverTheLimitIs413BeforeItIsRead) {
   for (const MetricSample& s : scrape_metrics(rs.ports[0]))
     if (s.name == "nexus_requests_total") finished += s.value;
   EXPECT_EQ(finished, 1) << "the replica saw the refused request";
+}
+
+TEST(GatewayAccess, CorsPreflightsAreAnsweredAndEveryResponseCarriesOneAllowOrigin) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  // The replica has a CORS policy of its own: the gateway's replaces it, so
+  // a browser sees exactly one Access-Control-Allow-Origin.
+  ReplicaSet rs(model, 1, {"--cors-allow-origin", "*"});
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports, {"--api-keys", write_keys("sk-good team-a\n"), "--cors-allow-origin",
+                               "https://app.example"});
+  ASSERT_GT(gw.port, 0);
+  HttpClient c("127.0.0.1", gw.port);
+  const Headers from_app = {{"Origin", "https://app.example"}};
+
+  // Preflight: no key needed, answered by the gateway.
+  HttpResponse pre = c.request("OPTIONS", "/v1/chat/completions", "",
+                               {{"Origin", "https://app.example"}, {"Access-Control-Request-Method", "POST"},
+                                {"Access-Control-Request-Headers", "authorization, content-type"}});
+  EXPECT_EQ(pre.status, 204) << pre.body;
+  EXPECT_EQ(pre.header("access-control-allow-origin"), "https://app.example");
+  EXPECT_NE(pre.header("access-control-allow-methods").find("POST"), std::string::npos);
+  EXPECT_EQ(pre.header("access-control-allow-headers"), "authorization, content-type");
+  HttpResponse other = c.request("OPTIONS", "/v1/chat/completions", "",
+                                 {{"Origin", "https://evil.example"}, {"Access-Control-Request-Method", "POST"}});
+  EXPECT_EQ(other.status, 403);
+  EXPECT_EQ(error_code(other.body), "cors_origin_not_allowed");
+  EXPECT_EQ(other.header("access-control-allow-origin"), "");
+
+  // The gateway's own answers (401) and relayed ones, streamed or not.
+  Headers with_key = from_app;
+  with_key.emplace_back("Authorization", "Bearer sk-good");
+  HttpResponse no_key = c.request("POST", "/v1/completions", kCompletion.dump(), from_app);
+  EXPECT_EQ(no_key.status, 401);
+  EXPECT_EQ(no_key.header("access-control-allow-origin"), "https://app.example");
+  HttpResponse ok = c.request("POST", "/v1/completions", kCompletion.dump(), with_key);
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.header("access-control-allow-origin"), "https://app.example");  // not the replica's "*"
+  EXPECT_EQ(ok.header("vary"), "Origin");
+  {
+    // Exactly one of each on the wire (the parsed map would hide a second),
+    // on a stream: its head is the replica's, relayed.
+    HttpClient raw("127.0.0.1", gw.port);
+    json stream_body = kCompletion;
+    stream_body["stream"] = true;
+    const std::string body = stream_body.dump();
+    raw.write_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\n"
+                  "Authorization: Bearer sk-good\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                  "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+    std::string answer;
+    for (std::string part; !(part = raw.read_raw_some()).empty();) answer += part;
+    answer = answer.substr(0, answer.find("\r\n\r\n"));
+    for (char& ch : answer) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    auto count = [&](const std::string& name) {
+      size_t n = 0;
+      for (size_t at = answer.find(name); at != std::string::npos; at = answer.find(name, at + 1)) ++n;
+      return n;
+    };
+    EXPECT_EQ(count("\r\naccess-control-allow-origin:"), 1u) << answer;
+    EXPECT_EQ(count("\r\nvary:"), 1u) << answer;
+  }
+  json streamed = kCompletion;
+  streamed["stream"] = true;
+  HttpClient s("127.0.0.1", gw.port);
+  s.send("POST", "/v1/completions", streamed.dump(), with_key);
+  const HttpResponse head = s.read_header();
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("access-control-allow-origin"), "https://app.example");
+  s.finish();
+  // Another origin's real request gets no CORS header (the browser blocks it).
+  Headers evil = {{"Origin", "https://evil.example"}, {"Authorization", "Bearer sk-good"}};
+  HttpResponse blocked = c.request("POST", "/v1/completions", kCompletion.dump(), evil);
+  EXPECT_EQ(blocked.status, 200);
+  EXPECT_EQ(blocked.header("access-control-allow-origin"), "");
 }

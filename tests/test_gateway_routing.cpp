@@ -343,7 +343,9 @@ TEST(GatewayRouting, BadFlagsAreRefusedByName) {
                         Case{"gateway --replica http://127.0.0.1:1 --load-interval-ms 500", "500 is outside 1 to 100"},
                         Case{"gateway --replica http://127.0.0.1:1 --listen nowhere", "--listen: expected HOST:PORT"},
                         Case{"gateway --replicas-from nexus:8080", "expected dns:NAME:PORT"},
-                        Case{"gateway --replicas-from dns:nexus:99999", "'99999' is not a port"}}) {
+                        Case{"gateway --replicas-from dns:nexus:99999", "'99999' is not a port"},
+                        Case{"gateway --replica http://127.0.0.1:1 --cors-allow-origin app.example/x",
+                             "'app.example/x' is not an origin"}}) {
     const CommandResult r = run_nexus(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;

@@ -162,6 +162,7 @@ std::function<int()> setup(CLI::App& sub) {
                  "file of API keys with their tenants and limits (JSON or `KEY TENANT [REQ/S [TOKENS/MIN]]` lines; "
                  "docs/gateway.md): requests need `Authorization: Bearer KEY`")
       ->check(CLI::ExistingFile);
+  add_cors_option(sub, o.cors_allow_origins);
   sub.add_option("--replica-api-key", o.replica_api_key,
                  "key sent to the replicas as `Authorization: Bearer KEY` (for `nexus serve --api-key`)")
       ->check(CLI::Validator(

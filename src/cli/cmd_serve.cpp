@@ -306,20 +306,7 @@ std::function<int()> setup(CLI::App& sub) {
                        : std::string("an API key is one non-empty word (no spaces)");
           },
           "KEY"));
-  sub.add_option("--cors-allow-origin", a->cors_allow_origins,
-                 "browser origin allowed to call the API (CORS), e.g. https://app.example.com; repeatable; * = any")
-      ->expected(1)
-      ->take_all()
-      ->check(CLI::Validator(
-          [](std::string& o) {
-            if (o == "*") return std::string();
-            const bool scheme = o.starts_with("http://") || o.starts_with("https://");
-            const bool clean = o.find_first_of(" \t\r\n/,", o.find("//") + 2) == std::string::npos;
-            return scheme && clean && o.size() > o.find("//") + 2
-                       ? std::string()
-                       : "'" + o + "' is not an origin (scheme://host[:port], no path) or *";
-          },
-          "ORIGIN"));
+  add_cors_option(sub, a->cors_allow_origins);
   return [a] { return serve(*a); };
 }
 

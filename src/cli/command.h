@@ -122,6 +122,27 @@ CLI::Validator parses_with(Parse parse, std::string description = "") {
 
 // -c/--ctx-size against the model's training context (0 = the model's):
 // throws UsageError "--ctx-size: 9999 exceeds the model's context of 2048 tokens".
+// `--cors-allow-origin ORIGIN` (repeatable; `*` = any), as `nexus serve`
+// and `nexus gateway` take it (server/cors.h): each value is an origin,
+// scheme://host[:port] with no path, or *.
+inline CLI::Option* add_cors_option(CLI::App& sub, std::vector<std::string>& origins) {
+  return sub
+      .add_option("--cors-allow-origin", origins,
+                  "browser origin allowed to call the API (CORS), e.g. https://app.example.com; repeatable; * = any")
+      ->expected(1)
+      ->take_all()
+      ->check(CLI::Validator(
+          [](std::string& o) {
+            if (o == "*") return std::string();
+            const bool scheme = o.starts_with("http://") || o.starts_with("https://");
+            const bool clean = o.find_first_of(" \t\r\n/,", o.find("//") + 2) == std::string::npos;
+            return scheme && clean && o.size() > o.find("//") + 2
+                       ? std::string()
+                       : "'" + o + "' is not an origin (scheme://host[:port], no path) or *";
+          },
+          "ORIGIN"));
+}
+
 inline void check_ctx_size(int32_t n_ctx, int32_t n_ctx_train) {
   if (n_ctx > n_ctx_train)
     throw UsageError(fmt::format("--ctx-size: {} exceeds the model's context of {} tokens", n_ctx, n_ctx_train));

@@ -14,6 +14,7 @@
 #include "gateway/retry_policy.h"
 #include "gateway/routing_policy.h"
 #include "gateway/tenant_limiter.h"
+#include "server/cors.h"
 
 namespace nexus::gateway {
 
@@ -25,7 +26,8 @@ struct GatewayContext {
         router(opts.policy, opts.prefix_threshold),
         budget(opts.retry),
         limiter(opts.api_keys ? std::make_unique<TenantLimiter>(*opts.api_keys) : nullptr),
-        metrics(tenant_names(limiter.get())) {}
+        metrics(tenant_names(limiter.get())),
+        cors(opts.cors_allow_origins) {}
 
   static std::vector<std::string> tenant_names(const TenantLimiter* l) {
     std::vector<std::string> names;
@@ -40,6 +42,7 @@ struct GatewayContext {
   RetryBudget budget;
   std::unique_ptr<TenantLimiter> limiter;  // null without --api-keys
   GatewayMetrics metrics;
+  server::CorsPolicy cors;  // off (not enabled()) without --cors-allow-origin
   std::atomic<bool> draining{false};
   std::atomic<int32_t> in_flight{0};
   std::atomic<uint64_t> session_seed{1};  // seeds each session's random numbers

@@ -73,6 +73,12 @@ struct GatewayOptions {
   // KEY` (for replicas run with `nexus serve --api-key`), replacing the
   // client's. Empty = none (without --api-keys the client's goes through).
   std::string replica_api_key;
+  // `--cors-allow-origin` (server/cors.h, as `nexus serve` takes it): the
+  // gateway answers CORS preflights itself (before any key check: they
+  // carry none) and puts its own CORS headers on every response, the
+  // replicas' Access-Control-* and Vary headers replaced. Empty = off:
+  // OPTIONS and the replicas' CORS headers pass through unchanged.
+  std::vector<std::string> cors_allow_origins;
   // One line per request ("POST /v1/completions 200 127.0.0.1:8081 12.3ms"),
   // from an I/O thread; must be thread-safe. Empty = no log.
   std::function<void(const std::string&)> log;

@@ -241,7 +241,9 @@ void ProxySession::relay(size_t n) {
     const auto& res = res_parser_->get();
     out_ = fmt::format("HTTP/1.1 {} {}\r\n", res.result_int(), std::string(res.reason()));
     for (const auto& f : res)
-      if (end_to_end(f.name())) out_ += fmt::format("{}: {}\r\n", std::string(f.name_string()), std::string(f.value()));
+      if (end_to_end(f.name()) && !(ctx_.cors.enabled() && cors_field(f.name())))
+        out_ += fmt::format("{}: {}\r\n", std::string(f.name_string()), std::string(f.value()));
+    out_ += cors_head_;
     out_ += chunked_ ? fmt::format("Transfer-Encoding: chunked\r\nConnection: {}\r\n\r\n",
                                    keep_alive_ ? "keep-alive" : "close")
                      : std::string("Connection: close\r\n\r\n");

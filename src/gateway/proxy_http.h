@@ -18,6 +18,24 @@ inline std::string api_error_body(int status, const std::string& message, const 
 
 // Whether a header travels through the gateway: not hop-by-hop (RFC 9110
 // 7.6.1) and not one the gateway sets itself.
+// Headers a CORS policy writes (server/cors.h): the gateway's own replace
+// the replica's when --cors-allow-origin is given.
+inline bool cors_field(boost::beast::http::field f) {
+  using boost::beast::http::field;
+  switch (f) {
+    case field::access_control_allow_origin:
+    case field::access_control_allow_methods:
+    case field::access_control_allow_headers:
+    case field::access_control_allow_credentials:
+    case field::access_control_expose_headers:
+    case field::access_control_max_age:
+    case field::vary:
+      return true;
+    default:
+      return false;
+  }
+}
+
 inline bool end_to_end(boost::beast::http::field f) {
   using boost::beast::http::field;
   switch (f) {

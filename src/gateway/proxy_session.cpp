@@ -86,6 +86,7 @@ void ProxySession::close_client() {
 }
 
 void ProxySession::read_request() {
+  cors_head_.clear();  // (errors before the request is parsed carry none)
   req_parser_.emplace();
   req_parser_->body_limit(ctx_.opts.body_limit);
   req_parser_->header_limit(64 * 1024);
@@ -150,6 +151,7 @@ void ProxySession::handle_request() {
   received_ = Clock::now();
   const std::string_view path = path_of(std::string_view(req_.target().data(), req_.target().size()));
   const bool get = req_.method() == http::verb::get;
+  if (answer_cors()) return;
   if (ctx_.draining.load()) {
     keep_alive_ = false;
     return respond(503, api_error_body(503, "The gateway is shutting down; retry shortly.", "server_shutting_down"),
@@ -198,9 +200,35 @@ void ProxySession::respond(int status, const std::string& body, const std::strin
   out_ = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: {}\r\n\r\n", status,
                      std::string(http::obsolete_reason(static_cast<http::status>(status))), content_type, body.size(),
                      extra_headers, keep_alive_ ? "keep-alive" : "close");
+  out_.insert(out_.size() - 2, cors_head_);  // before the blank line
   if (req_.method() != http::verb::head) out_ += body;
   log_request(status);
   write_client(true);
+}
+
+bool ProxySession::answer_cors() {
+  cors_head_.clear();
+  if (!ctx_.cors.enabled()) return false;
+  const auto origin_field = req_[http::field::origin];
+  const std::string_view origin(origin_field.data(), origin_field.size());
+  for (const auto& [k, v] : ctx_.cors.response_headers(origin)) cors_head_ += k + ": " + v + "\r\n";
+  const auto asked = req_[http::field::access_control_request_method];
+  if (req_.method() != http::verb::options || origin.empty() || asked.empty()) return false;
+  // A preflight: the gateway's routes take GET and POST (the replicas check
+  // the rest when the real request comes).
+  if (!ctx_.cors.allow_origin(origin)) {
+    respond(403, api_error_body(403, "The origin '" + std::string(origin) + "' is not allowed (--cors-allow-origin).",
+                                "cors_origin_not_allowed", "invalid_request_error"));
+    return true;
+  }
+  const auto headers = req_[http::field::access_control_request_headers];
+  std::string head;
+  for (const auto& [k, v] :
+       ctx_.cors.preflight_headers(origin, "GET, HEAD, POST", std::string_view(headers.data(), headers.size())))
+    head += k + ": " + v + "\r\n";
+  cors_head_.clear();  // the preflight's own set replaces it
+  respond(204, "", "text/plain", head);
+  return true;
 }
 
 void ProxySession::log_request(int status, std::string_view note) {

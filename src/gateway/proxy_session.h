@@ -109,6 +109,9 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   // The access log's line for this request (when --quiet is not given):
   // "METHOD TARGET STATUS REPLICA MS ms[ NOTE]", REPLICA "-" when none.
   void log_request(int status, std::string_view note = {});
+  // With --cors-allow-origin: sets cors_head_ for this request; answers a
+  // preflight (204, or 403 from another origin) and returns true then.
+  bool answer_cors();
   void arm_deadline(std::chrono::milliseconds d);
   void end_for_shutdown();
 
@@ -119,6 +122,7 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> req_parser_;
   boost::beast::http::request<boost::beast::http::string_body> req_;
   std::string out_;
+  std::string cors_head_;  // the request's CORS response headers, "Name: value\r\n" each ("" when none)
   std::mt19937_64 rng_;
   bool writing_ = false;           // a write to the client is in flight
   bool upstream_pending_ = false;  // an operation on up_ is in flight
