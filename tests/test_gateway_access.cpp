@@ -8,6 +8,7 @@
 
 #include <cctype>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -323,4 +324,45 @@ TEST(GatewayAccess, CorsPreflightsAreAnsweredAndEveryResponseCarriesOneAllowOrig
   HttpResponse blocked = c.request("POST", "/v1/completions", kCompletion.dump(), evil);
   EXPECT_EQ(blocked.status, 200);
   EXPECT_EQ(blocked.header("access-control-allow-origin"), "");
+}
+
+TEST(GatewayAccess, TheAccessLogHasALogfmtLinePerRequest) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1);
+  ASSERT_TRUE(rs.all_started());
+  // stderr (the log) into the pipe the test reads.
+  ChildProcess gw({"/bin/sh", "-c",
+                   "exec " + shell_quote(nexus_binary()) + " gateway --listen 127.0.0.1:0 --replica " +
+                       replica_url(rs.ports[0]) + " --api-keys " + shell_quote(write_keys("sk-good team-a\n")) +
+                       " 2>&1"});
+  uint16_t port = 0;
+  for (int i = 0; i < 10 && port == 0; ++i) {
+    const auto line = gw.read_line();
+    ASSERT_TRUE(line.has_value()) << "no 'listening on' line";
+    std::smatch m;
+    if (std::regex_match(*line, m, std::regex(R"(listening on http://127\.0\.0\.1:(\d+))")))
+      port = static_cast<uint16_t>(std::stoi(m[1]));
+  }
+  ASSERT_GT(port, 0);
+  HttpClient c("127.0.0.1", port);
+  EXPECT_EQ(c.request("POST", "/v1/completions", kCompletion.dump(), bearer("sk-good")).status, 200);
+  EXPECT_EQ(c.request("POST", "/v1/completions", kCompletion.dump()).status, 401);
+  json bad = kCompletion;
+  bad["max_tokens"] = -1;
+  EXPECT_EQ(c.request("POST", "/v1/completions", bad.dump(), bearer("sk-good")).status, 400);
+  const std::string replica = "127.0.0.1:" + std::to_string(rs.ports[0]);
+  const std::vector<std::regex> want = {
+      std::regex("method=POST path=/v1/completions status=200 replica=" + replica +
+                 R"( ms=[0-9.]+ attempts=1 outcome=success tenant=team-a)"),
+      std::regex(R"(method=POST path=/v1/completions status=401 replica=- ms=[0-9.]+ attempts=0 outcome=-)"),
+      std::regex("method=POST path=/v1/completions status=400 replica=" + replica +
+                 R"( ms=[0-9.]+ attempts=1 outcome=client_error tenant=team-a)"),
+  };
+  for (const std::regex& w : want) {
+    std::optional<std::string> line;
+    do line = gw.read_line(std::chrono::seconds(10));
+    while (line && line->rfind("method=", 0) != 0);  // (start-up lines)
+    ASSERT_TRUE(line.has_value()) << "the access log ended early";
+    EXPECT_TRUE(std::regex_match(*line, w)) << *line;
+  }
 }

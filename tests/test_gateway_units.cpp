@@ -14,6 +14,7 @@
 #include "gateway/fault_injection.h"
 #include "gateway/load_state.h"
 #include "gateway/prefix_affinity.h"
+#include "gateway/proxy_http.h"
 #include "gateway/retry_policy.h"
 #include "gateway/routing_policy.h"
 #include "util/error.h"
@@ -230,4 +231,14 @@ TEST(GatewayRouter, PoliciesPickAsDocumented) {
   EXPECT_EQ(moved.affinity, AffinityResult::Overflow);
   EXPECT_NE(moved.replica, first.replica);
   EXPECT_EQ(px.choose(c, h).replica, moved.replica);  // the prefix now lives there
+}
+
+TEST(GatewayAccessLog, LogfmtValuesAreQuotedOnlyWhenTheyMustBe) {
+  using nexus::gateway::logfmt_value;
+  EXPECT_EQ(logfmt_value("/v1/completions?x=1"), "\"/v1/completions?x=1\"");  // '=' would split the pair
+  EXPECT_EQ(logfmt_value("/v1/models"), "/v1/models");
+  EXPECT_EQ(logfmt_value("team a"), "\"team a\"");
+  EXPECT_EQ(logfmt_value(""), "\"\"");
+  EXPECT_EQ(logfmt_value("say \"hi\" \\ bye"), "\"say \\\"hi\\\" \\\\ bye\"");
+  EXPECT_EQ(logfmt_value(std::string("a\nb\0c", 5)), "\"a\\x0ab\\x00c\"");
 }

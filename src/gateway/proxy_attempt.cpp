@@ -274,7 +274,7 @@ void ProxySession::relay(size_t n) {
       // its generation.
       self->end_attempt(AttemptEnd::Healthy, false);
       self->finish(Outcome::ClientGone);
-      self->log_request(200, "(stream) client gone");
+      self->log_request(200, "stream=1 client_gone=1");
       return self->close_client();
     }
     if (!done) return self->stopping_ ? self->end_for_shutdown() : self->read_upstream_body();
@@ -282,7 +282,7 @@ void ProxySession::relay(size_t n) {
     if (self->usage_tap_) self->charge_usage(self->usage_tap_->usage());
     self->end_attempt(AttemptEnd::Healthy, keep);
     self->finish(Outcome::Success);
-    self->log_request(200, "(stream)");
+    self->log_request(200, "stream=1");
     if (self->keep_alive_ && !self->stopping_) return self->read_request();
     self->close_client();
   });
@@ -386,13 +386,14 @@ void ProxySession::stream_broken(const std::string& why) {
   const std::string payload = (blank_line_last_ ? "" : "\n\n") + event;
   out_ = chunked_ ? fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", payload.size(), payload) : payload;
   finish(Outcome::StreamBroken);
-  log_request(200, "(stream) broken: " + why);
+  log_request(200, "stream=1 broken=" + logfmt_value(why));
   write_client(true);
 }
 
 void ProxySession::finish(Outcome outcome) {
   if (!proxying_) return;
   proxying_ = false;
+  outcome_ = outcome;
   ctx_.in_flight.fetch_sub(1);
   ctx_.metrics.in_flight().add(-1);
   release_tenant();

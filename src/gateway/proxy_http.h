@@ -1,6 +1,8 @@
 // Small HTTP helpers the proxy session's two halves share (internal).
 #pragma once
 
+#include <fmt/format.h>
+
 #include <string>
 #include <string_view>
 
@@ -18,6 +20,22 @@ inline std::string api_error_body(int status, const std::string& message, const 
 
 // Whether a header travels through the gateway: not hop-by-hop (RFC 9110
 // 7.6.1) and not one the gateway sets itself.
+// A logfmt value: as it is when it has no space, quote, backslash, '=' or
+// control character, else quoted with \" and \\ escaped and control bytes
+// as \xNN.
+inline std::string logfmt_value(std::string_view v) {
+  bool plain = !v.empty();
+  for (unsigned char c : v) plain = plain && c > 0x20 && c != '"' && c != '\\' && c != '=' && c != 0x7f;
+  if (plain) return std::string(v);
+  std::string out = "\"";
+  for (unsigned char c : v) {
+    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
+
 // Headers a CORS policy writes (server/cors.h): the gateway's own replace
 // the replica's when --cors-allow-origin is given.
 inline bool cors_field(boost::beast::http::field f) {

@@ -183,7 +183,7 @@ void ProxySession::on_realtime_header(boost::system::error_code ec) {
   tunnel_ = true;
   ctx_.metrics.replica(replica_->index).realtime_sessions->inc();
   ctx_.metrics.realtime_active().add(1);
-  log_request(101);
+  log_request(101, "realtime=1");
   writing_ = true;
   net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
     self->writing_ = false;

@@ -149,6 +149,10 @@ void ProxySession::handle_request() {
   chunked_ = req_.version() >= 11;
   if (!chunked_) keep_alive_ = false;  // an HTTP/1.0 stream ends with the connection
   received_ = Clock::now();
+  outcome_.reset();
+  attempts_ = 0;
+  release_tenant();  // (the previous request's, as admit_request does: the log names this one's)
+  tenant_.reset();
   const std::string_view path = path_of(std::string_view(req_.target().data(), req_.target().size()));
   const bool get = req_.method() == http::verb::get;
   if (answer_cors()) return;
@@ -186,7 +190,6 @@ void ProxySession::handle_request() {
   ctx_.in_flight.fetch_add(1);
   ctx_.metrics.in_flight().add(1);
   ctx_.budget.record_request(received_);
-  attempts_ = 0;
   std::fill(tried_.begin(), tried_.end(), false);
   last_answer_.reset();
   last_error_.clear();
@@ -233,10 +236,14 @@ bool ProxySession::answer_cors() {
 
 void ProxySession::log_request(int status, std::string_view note) {
   if (!ctx_.opts.log) return;
-  ctx_.opts.log(fmt::format("{} {} {} {} {:.1f}ms{}{}", std::string(req_.method_string()), std::string(req_.target()),
-                            status, replica_ ? replica_->id : "-",
-                            std::chrono::duration<double, std::milli>(Clock::now() - received_).count(),
-                            note.empty() ? "" : " ", note));
+  std::string line = fmt::format(
+      "method={} path={} status={} replica={} ms={:.1f} attempts={} outcome={}", std::string(req_.method_string()),
+      logfmt_value(std::string(req_.target())), status, replica_ ? replica_->id : "-",
+      std::chrono::duration<double, std::milli>(Clock::now() - received_).count(), attempts_,
+      outcome_ ? outcome_name(*outcome_) : "-");
+  if (tenant_ && ctx_.limiter) line += " tenant=" + logfmt_value(ctx_.limiter->tenants()[*tenant_].name);
+  if (!note.empty()) line += " " + std::string(note);
+  ctx_.opts.log(line);
 }
 
 void ProxySession::write_client(bool then_next_request) {

@@ -106,8 +106,11 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void give_up();
   void stream_broken(const std::string& why);
   void finish(Outcome outcome);
-  // The access log's line for this request (when --quiet is not given):
-  // "METHOD TARGET STATUS REPLICA MS ms[ NOTE]", REPLICA "-" when none.
+  // The access log's line for this request, logfmt (key=value, values with
+  // spaces or quotes quoted): method, path, status, replica ("-" when
+  // none), ms (from the request read to this line), attempts (replicas
+  // tried), outcome (the metrics' outcome label, "-" for the gateway's own
+  // answers), tenant (with --api-keys), then `note` (already key=value).
   void log_request(int status, std::string_view note = {});
   // With --cors-allow-origin: sets cors_head_ for this request; answers a
   // preflight (204, or 403 from another origin) and returns true then.
@@ -138,6 +141,7 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   std::optional<StreamUsageTap> usage_tap_;  // a stream's usage chunk (stream_usage.h)
   Clock::time_point received_;
   int attempts_ = 0;
+  std::optional<Outcome> outcome_;  // this request's, once finish()ed (for the log)
   std::vector<bool> tried_;
   std::optional<Answer> last_answer_;  // the last retryable answer, relayed if nothing better comes
   std::string last_error_;
