@@ -7,10 +7,12 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -112,21 +114,35 @@ TEST(GatewayFaults, StoppedReplicaOpensItsBreakerAndRejoinsThroughHalfOpen) {
 
   std::atomic<bool> stop{false};
   CallCounts counts;
+  // Each request's start and latency (8 tokens, non-streamed: the latency is
+  // mostly the time to the first token), for the p99 before the stop and
+  // once the breaker opened; printed, not asserted (wall-clock times on a
+  // shared machine, under ASan too).
+  using SteadyClock = std::chrono::steady_clock;
+  std::mutex latency_mu;
+  std::vector<std::pair<SteadyClock::time_point, double>> latencies;
   std::vector<std::thread> clients;
   for (int t = 0; t < 4; ++t) {
     clients.emplace_back([&] {
       HttpClient c("127.0.0.1", gw.port, std::chrono::seconds(30));
       // Until the test stops them (a fixed count ran out before the rejoin on
       // a fast machine); the cap only bounds a test whose waits all fail.
-      for (int i = 0; i < 100000 && !stop; ++i)
+      for (int i = 0; i < 100000 && !stop; ++i) {
+        const auto t0 = SteadyClock::now();
         counts.add(call(c, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 8}}));
+        const double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count();
+        std::lock_guard lock(latency_mu);
+        latencies.emplace_back(t0, ms);
+      }
     });
   }
   std::this_thread::sleep_for(milliseconds(300));
+  const auto stopped_at = SteadyClock::now();
   ASSERT_EQ(kill(rs.servers[0]->proc.pid(), SIGSTOP), 0);
   const bool opened = wait_for_metrics(gw.port, milliseconds(5000), [&](const auto& m) {
     return metric_or(m, "nexus_gateway_breaker_state", {{"replica", frozen}}) == 1;
   });
+  const auto opened_at = SteadyClock::now();
   EXPECT_TRUE(opened) << "the stopped replica's breaker did not open within 5 s";
   // While it is stopped, traffic goes elsewhere: its routing count barely
   // moves (half-open probes may be tried, and time out) while the others'
@@ -141,6 +157,23 @@ TEST(GatewayFaults, StoppedReplicaOpensItsBreakerAndRejoinsThroughHalfOpen) {
   const double to_others = routed(after, replica_id(rs.ports[1])) + routed(after, replica_id(rs.ports[2])) -
                            routed(before, replica_id(rs.ports[1])) - routed(before, replica_id(rs.ports[2]));
   std::printf("[SIGSTOP] routed in 1 s while stopped: frozen %.0f, others %.0f\n", to_frozen, to_others);
+  {
+    auto p99 = [&](SteadyClock::time_point from, SteadyClock::time_point to) {
+      std::vector<double> v;
+      std::lock_guard lock(latency_mu);
+      for (const auto& [t0, ms] : latencies)
+        if (t0 >= from && t0 < to) v.push_back(ms);
+      if (v.empty()) return std::pair<double, size_t>{0, 0};
+      std::sort(v.begin(), v.end());
+      return std::pair<double, size_t>{v[std::min(v.size() - 1, v.size() * 99 / 100)], v.size()};
+    };
+    const auto [base, n_base] = p99(SteadyClock::time_point{}, stopped_at);
+    const auto [after, n_after] = p99(opened_at, opened_at + milliseconds(1000));
+    std::printf("[SIGSTOP] latency p99 (8 tokens): %.2f ms healthy (%zu requests), %.2f ms in the 1 s after the "
+                "breaker opened, %.0f ms after the stop (%zu requests): %.2fx\n",
+                base, n_base, after, std::chrono::duration<double, std::milli>(opened_at - stopped_at).count(),
+                n_after, base > 0 ? after / base : 0.0);
+  }
   EXPECT_LE(to_frozen, 4);
   EXPECT_GT(to_others, 20);
 
