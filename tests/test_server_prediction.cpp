@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "engine/spec/prediction.h"
 #include "support/engine_server.h"
 #include "support/event_collector.h"
+#include "support/metrics_text.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace nexus;
@@ -114,3 +116,42 @@ TEST_F(ServerPrediction, MalformedPredictionsAreRefused) {
 }
 
 }  // namespace
+
+// docs/metrics.md's speculative-decoding series, scraped after one request
+// of each proposer: what the engine counted, as /metrics renders it.
+TEST_F(ServerPrediction, MetricsCountProposedAndAcceptedTokensByProposer) {
+  const std::string prompt = "Once upon a time";
+  const json plain = post("/v1/completions", {{"prompt", prompt}, {"max_tokens", 30}, {"temperature", 0}});
+  const std::string text = plain["choices"][0]["text"];
+  const json predicted = post("/v1/completions", {{"prompt", prompt},
+                                                  {"max_tokens", 30},
+                                                  {"temperature", 0},
+                                                  {"prediction", {{"type", "content"}, {"content", text}}}});
+  const double accepted_in_usage = predicted["usage"]["completion_tokens_details"]["accepted_prediction_tokens"];
+  // Repeating text: the n-gram proposer finds its own earlier tokens.
+  std::string repeat;
+  for (int i = 0; i < 6; ++i) repeat += "The cat sat on the mat. ";
+  post("/v1/completions", {{"prompt", repeat}, {"max_tokens", 30}, {"temperature", 0}});
+
+  nexus::test::HttpClient c("127.0.0.1", server_->port());
+  const std::vector<nexus::test::MetricSample> m = nexus::test::parse_metrics_text(c.get("/metrics").body);
+  auto value = [&](const std::string& name, const std::map<std::string, std::string>& labels = {}) {
+    return nexus::test::metric_value(m, name, labels).value_or(-1);
+  };
+  const double proposed_p = value("nexus_spec_proposed_tokens_total", {{"proposer", "prediction"}});
+  const double accepted_p = value("nexus_spec_accepted_tokens_total", {{"proposer", "prediction"}});
+  EXPECT_GE(proposed_p, accepted_p);
+  // Draft tokens the verify runs accepted: the output's tokens the prediction
+  // supplied, less those sampled outside a verify run (the first token, the
+  // bonus token after each run), so at most what usage counts by the
+  // alignment rule (24 of 30 here).
+  EXPECT_GT(accepted_p, 0);
+  EXPECT_LE(accepted_p, accepted_in_usage);
+  EXPECT_GT(value("nexus_spec_proposed_tokens_total", {{"proposer", "ngram"}}), 0);
+  EXPECT_LE(value("nexus_spec_accepted_tokens_total", {{"proposer", "ngram"}}),
+            value("nexus_spec_proposed_tokens_total", {{"proposer", "ngram"}}));
+  EXPECT_GT(value("nexus_spec_accepted_length_count"), 0);
+  EXPECT_GT(value("nexus_spec_verify_step_seconds_count"), 0);
+  EXPECT_EQ(value("nexus_spec_accepted_length_sum"),
+            accepted_p + value("nexus_spec_accepted_tokens_total", {{"proposer", "ngram"}}));
+}
