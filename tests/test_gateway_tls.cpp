@@ -165,7 +165,7 @@ TEST(GatewayTls, BenchMeasuresThroughHttpsVerifyingTheCertificate) {
   GatewayProcess gw(rs.ports, {"--tls-cert", cert.cert, "--tls-key", cert.key});
   ASSERT_GT(gw.port, 0);
   const std::string url = "https://127.0.0.1:" + std::to_string(gw.port);
-  for (const std::string transport : {"http", "http-keepalive"}) {
+  for (const std::string transport : {"http", "http-keepalive", "ws"}) {  // ws: realtime sessions over wss://
     SCOPED_TRACE(transport);
     const std::string out = cert.dir + "/" + transport + ".json";
     const CommandResult r = run_nexus("bench --url " + url + " --cacert " + shell_quote(cert.cert) + " --transport " +
@@ -178,7 +178,8 @@ TEST(GatewayTls, BenchMeasuresThroughHttpsVerifyingTheCertificate) {
     EXPECT_EQ(p["completed"], 6);
     EXPECT_EQ(p["failed"], 0);
     EXPECT_EQ(p["usage_missing"], 0);  // streamed, with the usage chunk it asked for
-    EXPECT_EQ(p["connections_opened"], transport == "http" ? 6 : 2);
+    // ws: one connection per session (here 6 one-turn sessions).
+    EXPECT_EQ(p["connections_opened"], transport == "http-keepalive" ? 2 : 6);
   }
   // Without the CA the certificate is refused; --insecure accepts it.
   const CommandResult untrusted = run_nexus("bench --url " + url + " --requests 1 --max-tokens 2 --no-progress");

@@ -68,8 +68,7 @@ int run(const BenchCliArgs& a, CLI::App& sub) {
   o.http.server = parse_server_url(a.url);
   o.http.keep_alive = a.transport == "http-keepalive";
   o.websocket = a.transport == "ws";
-  if (o.http.server.tls) {
-    if (o.websocket) throw UsageError("--transport ws over https:// (wss) is not supported yet; use http:// for ws");
+  if (o.http.server.tls) {  // https://: HTTPS, or WSS with --transport ws
     o.http.tls = make_tls_client_context(TlsClientOptions{a.insecure, a.cacert});
   } else if (a.insecure || !a.cacert.empty()) {
     throw UsageError(std::string(a.insecure ? "--insecure" : "--cacert") + " needs an https:// --url");

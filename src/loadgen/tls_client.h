@@ -2,7 +2,8 @@
 // OpenSSL through Boost.Asio's ssl::stream, with SNI and the server's
 // certificate verified against the system's CAs, a --cacert file, or not at
 // all (--insecure, for a self-signed test certificate). One AsyncStream
-// either way, so the HTTP transport's Beast code is the same for both.
+// either way, so the HTTP and WebSocket transports' Beast code is the same
+// for both (https:// and wss://).
 #pragma once
 
 #include <memory>
@@ -11,8 +12,10 @@
 #include <utility>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
+#include <boost/beast/core/role.hpp>
 
 namespace nexus::loadgen {
 
@@ -73,5 +76,25 @@ class ClientConnection {
   Socket plain_;
   std::unique_ptr<boost::asio::ssl::stream<Socket>> tls_;
 };
+
+// What a WebSocket stream over a ClientConnection (websocket::stream<
+// ClientConnection&>, wss:// and ws://) does when it closes: Beast finds
+// these by argument-dependent lookup. The socket is closed at once (for
+// TLS without close_notify: the WebSocket closing handshake has already
+// said goodbye, and a bench connection carries nothing after it).
+inline void beast_close_socket(ClientConnection& c) { c.close(); }  // (its timeout path)
+
+inline void teardown(boost::beast::role_type, ClientConnection& c, boost::system::error_code& ec) {
+  c.close();
+  ec = {};
+}
+
+template <class TeardownHandler>
+void async_teardown(boost::beast::role_type, ClientConnection& c, TeardownHandler&& handler) {
+  c.close();
+  boost::asio::post(c.get_executor(), [h = std::forward<TeardownHandler>(handler)]() mutable {
+    h(boost::system::error_code{});
+  });
+}
 
 }  // namespace nexus::loadgen

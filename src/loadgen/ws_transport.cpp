@@ -46,7 +46,8 @@ struct WsTransport::Impl {
   HttpTransportOptions opts;
   net::io_context ioc;
   tcp::resolver resolver{ioc};
-  std::optional<websocket::stream<tcp::socket>> ws;  // fresh per connection
+  std::optional<ClientConnection> conn;                    // made once opts is set (TLS context)
+  std::optional<websocket::stream<ClientConnection&>> ws;  // fresh per connection
   beast::flat_buffer buf;
   bool connected = false;
   uint64_t opened = 0;
@@ -65,11 +66,7 @@ struct WsTransport::Impl {
   }
 
   void drop() {
-    if (ws) {
-      beast::error_code ignored;
-      beast::get_lowest_layer(*ws).shutdown(tcp::socket::shutdown_both, ignored);
-      beast::get_lowest_layer(*ws).close(ignored);
-    }
+    if (conn) conn->close();
     buf.consume(buf.size());
     connected = false;
   }
@@ -84,7 +81,10 @@ struct WsTransport::Impl {
   // Connects and upgrades. Fills r.error/http_status on failure.
   bool open(Clock::time_point deadline, RequestResult& r) {
     const auto t0 = Clock::now();
-    ws.emplace(ioc);
+    if (!conn) conn.emplace(ioc, opts.tls);
+    conn->close();
+    conn->reset();  // fresh TLS state
+    ws.emplace(*conn);
     buf.consume(buf.size());
     tcp::resolver::results_type endpoints;
     beast::error_code ec = run(deadline, [&](auto h) {
@@ -94,7 +94,11 @@ struct WsTransport::Impl {
                                h(e);
                              });
     });
-    if (!ec) ec = run(deadline, [&](auto h) { net::async_connect(beast::get_lowest_layer(*ws), endpoints, h); });
+    if (!ec) ec = run(deadline, [&](auto h) { net::async_connect(conn->tcp(), endpoints, h); });
+    if (!ec && conn->tls()) {  // wss://
+      if (!conn->set_server_name(opts.server.host)) ec = net::error::invalid_argument;
+      if (!ec) ec = run(deadline, [&](auto h) { conn->async_handshake(h); });
+    }
     if (ec) {
       drop();
       r.error = ec == beast::error::timeout ? ErrorKind::Timeout : ErrorKind::Connect;
@@ -103,7 +107,7 @@ struct WsTransport::Impl {
     }
     ++opened;
     beast::error_code ignored;
-    beast::get_lowest_layer(*ws).set_option(tcp::no_delay(true), ignored);  // small events go out at once
+    conn->tcp().set_option(tcp::no_delay(true), ignored);  // small events go out at once
     const std::string key = opts.api_key;
     ws->set_option(websocket::stream_base::decorator([key](websocket::request_type& req) {
       req.set(http::field::user_agent, "nexus-bench");
