@@ -24,24 +24,29 @@ trap cleanup EXIT
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/key.pem" -out "$tmp/cert.pem" -days 1 \
   -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null
 
-# Starts "$@" in the background and prints the port of its "listening on" /
+# start VAR CMD...: starts CMD in the background (in this shell, so that
+# the exit trap stops it) and sets VAR to the port of its "listening on" /
 # "relaying" line.
 start() {
-  local out=$tmp/out.$RANDOM
+  local var=$1 out=$tmp/out.$RANDOM
+  shift
   "$@" >"$out" 2>/dev/null &
   pids+=($!)
   for _ in $(seq 100); do
-    if grep -qE '^(listening on|relaying) ' "$out"; then grep -oE '[0-9]+$' "$out" | head -1; return; fi
+    if grep -qE '^(listening on|relaying) ' "$out"; then
+      printf -v "$var" '%s' "$(grep -oE '[0-9]+$' "$out" | head -1)"
+      return
+    fi
     sleep 0.1
   done
   echo "no start-up line from: $*" >&2
   exit 1
 }
 
-replica=$(start "$nexus" serve --port 0 --threads 1)
-gateway=$(start "$nexus" gateway --listen 127.0.0.1:0 --replica "http://127.0.0.1:$replica" \
-  --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem")
-relay=$(start python3 "$(dirname "$0")/delay_relay.py" 0 127.0.0.1 "$gateway" "$delay")
+start replica "$nexus" serve --port 0 --threads 1
+start gateway "$nexus" gateway --listen 127.0.0.1:0 --replica "http://127.0.0.1:$replica" \
+  --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem"
+start relay python3 "$(dirname "$0")/delay_relay.py" 0 127.0.0.1 "$gateway" "$delay"
 
 bench() {  # transport, sessions, turns -> JSON file
   "$nexus" bench --url "https://127.0.0.1:$relay" --cacert "$tmp/cert.pem" --endpoint chat --transport "$1" \
