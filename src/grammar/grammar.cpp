@@ -42,7 +42,7 @@ void check(const Grammar& g) {
   std::vector<int> state(g.rules.size(), 0);  // 0 new, 1 on the path, 2 done
   std::function<void(uint32_t)> visit = [&](uint32_t r) {
     if (state[r] == 2) return;
-    if (state[r] == 1) throw Error("grammar: rule '" + g.rules[r].name + "' is left-recursive");
+    if (state[r] == 1) throw LeftRecursion(g.rules[r].name);
     state[r] = 1;
     for (const Sequence& s : g.rules[r].alternatives)
       for (const Element& e : s) {

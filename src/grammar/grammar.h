@@ -13,7 +13,10 @@
 #include <bitset>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "util/error.h"
 
 namespace nexus::grammar {
 
@@ -40,10 +43,20 @@ struct Grammar {
   uint32_t add_rule(std::string name);  // an empty rule; returns its id
 };
 
-// Throws nexus::Error naming the rule when a rule is left-recursive (directly
-// or through rules that may match the empty string), when a rule has no
-// alternative, or when the root cannot be reached from anything (empty
-// grammar).
+// A rule that reaches itself before matching a byte: its name, so that a
+// caller who generated the grammar (json_schema.h) can say which part of
+// its own input the rule came from.
+class LeftRecursion : public Error {
+ public:
+  explicit LeftRecursion(std::string rule_name)
+      : Error("grammar: rule '" + rule_name + "' is left-recursive"), rule(std::move(rule_name)) {}
+  std::string rule;
+};
+
+// Throws LeftRecursion when a rule is left-recursive (directly or through
+// rules that may match the empty string); nexus::Error naming the rule when
+// a rule has no alternative, or when the root cannot be reached from
+// anything (empty grammar).
 void check(const Grammar& g);
 
 }  // namespace nexus::grammar
