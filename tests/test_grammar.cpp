@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "grammar/gbnf.h"
-#include "grammar/json_grammar.h"
+#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/utf8_classes.h"
 #include "util/error.h"
@@ -115,7 +115,7 @@ TEST(Grammar, Utf8ClassesMatchExactlyTheirCodePoints) {
 }
 
 TEST(Grammar, JsonObjectGrammar) {
-  const auto g = gbnf(kJsonObjectGbnf);
+  const auto g = gbnf(json_object_gbnf());
   for (const char* ok : {R"({})", R"({"a": 1})", R"({"a": [1, -2.5e3, true, null, "x\n\u00e9"], "b": {}})",
                          "{\n  \"k\": \"v\"\n}", R"({"é": "☃"})"})
     EXPECT_TRUE(matches(g, ok)) << ok;
@@ -125,7 +125,7 @@ TEST(Grammar, JsonObjectGrammar) {
 }
 
 TEST(Grammar, MaskEqualsBruteForceOverEveryToken) {
-  const auto g = gbnf(kJsonObjectGbnf);
+  const auto g = gbnf(json_object_gbnf());
   const std::vector<std::string> pieces = {"{", "}", "{\"", "\"", "\":", " ", "a", "ab", "1", "12", "-", ".", "e",
                                            "true", "tr", "null", ",", ", \"", "[", "]", "\\", "\\u", "00e9", "",
                                            "\n", "\xC3", "\xA9", "\xC3\xA9", "x\"", "}}", "{}", "\x01"};

@@ -17,7 +17,6 @@
 #include "gguf/gguf_file.h"
 #include "grammar/automaton_cache.h"
 #include "grammar/gbnf.h"
-#include "grammar/json_grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/loop_index.h"
 #include "grammar/token_set.h"
@@ -149,7 +148,7 @@ TEST(GrammarMasks, LoopIndexSplitsEveryTokenOnce) {
 }
 
 TEST(GrammarMasks, RandomWalksOnJsonObjectGrammar) {
-  random_walks(gbnf(kJsonObjectGbnf), synthetic_vocab(1500, 2), 6, 60, 11);
+  random_walks(gbnf(json_object_gbnf()), synthetic_vocab(1500, 2), 6, 60, 11);
 }
 
 TEST(GrammarMasks, RandomWalksOnCompiledSchema) {
@@ -187,7 +186,7 @@ namespace {
 
 TEST(GrammarMasks, JsonStringsLoopOnTheBytesWarmedWithTheTrie) {
   const std::vector<std::string> pieces = synthetic_vocab(600, 6);
-  const std::shared_ptr<const Grammar> json_object = gbnf(kJsonObjectGbnf);
+  const std::shared_ptr<const Grammar> json_object = gbnf(json_object_gbnf());
   const std::shared_ptr<const Grammar> schema =
       std::make_shared<Grammar>(compile_json_schema(nlohmann::ordered_json::parse(R"({"type":"string"})")));
   for (const auto& [g, prefix] : {std::pair{json_object, "{\"ab"}, std::pair{schema, "\"ab"}}) {
@@ -213,22 +212,22 @@ TEST(GrammarMasks, AutomataAreSharedByGrammarTextAndVocabulary) {
   const auto vocab = std::make_shared<VocabTrie>(synthetic_vocab(300, 7));
   const auto other_vocab = std::make_shared<VocabTrie>(synthetic_vocab(300, 8));
   AutomatonCache cache(2);
-  const auto a = cache.get(gbnf(kJsonObjectGbnf), vocab);
-  EXPECT_EQ(cache.get(gbnf(kJsonObjectGbnf), vocab), a);  // parsed again: the same text
-  EXPECT_NE(cache.get(gbnf(kJsonObjectGbnf), other_vocab), a);
+  const auto a = cache.get(gbnf(json_object_gbnf()), vocab);
+  EXPECT_EQ(cache.get(gbnf(json_object_gbnf()), vocab), a);  // parsed again: the same text
+  EXPECT_NE(cache.get(gbnf(json_object_gbnf()), other_vocab), a);
   const auto b = cache.get(gbnf(R"(root ::= "a" [b-c]*)"), vocab);
   EXPECT_NE(b, a);
   EXPECT_NE(cache.get(gbnf(R"(root ::= "a" [b-d]*)"), vocab), b);  // another byte set
   EXPECT_EQ(grammar_key(*gbnf(R"(root ::= "a" [b-c]*)")), grammar_key(*gbnf(R"(root ::= "a" [b-c]*)")));
   EXPECT_NE(grammar_key(*gbnf(R"(root ::= "a" [b-c]*)")), grammar_key(*gbnf(R"(root ::= "a" [b-c]+)")));
   // Capacity 2: the JSON grammar over `vocab` was least recently used.
-  EXPECT_NE(cache.get(gbnf(kJsonObjectGbnf), vocab), a);
+  EXPECT_NE(cache.get(gbnf(json_object_gbnf()), vocab), a);
 }
 
 TEST(GrammarMasks, MatchersOfOneAutomatonKeepTheirOwnPlace) {
   const std::vector<std::string> pieces = synthetic_vocab(500, 9);
   const auto vocab = std::make_shared<VocabTrie>(pieces);
-  const auto g = gbnf(kJsonObjectGbnf);
+  const auto g = gbnf(json_object_gbnf());
   const auto shared = std::make_shared<Automaton>(g, vocab);
   Matcher x(shared), y(shared);
   Matcher px(g, vocab), py(g, vocab);  // private automata

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/gbnf.h"
-#include "grammar/json_grammar.h"
+#include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "support/engine_server.h"
 #include "support/http_client.h"
@@ -28,7 +28,7 @@ class ServerGrammar : public EngineServer {
 };
 
 // Whether `text` is a prefix of a sentence of `gbnf` (complete: a sentence).
-bool follows(const char* gbnf, const std::string& text, bool complete) {
+bool follows(const std::string& gbnf, const std::string& text, bool complete) {
   auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(gbnf));
   grammar::Matcher m(g, std::make_shared<grammar::VocabTrie>(std::vector<std::string>{"x"}));
   return m.accept(text) && (!complete || m.can_end());
@@ -52,7 +52,7 @@ TEST_F(ServerGrammar, JsonObjectStreamedAndNot) {
   const json j = post("/v1/chat/completions", body);
   const std::string text = j["choices"][0]["message"]["content"];
   const std::string finish = j["choices"][0]["finish_reason"];
-  ASSERT_TRUE(follows(grammar::kJsonObjectGbnf, text, finish == "stop")) << finish << ": " << text;
+  ASSERT_TRUE(follows(grammar::json_object_gbnf(), text, finish == "stop")) << finish << ": " << text;
   if (finish == "stop") {
     EXPECT_TRUE(json::parse(text, nullptr, false).is_object()) << text;
   }

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <map>
-#include <regex>
 #include <set>
 #include <utility>
 #include <vector>
@@ -18,9 +17,15 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Rules every schema grammar may use (RFC 8259 pieces, as json_grammar.h;
-// numbers within a double's range and with at most 16 fraction digits, as
-// there: a model that writes zeros forever cannot go on past them).
+// Rules every schema grammar may use, the pieces of RFC 8259. Whitespace
+// between tokens is one space, or a newline and an indent of at most 20
+// (llama.cpp's choice), so a model cannot pad forever; strings exclude raw
+// control characters as the RFC requires; numbers follow the RFC's grammar
+// (no leading zeros, no bare '.') within a double's range (at most 16
+// integer digits and a positive exponent of at most 2 digits: below 1e115,
+// so no parser reads infinity; nlohmann refuses 8e721) and with at most 16
+// fraction digits (a double holds 17 significant digits; stories260K
+// otherwise writes -3.1000... until max_tokens).
 constexpr const char* kBase = R"gbnf(
 ws          ::= ( " " | "\n" [ \t]{0,20} )?
 json-value  ::= json-object | json-array | json-string | json-number | "true" ws | "false" ws | "null" ws
@@ -422,22 +427,26 @@ SchemaRules json_schema_rules(const nlohmann::ordered_json& schema, const std::s
 
 std::string_view json_schema_base_gbnf() { return kBase; }
 
+const std::string& json_object_gbnf() {
+  static const std::string text = json_schema_to_gbnf(nlohmann::ordered_json{{"type", "object"}});
+  return text;
+}
+
 Grammar compile_json_schema(const nlohmann::ordered_json& schema) {
   Compiler compiler(schema);
   const std::string text = compiler.run();
   try {
     return parse_gbnf(text);
-  } catch (const Error& e) {
+  } catch (const LeftRecursion& e) {
     // A rule made for a $ref that reaches itself before any character is
-    // written ({"$defs": {"a": {"$ref": "#/$defs/a"}}}): say it in the
+    // written ({"$defs": {"a": {"$ref": "#/$defs/a"}}}): said in the
     // schema's terms, not the generated rule's name.
-    const std::string what = e.what();
-    static const std::regex left(R"(rule '([^']+)' is left-recursive)");
-    std::smatch m;
-    if (std::regex_search(what, m, left))
-      if (const std::string ref = compiler.ref_of_rule(m[1]); !ref.empty())
-        throw Error(ref + ": '$ref' reaches itself before any value is written (left recursion), so no document can be generated");
-    throw Error("the schema's " + what);  // "the schema's grammar: ..."
+    const std::string ref = compiler.ref_of_rule(e.rule);
+    if (ref.empty()) throw Error(std::string("the schema's ") + e.what());
+    throw Error(ref + ": '$ref' reaches itself before any value is written (left recursion), so no document can be "
+                      "generated");
+  } catch (const Error& e) {
+    throw Error(std::string("the schema's ") + e.what());  // "the schema's grammar: ..."
   }
 }
 

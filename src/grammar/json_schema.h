@@ -61,6 +61,11 @@ std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
 
 Grammar compile_json_schema(const nlohmann::ordered_json& schema);
 
+// The GBNF of response_format {"type": "json_object"} (OpenAI's JSON mode:
+// any JSON object at the top): the schema {"type": "object"} compiled, so
+// its whitespace, strings and numbers are bounded as every schema's are.
+const std::string& json_object_gbnf();
+
 // For grammars that embed schemas (tool calls, src/server/tool_calls):
 // the schema's rules, every name starting with `prefix` (GBNF name
 // characters), without `root` and without the shared base rules, which the

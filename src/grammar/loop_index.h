@@ -34,7 +34,7 @@ struct LoopIndex {
 LoopIndex build_loop_index(const VocabTrie& vocab, const ByteSet& loop);
 
 // The bytes a state inside a JSON string loops on: the string character
-// class of json_grammar.h and json_schema.cpp, [^"\\\x00-\x1F], less the
+// class of json_schema.cpp, [^"\\\x00-\x1F], less the
 // bytes >= 0x80 (they start or continue multi-byte characters, other
 // states): 0x20-0x7F but '"' and '\\'. Whoever builds a trie for serving
 // builds this index with it (10-20 ms for 32k tokens), so that the first

@@ -9,7 +9,6 @@
 
 #include "engine/engine.h"
 #include "grammar/gbnf.h"
-#include "grammar/json_grammar.h"
 #include "grammar/json_schema.h"
 #include "server/api_error.h"
 #include "server/openai_tools.h"
@@ -357,7 +356,7 @@ void parse_grammar(const json& body, std::string_view raw, ApiRequest& r) {
   }
   try {
     if (type == "json_object") {
-      static const auto json_grammar = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::kJsonObjectGbnf));
+      static const auto json_grammar = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::json_object_gbnf()));
       r.grammar = json_grammar;
     } else if (g && !g->get_ref<const std::string&>().empty()) {
       r.grammar = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(g->get<std::string>()));

@@ -33,7 +33,7 @@
 //                         integer 0..5 (alternatives per token)
 //   response_format       {"type": "text" | "json_object" | "json_schema"}
 //                         (json_object: the output is a JSON object,
-//                         grammar/json_grammar.h; json_schema: valid against
+//                         grammar/json_schema.h (json_object_gbnf); json_schema: valid against
 //                         json_schema.schema, grammar/json_schema.h; an
 //                         unsupported keyword is a 400 naming it)
 //   grammar               string, GBNF (grammar/gbnf.h; llama.cpp's field);
