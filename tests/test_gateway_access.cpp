@@ -273,6 +273,7 @@ TEST(GatewayAccess, CorsPreflightsAreAnsweredAndEveryResponseCarriesOneAllowOrig
   EXPECT_EQ(pre.header("access-control-allow-origin"), "https://app.example");
   EXPECT_NE(pre.header("access-control-allow-methods").find("POST"), std::string::npos);
   EXPECT_EQ(pre.header("access-control-allow-headers"), "authorization, content-type");
+  EXPECT_EQ(pre.header("content-length"), "");  // none on a 204 (RFC 9110 8.6)
   HttpResponse other = c.request("OPTIONS", "/v1/chat/completions", "",
                                  {{"Origin", "https://evil.example"}, {"Access-Control-Request-Method", "POST"}});
   EXPECT_EQ(other.status, 403);

@@ -200,10 +200,10 @@ void ProxySession::handle_request() {
 
 void ProxySession::respond(int status, const std::string& body, const std::string& content_type,
                            const std::string& extra_headers) {
-  out_ = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: {}\r\n\r\n", status,
-                     std::string(http::obsolete_reason(static_cast<http::status>(status))), content_type, body.size(),
-                     extra_headers, keep_alive_ ? "keep-alive" : "close");
-  out_.insert(out_.size() - 2, cors_head_);  // before the blank line
+  out_ = fmt::format("HTTP/1.1 {} {}\r\n", status, std::string(http::obsolete_reason(static_cast<http::status>(status))));
+  // A 204 has neither Content-Type nor Content-Length (RFC 9110 section 8.6).
+  if (status != 204) out_ += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", content_type, body.size());
+  out_ += extra_headers + cors_head_ + fmt::format("Connection: {}\r\n\r\n", keep_alive_ ? "keep-alive" : "close");
   if (req_.method() != http::verb::head) out_ += body;
   log_request(status);
   write_client(true);
@@ -230,7 +230,7 @@ bool ProxySession::answer_cors() {
        ctx_.cors.preflight_headers(origin, "GET, HEAD, POST", std::string_view(headers.data(), headers.size())))
     head += k + ": " + v + "\r\n";
   cors_head_.clear();  // the preflight's own set replaces it
-  respond(204, "", "text/plain", head);
+  respond(204, "", "", head);
   return true;
 }
 
