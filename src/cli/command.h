@@ -120,8 +120,6 @@ CLI::Validator parses_with(Parse parse, std::string description = "") {
       std::move(description));
 }
 
-// -c/--ctx-size against the model's training context (0 = the model's):
-// throws UsageError "--ctx-size: 9999 exceeds the model's context of 2048 tokens".
 // `--cors-allow-origin ORIGIN` (repeatable; `*` = any), as `nexus serve`
 // and `nexus gateway` take it (server/cors.h): each value is an origin,
 // scheme://host[:port] with no path, or *.
@@ -143,6 +141,8 @@ inline CLI::Option* add_cors_option(CLI::App& sub, std::vector<std::string>& ori
           "ORIGIN"));
 }
 
+// -c/--ctx-size against the model's training context (0 = the model's):
+// throws UsageError "--ctx-size: 9999 exceeds the model's context of 2048 tokens".
 inline void check_ctx_size(int32_t n_ctx, int32_t n_ctx_train) {
   if (n_ctx > n_ctx_train)
     throw UsageError(fmt::format("--ctx-size: {} exceeds the model's context of {} tokens", n_ctx, n_ctx_train));

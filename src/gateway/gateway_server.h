@@ -79,8 +79,10 @@ struct GatewayOptions {
   // replicas' Access-Control-* and Vary headers replaced. Empty = off:
   // OPTIONS and the replicas' CORS headers pass through unchanged.
   std::vector<std::string> cors_allow_origins;
-  // One line per request ("POST /v1/completions 200 127.0.0.1:8081 12.3ms"),
-  // from an I/O thread; must be thread-safe. Empty = no log.
+  // One access-log line per request, logfmt ("method=POST
+  // path=/v1/completions status=200 replica=127.0.0.1:8081 ms=12.3
+  // attempts=1 outcome=success", ProxySession::log_request), from an I/O
+  // thread; must be thread-safe. Empty = no log.
   std::function<void(const std::string&)> log;
 };
 

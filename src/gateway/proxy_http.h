@@ -18,8 +18,6 @@ inline std::string api_error_body(int status, const std::string& message, const 
   return server::error_body(server::ApiError(status, message, "", code, type));
 }
 
-// Whether a header travels through the gateway: not hop-by-hop (RFC 9110
-// 7.6.1) and not one the gateway sets itself.
 // A logfmt value: as it is when it has no space, quote, backslash, '=' or
 // control character, else quoted with \" and \\ escaped and control bytes
 // as \xNN.
@@ -54,6 +52,8 @@ inline bool cors_field(boost::beast::http::field f) {
   }
 }
 
+// Whether a header travels through the gateway: not hop-by-hop (RFC 9110
+// 7.6.1) and not one the gateway sets itself.
 inline bool end_to_end(boost::beast::http::field f) {
   using boost::beast::http::field;
   switch (f) {

@@ -1,7 +1,8 @@
+#include "server/tokenizer_pool.h"
+
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include "server/tokenizer_pool.h"
 
 #include <algorithm>
 
