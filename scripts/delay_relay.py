@@ -10,6 +10,7 @@ each way = a 2 ms round trip). Listens on 127.0.0.1 only; prints
 chunk goes out DELAY_MS after it was read (asyncio timers: ~0.1 ms jitter).
 """
 import asyncio
+import socket
 import sys
 import time
 
@@ -57,7 +58,6 @@ async def main():
         for w in (client_w, up_w):
             sock = w.get_extra_info("socket")
             if sock is not None:
-                import socket
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         await asyncio.gather(pump(client_r, up_w, delay), pump(up_r, client_w, delay), return_exceptions=True)
         for w in (client_w, up_w):
