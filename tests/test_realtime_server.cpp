@@ -170,7 +170,7 @@ TEST_F(RealtimeServer, ErrorsNameTheEventTheyAnswer) {
     EXPECT_EQ(e["error"]["event"], ev["type"]) << e;
   };
   expect_error({{"type", "warp.drive"}}, "unknown_event");
-  expect_error({{"type", "input.append"}, {"message", {{"role", "assistant"}, {"content", "x"}}}}, "invalid_value");
+  expect_error({{"type", "input.append"}, {"message", {{"role", "narrator"}, {"content", "x"}}}}, "invalid_value");
   expect_error({{"type", "input.append"}, {"message", {{"role", 7}, {"content", "x"}}}}, "invalid_event");
   expect_error({{"type", "input.append"}, {"text", ""}}, "invalid_value");
   expect_error({{"type", "input.append"}}, "invalid_event");

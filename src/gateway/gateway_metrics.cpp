@@ -66,6 +66,10 @@ GatewayMetrics::GatewayMetrics(const std::vector<std::string>& tenants)
                                 metrics::latency_buckets_seconds());
   in_flight_ = &r.gauge("nexus_gateway_in_flight_requests", "client requests being proxied");
   realtime_active_ = &r.gauge("nexus_gateway_realtime_sessions", "/v1/realtime sessions being relayed");
+  for (size_t i = 0; i < 2; ++i)
+    realtime_failovers_[i] = &r.int_counter("nexus_gateway_realtime_failovers_total",
+                                            "realtime sessions whose replica failed: resumed on another replica, or ended",
+                                            {{"result", i ? "resumed" : "ended"}});
   unauthorized_ = &r.int_counter("nexus_gateway_unauthorized_total",
                                  "requests refused with 401 invalid_api_key (--api-keys: no key or an unknown one)");
   tenants_.resize(tenants.size());

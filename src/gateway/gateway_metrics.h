@@ -54,6 +54,10 @@ class GatewayMetrics {
   PerTenant& tenant(size_t i) { return tenants_[i]; }
   metrics::IntCounter& unauthorized() { return *unauthorized_; }
   metrics::Gauge& realtime_active() { return *realtime_active_; }
+  // Realtime sessions whose replica failed: moved to another replica
+  // (`resumed`) or ended (`ended`: no replica, or a transcript the gateway
+  // could not keep; docs/gateway.md).
+  metrics::IntCounter& realtime_failovers(bool resumed) { return *realtime_failovers_[resumed ? 1 : 0]; }
 
   struct PerReplica {
     std::array<metrics::IntCounter*, static_cast<size_t>(Outcome::Count)> requests{};
@@ -85,6 +89,7 @@ class GatewayMetrics {
   std::vector<PerTenant> tenants_;
   metrics::IntCounter* unauthorized_ = nullptr;
   metrics::Gauge* realtime_active_ = nullptr;
+  std::array<metrics::IntCounter*, 2> realtime_failovers_{};  // ended, resumed
   metrics::IntCounter* no_replica_ = nullptr;
   std::array<metrics::IntCounter*, static_cast<size_t>(RetryReason::Count)> retries_{};
   metrics::IntCounter* budget_exhausted_ = nullptr;

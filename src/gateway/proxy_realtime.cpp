@@ -2,15 +2,21 @@
 // WebSocket sessions. The upgrade request goes to one replica (chosen as
 // any attempt is, without a prefix), over a connection of its own (never
 // pooled); once it answers 101 the gateway relays the 101 and then the
-// bytes in both directions as each read brings them, without parsing the
-// frames. The session thus sticks to that replica for its whole life. A
-// connect error or a replica that does not answer the upgrade within
-// --connect-timeout-ms is retried on another replica (within the retry
-// budget); any other answer (4xx, 503 draining, ...) is relayed. When
-// either side closes or fails, both connections close (a replica that dies
-// mid-session closes the client's connection; the client starts a new
-// session).
+// bytes in both directions as each read brings them; the frames are
+// watched on the way (ws_frames.h) to keep the session's transcript
+// (realtime_transcript.h), never held back. The session sticks to that
+// replica while it lives. A connect error or a replica that does not answer
+// the upgrade within --connect-timeout-ms is retried on another replica
+// (within the retry budget); any other answer (4xx, 503 draining, ...) is
+// relayed. When the client closes, or the replica closes with a close
+// frame, both connections close; a replica that dies (its connection ends
+// without a close frame) moves the session to another replica
+// (proxy_realtime_failover.cpp).
 #include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include <array>
+#include <cstring>
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/connect.hpp>
@@ -28,7 +34,26 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
+namespace {
+
+// RFC 6455 4.1: a random 16-byte nonce, base64-encoded.
+std::string websocket_key(std::mt19937_64& rng) {
+  std::array<unsigned char, 16> nonce{};
+  for (size_t i = 0; i < nonce.size(); i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(nonce.data() + i, &r, 8);
+  }
+  std::array<unsigned char, 25> out{};  // 4 * ceil(16 / 3) + NUL
+  EVP_EncodeBlock(out.data(), nonce.data(), static_cast<int>(nonce.size()));
+  return std::string(reinterpret_cast<const char*>(out.data()));
+}
+
+}  // namespace
+
 void ProxySession::start_realtime() {
+  transcript_.emplace();
+  client_frames_.emplace(ctx_.opts.body_limit);
+  replica_frames_.emplace(RealtimeTranscript::kLimit);
   attempts_ = 0;
   std::fill(tried_.begin(), tried_.end(), false);
   last_error_.clear();
@@ -50,6 +75,7 @@ void ProxySession::realtime_attempt() {
     replica_ = ctx_.replicas[d.replica].get();
     probe_ = a == Admission::Probe;
   }
+  if (!replica_ && failing_over_) return failover_failed();
   if (!replica_) {
     keep_alive_ = false;
     if (!last_error_.empty())
@@ -65,6 +91,7 @@ void ProxySession::realtime_attempt() {
   timed_out_ = false;
   up_buf_.clear();
   up_ = replica_->pool.fresh();
+  ++up_gen_;
   // Connect and the 101 answer are bounded together.
   const uint64_t seq = ++deadline_seq_;
   deadline_.expires_after(ctx_.opts.connect_timeout);
@@ -93,12 +120,17 @@ void ProxySession::write_realtime_upgrade() {
   up_req_.target(replica_->url.base_path + std::string(req_.target()));
   up_req_.version(11);
   // The handshake's own headers (Connection, Upgrade, Sec-WebSocket-*) go
-  // through: the replica answers the handshake.
+  // through: the replica answers the handshake. Extensions do not: the
+  // frames must stay readable (permessage-deflate would hide them). A
+  // failover's handshake is the gateway's own, with its own key.
   const bool own_key = ctx_.limiter || !ctx_.opts.replica_api_key.empty();
   for (const auto& f : req_)
     if (f.name() != http::field::host && f.name() != http::field::content_length &&
+        f.name() != http::field::sec_websocket_extensions &&
+        !(failing_over_ && f.name() == http::field::sec_websocket_key) &&
         !(own_key && f.name() == http::field::authorization))
       up_req_.insert(f.name_string(), f.value());
+  if (failing_over_) up_req_.set(http::field::sec_websocket_key, websocket_key(rng_));
   if (!ctx_.opts.replica_api_key.empty()) up_req_.set(http::field::authorization, "Bearer " + ctx_.opts.replica_api_key);
   up_req_.set(http::field::host, replica_->id);
   upstream_pending_ = true;
@@ -146,6 +178,10 @@ void ProxySession::on_realtime_header(boost::system::error_code ec) {
   if (ec) return realtime_failed(timed_out_ ? "no answer within the connect timeout" : "read: " + ec.message());
   const auto& res = ws_parser_->get();
   const int status = static_cast<int>(res.result_int());
+  if (failing_over_) {
+    if (status != 101) return realtime_failed(fmt::format("answered {} to the upgrade", status));
+    return failover_connected();
+  }
   if (status != 101) {
     // Not upgraded: relay the answer (read whole), then close.
     upstream_pending_ = true;
@@ -178,9 +214,12 @@ void ProxySession::on_realtime_header(boost::system::error_code ec) {
   out_ += "\r\n";
   // Frames the replica sent right after its 101 (session.created) were read
   // with the header: they go first.
-  out_ += beast::buffers_to_string(up_buf_.data());
+  const std::string frames = beast::buffers_to_string(up_buf_.data());
   up_buf_.clear();
+  out_ += frames;
   tunnel_ = true;
+  up_live_ = true;
+  observe_replica(frames);
   ctx_.metrics.replica(replica_->index).realtime_sessions->inc();
   ctx_.metrics.realtime_active().add(1);
   log_request(101, "realtime=1");
@@ -191,19 +230,24 @@ void ProxySession::on_realtime_header(boost::system::error_code ec) {
     self->relay_to_client();
     // Bytes the client sent past its upgrade request (it should wait for
     // the 101, RFC 6455 4.1) go first.
-    self->to_replica_ = beast::buffers_to_string(self->client_buf_.data());
+    const std::string early = beast::buffers_to_string(self->client_buf_.data());
     self->client_buf_.clear();
-    if (!self->to_replica_.empty()) return self->write_to_replica(self->to_replica_.size());
-    self->relay_to_replica();
+    if (early.empty()) return self->relay_to_replica();
+    self->observe_client(early);
+    self->write_to_replica();
   });
 }
 
 void ProxySession::relay_to_client() {
+  const uint64_t gen = up_gen_;
   up_->async_read_some(
       net::buffer(chunk_),
-      net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-        if (ec || !self->tunnel_) return self->end_tunnel_from_replica();
+      net::bind_executor(client_.get_executor(), [self = shared_from_this(), gen](boost::system::error_code ec, size_t n) {
+        if (gen != self->up_gen_) return;  // an earlier upstream's read
+        if (!self->tunnel_) return self->end_tunnel_from_replica();
+        if (ec) return self->upstream_lost("read: " + ec.message());
         self->out_.assign(self->chunk_.data(), n);
+        self->observe_replica(self->out_);
         net::async_write(self->client_, net::buffer(self->out_), [self](boost::system::error_code ec, size_t) {
           if (ec || !self->tunnel_) return self->end_tunnel();
           self->relay_to_client();
@@ -217,24 +261,38 @@ void ProxySession::relay_to_replica() {
   client_.async_read_some(net::buffer(to_replica_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
     self->client_reading_ = false;
     if (self->tls_goodbye_) return self->tls_goodbye();
-    if (ec == net::error::eof && self->client_.tls() && self->tunnel_) {
+    if (ec == net::error::eof && self->client_.tls() && self->tunnel_ && self->up_) {
       // The client's close_notify (its WebSocket close is done) came before
       // the replica's TCP close: end the replica's side, whose read then
       // fails into end_tunnel_from_replica(), which answers with ours.
+      self->transcript_->set_closing();
       boost::system::error_code ignored;
       self->up_->close(ignored);
       return;
     }
     if (ec || !self->tunnel_) return self->end_tunnel();
-    self->write_to_replica(n);
+    self->observe_client(std::string_view(self->to_replica_.data(), n));
+    if (!self->up_live_) {  // a failover is under way: what to forward waits for its replay
+      self->held_ += self->up_out_;
+      self->client_parked_ = true;
+      return;
+    }
+    self->write_to_replica();
   });
 }
 
-void ProxySession::write_to_replica(size_t n) {
-  net::async_write(*up_, net::buffer(to_replica_.data(), n),
-                   net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                     if (ec || !self->tunnel_) return self->end_tunnel();
-                     self->relay_to_replica();
+void ProxySession::write_to_replica() {
+  const uint64_t gen = up_gen_;
+  net::async_write(*up_, net::buffer(up_out_),
+                   net::bind_executor(client_.get_executor(), [self = shared_from_this(), gen](boost::system::error_code ec, size_t) {
+                     if (!self->tunnel_) return self->end_tunnel();
+                     if (gen == self->up_gen_ && !ec) return self->relay_to_replica();
+                     if (gen != self->up_gen_ && self->up_live_) return self->relay_to_replica();  // moved meanwhile
+                     // The replica is gone: its read side fails into
+                     // upstream_lost(), whose failover resumes this loop.
+                     boost::system::error_code ignored;
+                     if (gen == self->up_gen_) self->up_->close(ignored);
+                     self->client_parked_ = true;
                    }));
 }
 

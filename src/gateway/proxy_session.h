@@ -35,7 +35,9 @@
 
 #include "gateway/client_stream.h"
 #include "gateway/gateway_context.h"
+#include "gateway/realtime_transcript.h"
 #include "gateway/stream_usage.h"
+#include "gateway/ws_frames.h"
 
 namespace nexus::gateway {
 
@@ -85,10 +87,20 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void realtime_attempt_exhausted();
   void relay_to_client();
   void relay_to_replica();
-  void write_to_replica(size_t n);
+  void write_to_replica();
   void end_tunnel();
   void end_tunnel_from_replica();
   void tls_goodbye();
+  // Realtime failover (proxy_realtime_failover.cpp): the relay watches the
+  // frames both ways (the transcript), and a replica that dies moves the
+  // session to another one.
+  void observe_client(std::string_view bytes);  // fills up_out_ with what to forward
+  void observe_replica(std::string_view bytes);
+  void upstream_lost(const std::string& detail);
+  void failover_connected();
+  void failover_failed();
+  // An `error` event and a close frame (1011), then the end of the tunnel.
+  void end_session(const std::string& code, const std::string& message);
 
   // Attempts.
   void start_attempt();
@@ -161,10 +173,26 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   // The realtime relay: the replica's answer to the upgrade, then bytes
   // both ways (tunnel_ while they flow).
   std::optional<boost::beast::http::response_parser<boost::beast::http::string_body>> ws_parser_;
-  std::string to_replica_;
+  std::string to_replica_;  // the client's bytes, as read
+  std::string up_out_;      // what goes to the replica (write_to_replica)
   bool tunnel_ = false;
   bool client_reading_ = false;  // relay_to_replica's read is pending
   bool tls_goodbye_ = false;     // close_notify to send once that read is cancelled
+  // Failover state: up_gen_ counts the session's upstream connections (a
+  // handler of an earlier one does nothing); up_live_ while writes to up_
+  // may go; the client's read loop parks while it may not.
+  std::optional<RealtimeTranscript> transcript_;
+  std::optional<WsFrameReader> client_frames_, replica_frames_;
+  std::unique_ptr<Socket> dead_up_;  // the failed upstream, kept until its handlers ran
+  std::string replay_out_, held_;    // the replay's frames; client bytes read before it was written
+  uint64_t up_gen_ = 0;
+  bool up_live_ = false;
+  bool failing_over_ = false;  // from the replica's death to the new one's 101
+  bool replayed_ = true;       // false until the replay is built: client messages go to it, not forwarded
+  bool skip_partial_ = false;  // the client's message in progress at the replay: re-encoded once whole
+  bool client_parked_ = false;
+  bool replica_closed_ = false;  // the replica sent its close frame (an orderly end, not a failure)
+  int failovers_ = 0;
   bool streaming_ = false;
   bool started_ = false;  // bytes of the response reached the client
   bool blank_line_last_ = true;

@@ -155,8 +155,8 @@ struct WsTransport::Impl {
       for (size_t i = from; i < spec.messages.size(); ++i) {
         const json& m = spec.messages[i];
         const std::string role = m.value("role", "");
-        if (role != "user" && role != "system" && role != "tool") {
-          return "a realtime session takes user/system/tool messages as input, not \"" + role + "\"";
+        if (role != "user" && role != "assistant" && role != "system" && role != "tool") {
+          return "a realtime session takes user/assistant/system/tool messages as input, not \"" + role + "\"";
         }
         if (!m.contains("content") || !m["content"].is_string()) return "message content must be a string";
         events.push_back({{"type", "input.append"}, {"message", {{"role", role}, {"content", m["content"]}}}});

@@ -1,10 +1,11 @@
-// The JSON event protocol of GET /v1/realtime (docs/protocol.md): parsing of
-// client events and rendering of server events. Pure: no I/O, no state.
+// The JSON event protocol of GET /v1/realtime (docs/protocol.md): client
+// events (parsed by realtime_events.h), the settings they resolve to, and
+// the rendering of server events. Pure: no I/O, no state.
 //
 // Every WebSocket text message is one JSON object with a string "type".
 // Client events:
 //   session.update     {"session": {model?, system?, return_tokens?, <sampling>}}
-//   input.append       {"message": {"role": "user"|"system"|"tool", "content": str}}
+//   input.append       {"message": {"role": "user"|"assistant"|"system"|"tool", "content": str}}
 //                      or {"text": str}   (content and text non-empty)
 //   response.create    {"response": {<sampling>, return_tokens?, prediction?}}   ("response" optional;
 //                      prediction: as over HTTP, server/openai_prediction.h; response.done's
@@ -31,42 +32,10 @@
 #include "engine/engine.h"
 #include "server/chat_template.h"
 #include "server/openai_request.h"
+#include "server/realtime_events.h"
 
 namespace nexus::server::realtime {
 
-// A rejected client event: becomes an `error` server event; the connection
-// stays open. Codes are listed in docs/protocol.md.
-struct EventError : std::runtime_error {
-  EventError(std::string code, std::string message)
-      : std::runtime_error(message), code(std::move(code)), message(std::move(message)) {}
-  std::string code;
-  std::string message;  // whole, NUL bytes included (what() stops at the first)
-  std::string event;  // the client event's "type" as sent, once known ("" before)
-};
-
-enum class EventType { SessionUpdate, InputAppend, ResponseCreate, ResponseCancel, ResponseRedirect, SessionClose };
-
-// One item of conversation input: a chat message or raw text.
-struct InputItem {
-  bool is_message = false;
-  ChatMessage message;  // when is_message
-  std::string text;     // otherwise
-};
-
-struct ClientEvent {
-  EventType type = EventType::SessionClose;
-  std::string type_name;            // as sent, for error events
-  nlohmann::json session;           // session.update: the (object) "session" field
-  std::optional<InputItem> input;   // input.append, response.redirect
-  nlohmann::json response;          // response.create/.redirect overrides: an object ({} when absent)
-};
-
-// Throws EventError: invalid_json, invalid_event (not an object, missing or
-// mistyped field), invalid_value (a field of the right type with a value it
-// cannot have: a role other than user/system/tool, an empty text or
-// content), unknown_event (unknown "type"). Once the frame had a string
-// "type", the error's `event` holds it.
-ClientEvent parse_client_event(std::string_view frame);
 
 // Generation parameters: a session's defaults merged with a response's
 // overrides (JSON objects of <sampling> fields plus return_tokens/system).

@@ -13,7 +13,7 @@ export interface RealtimeSettings extends SamplingOptions {
   return_tokens?: boolean;
 }
 
-export type RealtimeInput = string | { role: 'user' | 'system' | 'tool'; content: string };
+export type RealtimeInput = string | { role: 'user' | 'assistant' | 'system' | 'tool'; content: string };
 
 export interface SessionInfo {
   id: string;

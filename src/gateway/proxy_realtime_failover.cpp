@@ -1,0 +1,209 @@
+// ProxySession's realtime failover (proxy_session.h, docs/gateway.md
+// "Realtime failover"). The relay watches each direction's frames: the
+// client's events and the replica's go to the session's transcript
+// (realtime_transcript.h). When the replica's connection ends without a
+// close frame (killed, crashed, reset), and the client is not closing:
+//   1. the client gets, in this order, a `response.done` (finish_reason
+//      `error`) for a response that was running, and an `error` event
+//      `replica_failed` saying the session moves;
+//   2. a new session is opened on another replica (the upgrade is the
+//      gateway's own; routed, retried and bounded as the first one);
+//   3. the client gets that session's `session.created` (its new id), and
+//      the replica gets the transcript's replay (settings, the
+//      conversation as input.append events, the turn the client had asked
+//      for and not yet got), then the client's events from there on.
+// The client's events read between the death and the replay are in the
+// transcript, so they are replayed, not forwarded; a client message cut
+// in the middle by the death is re-encoded whole once it has arrived.
+// Without another replica, with a transcript the gateway could not keep,
+// or after kMaxFailovers moves, the client gets an `error` event and a
+// close frame (1011) instead.
+#include <fmt/format.h>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <nlohmann/json.hpp>
+
+#include "gateway/proxy_session.h"
+
+namespace nexus::gateway {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMaxFailovers = 3;  // per session: a conversation that kills replicas stops moving
+
+std::string event_frame(const json& ev) {
+  return encode_ws_frame(WsOpcode::Text, ev.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+std::string error_frame(const std::string& code, const std::string& message) {
+  return event_frame({{"type", "error"}, {"error", {{"code", code}, {"message", message}}}});
+}
+
+}  // namespace
+
+void ProxySession::observe_client(std::string_view bytes) {
+  up_out_.clear();
+  size_t raw_from = skip_partial_ ? std::string_view::npos : 0;
+  const bool ok = client_frames_->feed(bytes, [&](WsMessage& m, size_t end) {
+    if (m.opcode == WsOpcode::Text) {
+      if (m.too_large) transcript_->mark_lost();
+      else transcript_->on_client_event(m.payload);
+    } else if (m.opcode == WsOpcode::Close) {
+      transcript_->set_closing();
+    }
+    if (raw_from != std::string_view::npos) return;
+    // The message the replica's death cut: whole now, written anew.
+    if (!m.too_large) up_out_ += encode_ws_frame(m.opcode, m.payload, static_cast<uint32_t>(rng_()));
+    if (client_frames_->at_message_boundary()) {
+      raw_from = end;
+      skip_partial_ = false;
+    }
+  });
+  if (!ok) transcript_->mark_lost();
+  if (!replayed_) {  // the replay to come carries these events
+    up_out_.clear();
+    return;
+  }
+  if (raw_from != std::string_view::npos) up_out_.append(bytes.substr(raw_from));
+}
+
+void ProxySession::observe_replica(std::string_view bytes) {
+  const bool ok = replica_frames_->feed(bytes, [&](WsMessage& m, size_t) {
+    if (m.opcode == WsOpcode::Text && !m.too_large) transcript_->on_server_event(m.payload);
+    else if (m.opcode == WsOpcode::Close) replica_closed_ = true;
+  });
+  if (!ok) transcript_->mark_lost();
+}
+
+void ProxySession::upstream_lost(const std::string& detail) {
+  if (!tunnel_ || failing_over_) return;
+  ++up_gen_;
+  up_live_ = false;
+  boost::system::error_code ignored;
+  up_->close(ignored);
+  dead_up_ = std::move(up_);
+  // An orderly end (the replica's close frame has reached the client), the
+  // client's own close, or a half-sent frame to the client (nothing more
+  // can be written to it as WebSocket): the tunnel ends.
+  if (replica_closed_ || transcript_->closing() || !replica_frames_->at_message_boundary())
+    return end_tunnel_from_replica();
+  replica_->breaker.record_failure(Clock::now(), false);
+  ctx_.metrics.replica(replica_->index).attempt_failures->inc();
+  last_error_ = replica_->id + ": " + detail;
+  if (ctx_.opts.log) ctx_.opts.log(fmt::format("realtime session: replica {} failed ({})", replica_->id, detail));
+  std::string notice;
+  if (const auto& id = transcript_->running_response()) {
+    notice += event_frame({{"type", "response.done"},
+                           {"response",
+                            {{"id", *id},
+                             {"finish_reason", "error"},
+                             {"usage", {{"prompt_tokens", 0}, {"completion_tokens", 0}, {"total_tokens", 0}, {"cached_tokens", 0}}},
+                             {"error", "the replica serving the session failed"}}}});
+  }
+  if (transcript_->lost() || failovers_ >= kMaxFailovers) {
+    ctx_.metrics.realtime_failovers(false).inc();
+    out_ = std::move(notice);
+    return end_session("replica_failed",
+                       fmt::format("The replica serving this session failed ({}); the session cannot be moved to "
+                                   "another replica. Start a new session.",
+                                   detail));
+  }
+  notice += error_frame("replica_failed",
+                        fmt::format("The replica serving this session failed ({}). The session goes on in a new session "
+                                    "on another replica, given the conversation so far (session.created follows).",
+                                    detail));
+  failing_over_ = true;
+  replayed_ = false;
+  out_ = std::move(notice);
+  writing_ = true;
+  net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+    self->writing_ = false;
+    if (self->stopping_ || ec || !self->tunnel_) return self->end_tunnel();
+    self->attempts_ = 0;
+    std::fill(self->tried_.begin(), self->tried_.end(), false);
+    self->tried_[self->replica_->index] = true;
+    self->realtime_attempt();
+  });
+}
+
+void ProxySession::failover_connected() {
+  ++deadline_seq_;
+  deadline_.cancel();
+  replica_->breaker.record_success(Clock::now(), probe_);
+  ctx_.metrics.replica(replica_->index).realtime_sessions->inc();
+  ctx_.metrics.realtime_failovers(true).inc();
+  ++failovers_;
+  failing_over_ = false;
+  // The new session's session.created (read with the 101) goes to the client.
+  const std::string frames = beast::buffers_to_string(up_buf_.data());
+  up_buf_.clear();
+  replica_frames_.emplace(RealtimeTranscript::kLimit);
+  replica_closed_ = false;
+  observe_replica(frames);
+  // The replay: the transcript as client events, masked as a client's.
+  const std::vector<std::string> events = transcript_->replay();
+  replay_out_.clear();
+  for (const auto& e : events) replay_out_ += encode_ws_frame(WsOpcode::Text, e, static_cast<uint32_t>(rng_()));
+  replayed_ = true;
+  skip_partial_ = !client_frames_->at_message_boundary();
+  held_.clear();
+  if (ctx_.opts.log)
+    ctx_.opts.log(fmt::format("realtime session moved to replica {} ({} events replayed)", replica_->id, events.size()));
+  out_ = frames;
+  writing_ = true;
+  net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+    self->writing_ = false;
+    if (self->stopping_ || ec || !self->tunnel_) return self->end_tunnel();
+    self->relay_to_client();
+  });
+  const uint64_t gen = up_gen_;
+  net::async_write(*up_, net::buffer(replay_out_),
+                   net::bind_executor(client_.get_executor(), [self = shared_from_this(), gen](boost::system::error_code ec, size_t) {
+                     if (gen != self->up_gen_ || !self->tunnel_) return;
+                     boost::system::error_code ignored;
+                     if (ec) return self->up_->close(ignored);  // its read fails into upstream_lost()
+                     self->up_live_ = true;
+                     if (!self->client_parked_) return;  // the client's pending read goes on
+                     self->client_parked_ = false;
+                     if (self->held_.empty()) return self->relay_to_replica();
+                     self->up_out_ = std::move(self->held_);
+                     self->held_.clear();
+                     self->write_to_replica();
+                   }));
+}
+
+void ProxySession::failover_failed() {
+  ctx_.metrics.realtime_failovers(false).inc();
+  failing_over_ = false;
+  out_.clear();
+  end_session("no_replica_available",
+              fmt::format("No replica could take the session over (last: {}). Start a new session.", last_error_));
+}
+
+void ProxySession::end_session(const std::string& code, const std::string& message) {
+  out_ += error_frame(code, message);
+  std::string close_payload{static_cast<char>(1011 >> 8), static_cast<char>(1011 & 0xff)};
+  close_payload += "replica failed";
+  out_ += encode_ws_frame(WsOpcode::Close, close_payload);
+  writing_ = true;
+  net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+    self->writing_ = false;
+    if (ec || self->client_.tls()) return self->end_tunnel_from_replica();  // TLS: close_notify
+    // The closing handshake (RFC 6455 7.1.1): our FIN after the close frame,
+    // so the client reads both; its answer or EOF, or a second, ends it.
+    boost::system::error_code ignored;
+    self->client_.tcp().shutdown(Socket::shutdown_send, ignored);
+    self->client_timer_.expires_after(std::chrono::seconds(1));
+    self->client_timer_.async_wait([self](boost::system::error_code ec) {
+      if (!ec) self->end_tunnel();
+    });
+  });
+}
+
+}  // namespace nexus::gateway
