@@ -102,11 +102,27 @@ void ProxySession::begin_attempt(size_t index, Admission admission) {
   go();
 }
 
+// One timer serves every deadline of a request (connect, TTFT, a stream's
+// idle gap). Pushing it later costs no timer operation: a stream re-arms it
+// on every chunk, and the pending wait, when it fires before the deadline,
+// just waits again for the rest. Only an earlier deadline re-arms the timer.
 void ProxySession::arm_deadline(std::chrono::milliseconds d) {
+  deadline_at_ = Clock::now() + d;
+  deadline_armed_ = true;
+  if (deadline_waiting_ && deadline_.expiry() <= deadline_at_) return;
+  wait_deadline();
+}
+
+void ProxySession::wait_deadline() {
   const uint64_t seq = ++deadline_seq_;
-  deadline_.expires_after(d);
+  deadline_waiting_ = true;
+  deadline_.expires_at(deadline_at_);
   deadline_.async_wait([self = shared_from_this(), seq](boost::system::error_code ec) {
-    if (ec || seq != self->deadline_seq_) return;
+    if (seq != self->deadline_seq_) return;  // replaced by a later wait
+    self->deadline_waiting_ = false;
+    if (ec || !self->deadline_armed_) return;
+    if (Clock::now() < self->deadline_at_) return self->wait_deadline();  // pushed later meanwhile
+    self->deadline_armed_ = false;
     self->timed_out_ = true;
     boost::system::error_code ignored;
     if (self->up_) self->up_->close(ignored);  // the pending upstream operation fails
@@ -118,16 +134,9 @@ void ProxySession::connect_upstream() {
   up_reused_ = up_ != nullptr;
   if (up_) return write_upstream();
   up_ = replica_->pool.fresh();
-  // The connect has its own, shorter limit; the TTFT deadline still runs.
-  const uint64_t seq = ++deadline_seq_;
-  const auto connect_limit = std::min(ctx_.opts.connect_timeout, ctx_.opts.ttft_timeout);
-  deadline_.expires_after(connect_limit);
-  deadline_.async_wait([self = shared_from_this(), seq](boost::system::error_code ec) {
-    if (ec || seq != self->deadline_seq_) return;
-    self->timed_out_ = true;
-    boost::system::error_code ignored;
-    if (self->up_) self->up_->close(ignored);
-  });
+  // The connect has its own, shorter limit; the TTFT limit counts from the
+  // connection.
+  arm_deadline(std::min(ctx_.opts.connect_timeout, ctx_.opts.ttft_timeout));
   upstream_pending_ = true;
   net::async_connect(*up_, replica_->pool.endpoints(),
                      net::bind_executor(client_.get_executor(), [self = shared_from_this()](
@@ -321,8 +330,7 @@ void ProxySession::attempt_failed(RetryReason reason, const std::string& detail)
 }
 
 void ProxySession::end_attempt(AttemptEnd how, bool keep_connection) {
-  ++deadline_seq_;  // disarms the deadline
-  deadline_.cancel();
+  deadline_armed_ = false;  // (its pending wait, if any, ends as a no-op; close_client() cancels it)
   if (!attempt_open_) return;
   attempt_open_ = false;
   const auto now = Clock::now();

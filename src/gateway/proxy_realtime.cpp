@@ -93,14 +93,7 @@ void ProxySession::realtime_attempt() {
   up_ = replica_->pool.fresh();
   ++up_gen_;
   // Connect and the 101 answer are bounded together.
-  const uint64_t seq = ++deadline_seq_;
-  deadline_.expires_after(ctx_.opts.connect_timeout);
-  deadline_.async_wait([self = shared_from_this(), seq](boost::system::error_code ec) {
-    if (ec || seq != self->deadline_seq_) return;
-    self->timed_out_ = true;
-    boost::system::error_code ignored;
-    if (self->up_) self->up_->close(ignored);
-  });
+  arm_deadline(ctx_.opts.connect_timeout);
   upstream_pending_ = true;
   net::async_connect(
       *up_, replica_->pool.endpoints(),
@@ -154,8 +147,7 @@ void ProxySession::write_realtime_upgrade() {
 }
 
 void ProxySession::realtime_failed(const std::string& detail) {
-  ++deadline_seq_;
-  deadline_.cancel();
+  disarm_deadline();
   replica_->breaker.record_failure(Clock::now(), probe_);
   ctx_.metrics.replica(replica_->index).attempt_failures->inc();
   boost::system::error_code ignored;
@@ -191,8 +183,7 @@ void ProxySession::on_realtime_header(boost::system::error_code ec) {
           self->upstream_pending_ = false;
           if (self->stopping_) return self->end_for_shutdown();
           if (ec) return self->realtime_failed("read: " + ec.message());
-          ++self->deadline_seq_;
-          self->deadline_.cancel();
+          self->disarm_deadline();
           const auto now = Clock::now();
           if (status >= 500) self->replica_->breaker.record_failure(now, self->probe_);
           else self->replica_->breaker.record_success(now, self->probe_);
@@ -205,8 +196,7 @@ void ProxySession::on_realtime_header(boost::system::error_code ec) {
                         retry_after.empty() ? "" : "Retry-After: " + retry_after + "\r\n");
         }));
   }
-  ++deadline_seq_;
-  deadline_.cancel();
+  disarm_deadline();
   replica_->breaker.record_success(Clock::now(), probe_);
   out_ = "HTTP/1.1 101 Switching Protocols\r\n";
   for (const auto& f : res)

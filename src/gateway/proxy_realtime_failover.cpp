@@ -133,8 +133,7 @@ void ProxySession::upstream_lost(const std::string& detail) {
 }
 
 void ProxySession::failover_connected() {
-  ++deadline_seq_;
-  deadline_.cancel();
+  disarm_deadline();
   replica_->breaker.record_success(Clock::now(), probe_);
   ctx_.metrics.replica(replica_->index).realtime_sessions->inc();
   ctx_.metrics.realtime_failovers(true).inc();

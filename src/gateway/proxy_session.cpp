@@ -82,6 +82,7 @@ void ProxySession::handshake() {
 
 void ProxySession::close_client() {
   client_timer_.cancel();
+  disarm_deadline();
   client_.close();
 }
 

@@ -127,7 +127,16 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   // With --cors-allow-origin: sets cors_head_ for this request; answers a
   // preflight (204, or 403 from another origin) and returns true then.
   bool answer_cors();
+  // The current operation's deadline (connect, TTFT, stream idle): when it
+  // passes, timed_out_ is set and up_ closed, failing its pending operation.
   void arm_deadline(std::chrono::milliseconds d);
+  void wait_deadline();
+  void disarm_deadline() {
+    deadline_armed_ = false;
+    deadline_waiting_ = false;
+    ++deadline_seq_;
+    deadline_.cancel();
+  }
   void end_for_shutdown();
 
   GatewayContext& ctx_;
@@ -197,7 +206,10 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   bool started_ = false;  // bytes of the response reached the client
   bool blank_line_last_ = true;
   bool timed_out_ = false;
-  uint64_t deadline_seq_ = 0;
+  uint64_t deadline_seq_ = 0;    // the pending wait's (a wait of an older number does nothing)
+  Clock::time_point deadline_at_;
+  bool deadline_armed_ = false;
+  bool deadline_waiting_ = false;  // a wait is pending on deadline_
   Clock::time_point sent_at_;
   double upstream_seconds_ = 0;  // the answering replica's own time to first byte
 };
