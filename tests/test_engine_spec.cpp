@@ -26,10 +26,12 @@
 #include "engine/spec/draft_model.h"
 #include "engine/spec/ngram.h"
 #include "engine/spec/prediction.h"
+#include "gguf/gguf_file.h"
 #include "kernels/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
 #include "support/event_collector.h"
+#include "support/gguf_writer.h"
 #include "support/loaded_model.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -621,6 +623,55 @@ TEST(EngineSpecDraft, ADraftOfAnotherVocabularyIsRefused) {
     EXPECT_NE(std::string(e.what()).find("512 tokens, the target's 32000"), std::string::npos) << e.what();
   }
   EXPECT_NO_THROW(spec::check_same_vocabulary(*stories.tok, *stories.tok));
+  // Same size, other texts: Llama 2's SentencePiece vocabulary against open_llama's (TinyLLama-v0).
+  NEXUS_REQUIRE_SHARED(spm_path, "tokenizers/ggml-vocab-llama-spm.gguf");
+  const GgufFile spm_gguf(spm_path);
+  const std::unique_ptr<Tokenizer> spm = Tokenizer::from_gguf(spm_gguf);
+  ASSERT_EQ(spm->n_vocab(), tiny.tok->n_vocab());
+  try {
+    spec::check_same_vocabulary(*tiny.tok, *spm);
+    ADD_FAILURE() << "a vocabulary of other token texts accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the draft model's token "), std::string::npos) << e.what();
+  }
+  // Same tokens, another BOS, then another EOS (vocabulary-only GGUFs).
+  struct Vocab {
+    std::vector<uint8_t> image;
+    std::unique_ptr<GgufFile> file;
+    std::unique_ptr<Tokenizer> tok;
+  };
+  auto vocab = [](uint32_t bos, uint32_t eos) {
+    nexus::test::GgufWriter w;
+    const std::vector<std::string> texts = {"<unk>", "<s>", "</s>", "a", "b"};
+    std::vector<nexus::test::GgufWriter::Value> toks, scores, types;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      toks.push_back(w.str(texts[i]));
+      scores.push_back(w.f32(0));
+      types.push_back(w.i32(i == 0 ? 2 : i < 3 ? 3 : 1));
+    }
+    w.kv("tokenizer.ggml.model", w.str("llama"));
+    w.kv("tokenizer.ggml.tokens", w.array(GgufValueType::STRING, toks));
+    w.kv("tokenizer.ggml.scores", w.array(GgufValueType::FLOAT32, scores));
+    w.kv("tokenizer.ggml.token_type", w.array(GgufValueType::INT32, types));
+    w.kv("tokenizer.ggml.bos_token_id", w.u32(bos));
+    w.kv("tokenizer.ggml.eos_token_id", w.u32(eos));
+    auto v = std::make_unique<Vocab>();
+    v->image = w.build();
+    v->file = std::make_unique<GgufFile>(std::span<const uint8_t>(v->image), "vocab.gguf");
+    v->tok = Tokenizer::from_gguf(*v->file);
+    return v;
+  };
+  const auto target = vocab(1, 2), other_bos = vocab(2, 2), other_eos = vocab(1, 1);
+  EXPECT_NO_THROW(spec::check_same_vocabulary(*target->tok, *vocab(1, 2)->tok));
+  for (const auto* v : {other_bos.get(), other_eos.get()}) {
+    try {
+      spec::check_same_vocabulary(*target->tok, *v->tok);
+      ADD_FAILURE() << "another BOS or EOS accepted";
+    } catch (const Error& e) {
+      const std::string want = v == other_bos.get() ? "BOS token is 2, the target's 1" : "EOS token is 1, the target's 2";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
   EngineOptions o = opts();
   o.spec.draft_model = &stories.model;
   EXPECT_THROW(Engine(tiny.model, *tiny.tok, o), Error);

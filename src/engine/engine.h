@@ -187,7 +187,9 @@ struct SpecOptions {
   // A draft model (nexus serve --draft-model), or null. It must outlive the
   // engine and have the model's n_vocab (checked: nexus::Error otherwise);
   // the tokenizers' agreement is the caller's check
-  // (spec::check_same_vocabulary). Its KV pool holds max_seqs full contexts.
+  // (spec::check_same_vocabulary). Its KV is its own pool, outside
+  // kv_memory, with room for min(EngineOptions::max_seqs, max(max_seqs, 1))
+  // full contexts of the draft (at most a quarter of available RAM).
   const LlamaModel* draft_model = nullptr;
 };
 
