@@ -579,6 +579,58 @@ TEST(EngineSpecDraft, ProposalIsTheGreedyContinuationAfterRollbacks) {
   EXPECT_EQ(d.blocks().n_sequences(), 0);
 }
 
+// A draft pool with room for one context (128 positions, 8 blocks): a
+// sequence not proposing in a call is evicted for one that is, and its next
+// proposal (caught up again) is still the greedy continuation; sequences
+// proposing in the same call never evict each other (the one that does not
+// fit gets nothing).
+TEST(EngineSpecDraft, AFullDraftPoolEvictsIdleSequences) {
+  LOAD_STORIES(m);
+  const std::vector<GenerationRequest> base = base_requests(*m.tok);
+  ThreadPool pool(2);
+  constexpr int32_t kK = 3;
+  auto fresh = [&](std::span<const int32_t> tokens) {
+    spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);
+    std::vector<int32_t> out;
+    std::vector<spec::DraftModel::Request> r{{1, tokens, kK, &out}};
+    d.propose(r);
+    return out;
+  };
+  spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);
+  ASSERT_EQ(d.blocks().n_blocks(), 8);
+  // Prompts of 3-4 blocks each: two fit at once, not three.
+  const std::vector<int32_t>& a = base[0].prompt;
+  const std::vector<int32_t>& b = base[2].prompt;
+  ASSERT_GT(a.size(), 32u);
+  ASSERT_GT(b.size(), 32u);
+  std::vector<int32_t> c = a;
+  c[1] = (c[1] + 1) % m.model.config().n_vocab;  // no prefix shared with a
+  std::vector<int32_t> out;
+  for (int round = 0; round < 2; ++round) {
+    for (uint64_t id = 1; id <= 3; ++id) {
+      const std::vector<int32_t>& t = id == 1 ? a : id == 2 ? b : c;
+      std::vector<spec::DraftModel::Request> r{{id, t, kK, &out}};
+      d.propose(r);
+      EXPECT_EQ(out, fresh(t)) << "sequence " << id << " round " << round;
+      d.blocks().validate();
+      EXPECT_LE(d.blocks().n_sequences(), 2);
+    }
+  }
+  // All three in one call: the pool holds two.
+  std::vector<std::vector<int32_t>> outs(3);
+  std::vector<spec::DraftModel::Request> all{{4, a, kK, &outs[0]}, {5, b, kK, &outs[1]}, {6, c, kK, &outs[2]}};
+  d.propose(all);
+  int32_t proposed = 0;
+  for (const spec::DraftModel::Request& r : all)
+    if (!r.out->empty()) {
+      EXPECT_EQ(*r.out, fresh(r.tokens)) << "sequence " << r.seq;
+      ++proposed;
+    }
+  EXPECT_GE(proposed, 1);
+  EXPECT_LE(proposed, 2);
+  d.blocks().validate();
+}
+
 // Sequences that end, are cancelled or preempted free their draft KV.
 TEST(EngineSpecDraft, CancelledAndFinishedSequencesFreeTheirDraftKv) {
   LOAD_STORIES(m);
