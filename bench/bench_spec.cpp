@@ -9,10 +9,12 @@
 //                  with 10% of the tokens changed (the shape of a code edit)
 //   8-streams      8 concurrent greedy streams of different prompts, --spec ngram
 //                  (default adaptive rule: no speculation above 4 running)
+//   draft-plain    with DRAFT.gguf: lookup-plain's stream, --draft-model DRAFT
+//   draft-4        with DRAFT.gguf: 4 of the 8 streams, --draft-model DRAFT
 // Output tokens/s (generated tokens / wall time of the round) and ITL p99.
 //
-// usage: bench_spec [MODEL.gguf] [THREADS] [GENERATED] [ROUNDS]
-//   default: ../shared/models/TinyLLama-v0.F32.gguf, 2 threads, 48 tokens, 5 rounds
+// usage: bench_spec [MODEL.gguf] [THREADS] [GENERATED] [ROUNDS] [DRAFT.gguf]
+//   default: ../shared/models/TinyLLama-v0.F32.gguf, 2 threads, 48 tokens, 5 rounds, no draft
 //   (TinyLLama-v0's context is 128 tokens: 2 x GENERATED + a few must fit).
 #include <algorithm>
 #include <chrono>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/spec/draft_model.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
@@ -100,6 +103,13 @@ int main(int argc, char** argv) {
   auto tok = Tokenizer::from_gguf(gguf);
   LlamaModel model(gguf);
   const int32_t n_vocab = model.config().n_vocab;
+  std::unique_ptr<GgufFile> draft_gguf;
+  std::unique_ptr<LlamaModel> draft;
+  if (argc > 5) {
+    draft_gguf = std::make_unique<GgufFile>(argv[5]);
+    spec::check_same_vocabulary(*tok, *Tokenizer::from_gguf(*draft_gguf));
+    draft = std::make_unique<LlamaModel>(*draft_gguf);
+  }
 
   const std::string story =
       "Once upon a time, there was a little girl named Lily. She loved to play in the park with her dog Max. ";
@@ -107,6 +117,7 @@ int main(int argc, char** argv) {
     std::string name;
     std::vector<GenerationRequest> reqs;
     SpecProposer proposer;
+    bool draft = false;  // with the draft model (and no n-gram lookup)
   };
   std::vector<Workload> workloads;
   {  // lookup-repeat: seed text + the model's own greedy continuation of it, then the seed text again
@@ -140,6 +151,11 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 8; ++i) reqs.push_back(greedy(tok->encode(i % 2 ? story + starts[i] : starts[i], true), gen));
     // (odd ones repeat part of their prompt: some lookup hits)
     workloads.push_back({"8 streams", reqs, SpecProposer::Ngram});
+    if (draft) {
+      workloads.push_back({"draft-plain", {greedy(tok->encode("Tom had a red truck", true), gen)}, SpecProposer::None, true});
+      workloads.push_back({"draft-4 streams", std::vector<GenerationRequest>(reqs.begin(), reqs.begin() + 4),
+                           SpecProposer::None, true});
+    }
   }
 
   std::printf("| workload | off: tok/s | on: tok/s | speedup | off: ITL p99 ms | on: ITL p99 ms | accepted/proposed | same output |\n");
@@ -154,6 +170,7 @@ int main(int argc, char** argv) {
         o.n_threads = threads;
         if (on) o.spec.proposer = w.proposer;
         else o.spec.max_seqs = 0;  // no speculation at all (not even the prediction)
+        if (on && w.draft) o.spec.draft_model = draft.get();
         Engine e(model, *tok, o);
         const Round r = run(e, w.reqs);
         if (round == 0) continue;  // warm-up
@@ -162,8 +179,8 @@ int main(int argc, char** argv) {
         outs[on] = r.outputs;
         if (on) {
           const EngineStats s = e.stats();
-          proposed += s.spec_proposed_ngram + s.spec_proposed_prediction;
-          accepted += s.spec_accepted_ngram + s.spec_accepted_prediction;
+          proposed += s.spec_proposed_ngram + s.spec_proposed_prediction + s.spec_proposed_draft;
+          accepted += s.spec_accepted_ngram + s.spec_accepted_prediction + s.spec_accepted_draft;
         }
       }
     }

@@ -1,9 +1,11 @@
 // Speculative decoding (engine.h SpecOptions): the proposers alone, then the
 // engine on the real F32 models, where every output must equal the
-// non-speculative one token for token -- n-gram lookup, a prediction equal to
-// the true continuation, a mutated one and garbage; alone, 8 at once with
-// chunked prefill and with preemption; greedy and seeded sampling; stops in
-// the middle of an accepted draft. The block manager's invariants are checked
+// non-speculative one token for token -- n-gram lookup, a draft model (the
+// model itself, a quantized copy, a random-weight model of the same
+// vocabulary), a prediction equal to the true continuation, a mutated one and
+// garbage; alone, 8 at once with chunked prefill and with preemption; greedy
+// and seeded sampling; stops in the middle of an accepted draft; a draft of
+// another vocabulary refused. The block manager's invariants are checked
 // after every step (EngineOptions::validate_kv), no block stays used, the
 // prefix cache never serves a rejected token, and usage's prediction counts
 // equal the alignment rule (engine/spec/prediction.h) recomputed here.
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <ostream>
 #include <thread>
 #include <random>
 #include <string>
@@ -20,14 +23,19 @@
 
 #include "engine/block_manager.h"
 #include "engine/engine.h"
+#include "engine/spec/draft_model.h"
 #include "engine/spec/ngram.h"
 #include "engine/spec/prediction.h"
+#include "gguf/gguf_file.h"
+#include "kernels/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
 #include "support/event_collector.h"
+#include "support/gguf_writer.h"
 #include "support/loaded_model.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
+#include "util/error.h"
 
 using namespace nexus;
 
@@ -270,27 +278,79 @@ void expect_usage_matches(const std::vector<GenerationRequest>& reqs, const std:
   }
 }
 
-class SpecOnModel : public ::testing::TestWithParam<const char*> {};
+// A model and the proposer the engine runs it with: n-gram lookup, or a
+// draft model (a file of the same vocabulary).
+struct SpecCase {
+  const char* model;
+  const char* draft = nullptr;  // null: --spec ngram
+  // What the draft's acceptance must look like: Some (0 < accepted <
+  // proposed), All (the model itself: its argmax is the model's own), Any.
+  enum Acceptance { Some, All, Any } acceptance = Some;
+  const char* name = "";
+};
+void PrintTo(const SpecCase& c, std::ostream* os) { *os << c.name; }
+
+// The engine's options for a case, its draft model loaded (null when the
+// file is missing: the caller skips).
+EngineOptions case_opts(const SpecCase& c) {
+  if (c.draft == nullptr) return opts(SpecProposer::Ngram);
+  EngineOptions o = opts();
+  o.spec.draft_model = &nexus::test::loaded_model(nexus::test::shared_model_path(c.draft)).model;
+  return o;
+}
+
+int64_t proposed_by(const SpecCase& c, const EngineStats& s) {
+  return c.draft ? s.spec_proposed_draft : s.spec_proposed_ngram;
+}
+int64_t accepted_by(const SpecCase& c, const EngineStats& s) {
+  return c.draft ? s.spec_accepted_draft : s.spec_accepted_ngram;
+}
+
+// No KV left behind: neither the model's blocks nor the draft's.
+void expect_no_kv_held(const EngineStats& s, const std::string& what) {
+  EXPECT_EQ(s.kv_blocks_used, 0) << what;
+  EXPECT_EQ(s.draft_kv_blocks_used, 0) << what;
+  EXPECT_EQ(s.draft_sequences, 0) << what;
+  EXPECT_EQ(s.running, 0) << what;
+}
+
+class SpecOnModel : public ::testing::TestWithParam<SpecCase> {};
+
+#define REQUIRE_CASE(c)                                              \
+  const SpecCase& c = GetParam();                                    \
+  NEXUS_REQUIRE_SHARED(path, c.model);                               \
+  if (c.draft) {                                                     \
+    NEXUS_REQUIRE_SHARED(draft_path, c.draft);                       \
+  }                                                                  \
+  Loaded& m = nexus::test::loaded_model(path)
 
 TEST_P(SpecOnModel, GreedyOutputIsUnchangedByEveryProposer) {
-  NEXUS_REQUIRE_SHARED(path, GetParam());
-  Loaded& m = nexus::test::loaded_model(path);
+  REQUIRE_CASE(c);
   const int32_t n_vocab = m.model.config().n_vocab;
   const std::vector<GenerationRequest> base = base_requests(*m.tok);
   const std::vector<Outcome> ref = reference(m, base);
   const auto want = tokens_of(ref);
 
-  {  // n-gram lookup, one request at a time
-    Engine e(m.model, *m.tok, opts(SpecProposer::Ngram));
+  {  // the case's proposer, one request at a time
+    Engine e(m.model, *m.tok, case_opts(c));
     for (size_t i = 0; i < base.size(); ++i) EXPECT_EQ(run_all(e, {base[i]})[0].tokens, want[i]) << "request " << i;
     const EngineStats s = idle_stats(e);
     EXPECT_GT(s.spec_verify_runs, 0);
-    EXPECT_GT(s.spec_accepted_ngram, 0) << "the repeating prompts should have accepted drafts";
-    EXPECT_LT(s.spec_accepted_ngram, s.spec_proposed_ngram);
-    EXPECT_LT(s.steps, 150) << "speculation should have saved steps (" << s.steps << ")";
-    EXPECT_EQ(s.kv_blocks_used, 0);
+    EXPECT_GT(proposed_by(c, s), 0);
+    if (c.acceptance != SpecCase::Any) {
+      EXPECT_GT(accepted_by(c, s), 0) << "the repeating prompts (or a good draft) should have accepted drafts";
+      EXPECT_LT(s.steps, 150) << "speculation should have saved steps (" << s.steps << ")";
+    }
+    if (c.acceptance == SpecCase::Some) {
+      EXPECT_LT(accepted_by(c, s), proposed_by(c, s));
+    }
+    if (c.acceptance == SpecCase::All) {
+      EXPECT_EQ(accepted_by(c, s), proposed_by(c, s)) << "the model as its own draft proposes its own argmax";
+    }
+    expect_no_kv_held(s, "one at a time");
   }
-  // Predictions: the true continuation, a mutated one, garbage.
+  // Predictions: the true continuation, a mutated one, garbage (with the
+  // case's draft model too: the prediction goes first).
   for (int kind = 0; kind < 3; ++kind) {
     std::vector<GenerationRequest> reqs = base;
     for (size_t i = 0; i < reqs.size(); ++i) {
@@ -298,7 +358,9 @@ TEST_P(SpecOnModel, GreedyOutputIsUnchangedByEveryProposer) {
       if (kind == 1) reqs[i].prediction = mutated(want[i], n_vocab);
       if (kind == 2) reqs[i].prediction = garbage(want[i].size(), n_vocab, static_cast<uint32_t>(i));
     }
-    Engine e(m.model, *m.tok, opts());
+    EngineOptions o = opts();
+    if (c.draft) o = case_opts(c);
+    Engine e(m.model, *m.tok, o);
     std::vector<Outcome> got;
     for (const GenerationRequest& r : reqs) got.push_back(run_all(e, {r})[0]);
     EXPECT_EQ(tokens_of(got), want) << "prediction kind " << kind;
@@ -319,13 +381,15 @@ TEST_P(SpecOnModel, GreedyOutputIsUnchangedByEveryProposer) {
     if (kind == 1) {
       EXPECT_GT(s.spec_accepted_prediction, 0);
     }
-    EXPECT_EQ(s.kv_blocks_used, 0);
+    if (kind == 2 && c.draft) {
+      EXPECT_GT(s.spec_proposed_draft, 0) << "garbage never aligns: the draft model proposes";
+    }
+    expect_no_kv_held(s, "prediction kind " + std::to_string(kind));
   }
 }
 
 TEST_P(SpecOnModel, EightConcurrentWithChunkedPrefillAndPreemption) {
-  NEXUS_REQUIRE_SHARED(path, GetParam());
-  Loaded& m = nexus::test::loaded_model(path);
+  REQUIRE_CASE(c);
   const int32_t n_vocab = m.model.config().n_vocab;
   const std::vector<GenerationRequest> base = base_requests(*m.tok);
   // Eight: the four prompts with a prediction (true, mutated, garbage,
@@ -345,34 +409,50 @@ TEST_P(SpecOnModel, EightConcurrentWithChunkedPrefillAndPreemption) {
     int32_t budget;
     int32_t pool_blocks;  // 0: the default
   };
-  for (const Config& c : {Config{"chunked prefill", 7, 0}, Config{"preemption", 128, 12}, Config{"both", 9, 12}}) {
-    EngineOptions o = opts(SpecProposer::Ngram);
-    o.max_batch_tokens = c.budget;
-    if (c.pool_blocks > 0)
+  for (const Config& cfg : {Config{"chunked prefill", 7, 0}, Config{"preemption", 128, 10}, Config{"both", 9, 10}}) {
+    EngineOptions o = case_opts(c);
+    o.max_batch_tokens = cfg.budget;
+    if (cfg.pool_blocks > 0)
       o.kv_memory =
-          static_cast<int64_t>(KvCache::block_bytes(m.model.config(), kDefaultBlockSize, KvType::F16)) * c.pool_blocks;
+          static_cast<int64_t>(KvCache::block_bytes(m.model.config(), kDefaultBlockSize, KvType::F16)) * cfg.pool_blocks;
     Engine e(m.model, *m.tok, o);
     const std::vector<Outcome> got = run_all(e, reqs);
-    EXPECT_EQ(tokens_of(got), want) << c.name;
+    EXPECT_EQ(tokens_of(got), want) << cfg.name;
     expect_usage_matches(reqs, got);
     const EngineStats s = idle_stats(e);
-    EXPECT_GT(s.spec_verify_runs, 0) << c.name;
-    EXPECT_GT(s.spec_accepted_prediction + s.spec_accepted_ngram, 0) << c.name;
-    if (c.pool_blocks > 0) {
-      EXPECT_GT(s.preemptions, 0) << c.name << ": the small pool should force preemption";
+    EXPECT_GT(s.spec_verify_runs, 0) << cfg.name;
+    EXPECT_GT(s.spec_accepted_prediction + accepted_by(c, s), 0) << cfg.name;
+    EXPECT_GT(proposed_by(c, s), 0) << cfg.name;
+    if (cfg.pool_blocks > 0) {
+      EXPECT_GT(s.preemptions, 0) << cfg.name << ": the small pool should force preemption";
     }
-    EXPECT_EQ(s.kv_blocks_used, 0) << c.name;
-    EXPECT_EQ(s.running, 0);
+    expect_no_kv_held(s, cfg.name);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(F32Models, SpecOnModel, ::testing::Values("stories260K.gguf", "TinyLLama-v0.F32.gguf"),
-                         [](const auto& info) { return info.index == 0 ? "stories260K" : "TinyLLamaV0"; });
+INSTANTIATE_TEST_SUITE_P(F32Models, SpecOnModel,
+                         ::testing::Values(SpecCase{"stories260K.gguf", nullptr, SpecCase::Some, "stories260K"},
+                                           SpecCase{"TinyLLama-v0.F32.gguf", nullptr, SpecCase::Some, "TinyLLamaV0"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 // The arch/ llama model, and gemma2 (its windowed layers' own KV pool:
 // truncation of rejected tokens in both tables).
 INSTANTIATE_TEST_SUITE_P(ArchModels, SpecOnModel,
-                         ::testing::Values("arch/llama-d256-F32.gguf", "arch/gemma2-d64-F32.gguf"),
-                         [](const auto& info) { return info.index == 0 ? "llama" : "gemma2"; });
+                         ::testing::Values(SpecCase{"arch/llama-d256-F32.gguf", nullptr, SpecCase::Some, "llama"},
+                                           SpecCase{"arch/gemma2-d64-F32.gguf", nullptr, SpecCase::Some, "gemma2"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+// --draft-model: the model as its own draft (every draft token accepted),
+// TinyLLama-v0's Q8_0 copy for its F32 model (a real draft: mostly
+// accepted), and random-weight models of stories260K's vocabulary (arch/:
+// mostly rejected, so the draft's KV is rolled back again and again;
+// gemma2's windowed layers in the draft's own pool).
+INSTANTIATE_TEST_SUITE_P(
+    DraftModel, SpecOnModel,
+    ::testing::Values(SpecCase{"stories260K.gguf", "stories260K.gguf", SpecCase::All, "stories260K_self"},
+                      SpecCase{"TinyLLama-v0.F32.gguf", "TinyLLama-v0.F32.gguf", SpecCase::All, "TinyLLamaV0_self"},
+                      SpecCase{"TinyLLama-v0.F32.gguf", "TinyLLama-v0.Q8_0.gguf", SpecCase::Any, "TinyLLamaV0_q8_0"},
+                      SpecCase{"stories260K.gguf", "arch/llama-d256-F32.gguf", SpecCase::Any, "stories260K_llama"},
+                      SpecCase{"stories260K.gguf", "arch/gemma2-d64-F32.gguf", SpecCase::Any, "stories260K_gemma2"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 #define LOAD_STORIES(var)                               \
   NEXUS_REQUIRE_SHARED(var##_path, "stories260K.gguf"); \
@@ -381,8 +461,10 @@ INSTANTIATE_TEST_SUITE_P(ArchModels, SpecOnModel,
 // Seeded sampling draws the same tokens with and without speculation (the
 // acceptance rule consumes exactly the random numbers a plain run does), so
 // the distribution is the target's for every seed, not only on average.
-TEST(EngineSpec, SeededSamplingIsUnchanged) {
-  LOAD_STORIES(m);
+// Twelve seeded requests (temperatures, top_p, a repeat penalty); with
+// `prediction_every` > 0, every such one carries the greedy output as its
+// prediction (close to what a low temperature draws).
+std::vector<GenerationRequest> seeded_requests(const Loaded& m, uint64_t prediction_every) {
   const std::vector<GenerationRequest> base = base_requests(*m.tok);
   const auto greedy_ref = tokens_of(reference(m, base));
   std::vector<GenerationRequest> reqs;
@@ -392,15 +474,266 @@ TEST(EngineSpec, SeededSamplingIsUnchanged) {
     r.sampling.top_p = seed % 2 == 0 ? 0.9f : 1.0f;
     r.sampling.repeat_penalty = seed % 4 == 0 ? 1.2f : 1.0f;
     r.sampling.seed = seed;
-    r.prediction = greedy_ref[seed % base.size()];  // close to what a low temperature draws
+    if (prediction_every > 0 && seed % prediction_every == 0) r.prediction = greedy_ref[seed % base.size()];
     reqs.push_back(r);
   }
+  return reqs;
+}
+
+TEST(EngineSpec, SeededSamplingIsUnchanged) {
+  LOAD_STORIES(m);
+  const std::vector<GenerationRequest> reqs = seeded_requests(m, 1);
   const auto want = tokens_of(reference(m, reqs));
   Engine e(m.model, *m.tok, opts(SpecProposer::Ngram));
   const std::vector<Outcome> got = run_all(e, reqs);
   EXPECT_EQ(tokens_of(got), want);
   expect_usage_matches(reqs, got);
   EXPECT_GT(idle_stats(e).spec_accepted_prediction + idle_stats(e).spec_accepted_ngram, 0);
+}
+
+// The same with a draft model (half the requests with a prediction, which
+// goes first), twice: every seed draws what it draws without speculation,
+// and again on a second engine (reproducible). The model as its own draft
+// proposes its argmax, which sampling at temperature 0.7-1 often rejects;
+// a random-weight draft is rejected nearly always.
+TEST(EngineSpecDraft, SeededSamplingIsUnchangedAndReproducible) {
+  LOAD_STORIES(m);
+  const std::vector<GenerationRequest> reqs = seeded_requests(m, 2);
+  const auto want = tokens_of(reference(m, reqs));
+  for (const char* draft : {"stories260K.gguf", "arch/llama-d256-F32.gguf"}) {
+    NEXUS_REQUIRE_SHARED(draft_path, draft);
+    EngineOptions o = opts(SpecProposer::Ngram);  // after the draft model: used only when it has nothing
+    o.spec.draft_model = &nexus::test::loaded_model(draft_path).model;
+    for (int round = 0; round < 2; ++round) {
+      Engine e(m.model, *m.tok, o);
+      const std::vector<Outcome> got = run_all(e, reqs);
+      EXPECT_EQ(tokens_of(got), want) << draft << " round " << round;
+      expect_usage_matches(reqs, got);
+      const EngineStats s = idle_stats(e);
+      EXPECT_GT(s.spec_proposed_draft, 0) << draft;
+      EXPECT_LT(s.spec_accepted_draft, s.spec_proposed_draft) << draft << ": sampling rejects some";
+      if (std::string(draft) == "stories260K.gguf") {
+        EXPECT_GT(s.spec_accepted_draft, 0) << draft;
+      }
+      expect_no_kv_held(s, draft);
+    }
+  }
+}
+
+// The draft model alone: its proposal for any token history is the
+// greedy continuation of that history, whatever it proposed before -- after
+// rejections (the history diverges from what it proposed: its KV is cut
+// back), after a catch-up in chunks, and next to other sequences in the
+// same batched passes. A fresh DraftModel (no KV) is the reference, and its
+// proposal for the prompt is the engine's plain greedy output.
+TEST(EngineSpecDraft, ProposalIsTheGreedyContinuationAfterRollbacks) {
+  LOAD_STORIES(m);
+  const std::vector<GenerationRequest> base = base_requests(*m.tok);
+  const auto greedy_ref = tokens_of(reference(m, base));
+  ThreadPool pool(2);
+  constexpr int32_t kK = 4;
+  auto fresh = [&](std::span<const int32_t> tokens) {
+    spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);
+    std::vector<int32_t> out;
+    std::vector<spec::DraftModel::Request> r{{1, tokens, kK, &out}};
+    d.propose(r);
+    return out;
+  };
+  for (size_t i = 0; i < base.size(); ++i) {
+    const std::vector<int32_t> first(greedy_ref[i].begin(), greedy_ref[i].begin() + kK);
+    EXPECT_EQ(fresh(base[i].prompt), first) << "request " << i;
+  }
+  // Four sequences in one DraftModel with a catch-up budget of 16 tokens
+  // per call; each step appends 1-3 tokens to every history, some of them
+  // the draft's own proposal (accepted), some random (a rejection).
+  spec::DraftModel d(m.model, pool, KvType::F16, 4, 128, 16);
+  std::vector<std::vector<int32_t>> hist;
+  for (const GenerationRequest& r : base) hist.push_back(r.prompt);
+  std::vector<std::vector<int32_t>> outs(hist.size());
+  std::mt19937 rng(7);
+  int32_t compared = 0, accepted = 0;
+  for (int step = 0; step < 30; ++step) {
+    std::vector<spec::DraftModel::Request> reqs;
+    for (size_t i = 0; i < hist.size(); ++i)
+      if (hist[i].size() + kK < 120) reqs.push_back({i + 1, hist[i], kK, &outs[i]});
+    if (reqs.empty()) break;
+    d.propose(reqs);
+    for (const spec::DraftModel::Request& r : reqs) {
+      std::vector<int32_t>& h = hist[r.seq - 1];
+      const std::vector<int32_t>& out = *r.out;
+      if (!out.empty()) {  // empty while catching up
+        EXPECT_EQ(out, fresh(h)) << "sequence " << r.seq << " at " << h.size() << " tokens";
+        ++compared;
+      }
+      const auto take = static_cast<size_t>(rng() % 3);  // accepted draft tokens
+      for (size_t j = 0; j < take && j < out.size(); ++j, ++accepted) h.push_back(out[j]);
+      h.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(m.model.config().n_vocab)));
+    }
+    d.blocks().validate();
+  }
+  EXPECT_GT(compared, 40);
+  EXPECT_GT(accepted, 20);
+  for (size_t i = 0; i < hist.size(); ++i) d.release(i + 1);
+  d.blocks().validate();
+  EXPECT_EQ(d.blocks().n_used(), 0);
+  EXPECT_EQ(d.blocks().n_sequences(), 0);
+}
+
+// A draft pool with room for one context (128 positions, 8 blocks): a
+// sequence not proposing in a call is evicted for one that is, and its next
+// proposal (caught up again) is still the greedy continuation; sequences
+// proposing in the same call never evict each other (the one that does not
+// fit gets nothing).
+TEST(EngineSpecDraft, AFullDraftPoolEvictsIdleSequences) {
+  LOAD_STORIES(m);
+  const std::vector<GenerationRequest> base = base_requests(*m.tok);
+  ThreadPool pool(2);
+  constexpr int32_t kK = 3;
+  auto fresh = [&](std::span<const int32_t> tokens) {
+    spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);
+    std::vector<int32_t> out;
+    std::vector<spec::DraftModel::Request> r{{1, tokens, kK, &out}};
+    d.propose(r);
+    return out;
+  };
+  spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);
+  ASSERT_EQ(d.blocks().n_blocks(), 8);
+  // Prompts of 3-4 blocks each: two fit at once, not three.
+  const std::vector<int32_t>& a = base[0].prompt;
+  const std::vector<int32_t>& b = base[2].prompt;
+  ASSERT_GT(a.size(), 32u);
+  ASSERT_GT(b.size(), 32u);
+  std::vector<int32_t> c = a;
+  c[1] = (c[1] + 1) % m.model.config().n_vocab;  // no prefix shared with a
+  std::vector<int32_t> out;
+  for (int round = 0; round < 2; ++round) {
+    for (uint64_t id = 1; id <= 3; ++id) {
+      const std::vector<int32_t>& t = id == 1 ? a : id == 2 ? b : c;
+      std::vector<spec::DraftModel::Request> r{{id, t, kK, &out}};
+      d.propose(r);
+      EXPECT_EQ(out, fresh(t)) << "sequence " << id << " round " << round;
+      d.blocks().validate();
+      EXPECT_LE(d.blocks().n_sequences(), 2);
+    }
+  }
+  // All three in one call: the pool holds two.
+  std::vector<std::vector<int32_t>> outs(3);
+  std::vector<spec::DraftModel::Request> all{{4, a, kK, &outs[0]}, {5, b, kK, &outs[1]}, {6, c, kK, &outs[2]}};
+  d.propose(all);
+  int32_t proposed = 0;
+  for (const spec::DraftModel::Request& r : all)
+    if (!r.out->empty()) {
+      EXPECT_EQ(*r.out, fresh(r.tokens)) << "sequence " << r.seq;
+      ++proposed;
+    }
+  EXPECT_GE(proposed, 1);
+  EXPECT_LE(proposed, 2);
+  d.blocks().validate();
+}
+
+// Sequences that end, are cancelled or preempted free their draft KV.
+TEST(EngineSpecDraft, CancelledAndFinishedSequencesFreeTheirDraftKv) {
+  LOAD_STORIES(m);
+  NEXUS_REQUIRE_SHARED(draft_path, "arch/llama-d256-F32.gguf");
+  EngineOptions o = opts();
+  o.spec.draft_model = &nexus::test::loaded_model(draft_path).model;
+  Engine e(m.model, *m.tok, o);
+  std::vector<std::shared_ptr<Result>> results;
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (const GenerationRequest& base : base_requests(*m.tok)) {
+    GenerationRequest r = base;
+    r.stop.max_tokens = 100;
+    auto res = std::make_shared<Result>();
+    handles.push_back(e.submit(r, nexus::test::into(res)));
+    ASSERT_NE(handles.back(), nullptr);
+    results.push_back(res);
+  }
+  // Cancel two once the draft model holds KV for someone.
+  for (int i = 0; i < 2000 && e.stats().draft_sequences == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GT(e.stats().draft_sequences, 0);
+  handles[0]->cancel();
+  handles[2]->cancel();
+  for (auto& r : results) EXPECT_TRUE(r->wait());
+  const EngineStats s = idle_stats(e);
+  EXPECT_GT(s.spec_proposed_draft, 0);
+  expect_no_kv_held(s, "after cancellation");
+  EXPECT_GT(s.draft_kv_blocks_total, 0);
+}
+
+// A draft of another vocabulary is refused: by the check the CLI runs
+// (sizes, then token texts), by the engine (n_vocab), and by
+// `nexus serve --draft-model` (non-zero exit, a message naming the draft).
+TEST(EngineSpecDraft, ADraftOfAnotherVocabularyIsRefused) {
+  LOAD_STORIES(stories);
+  NEXUS_REQUIRE_SHARED(tiny_path, "TinyLLama-v0.F32.gguf");
+  Loaded& tiny = nexus::test::loaded_model(tiny_path);
+  try {
+    spec::check_same_vocabulary(*tiny.tok, *stories.tok);
+    ADD_FAILURE() << "512 tokens accepted as a draft for 32000";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("512 tokens, the target's 32000"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(spec::check_same_vocabulary(*stories.tok, *stories.tok));
+  // Same size, other texts: Llama 2's SentencePiece vocabulary against open_llama's (TinyLLama-v0).
+  NEXUS_REQUIRE_SHARED(spm_path, "tokenizers/ggml-vocab-llama-spm.gguf");
+  const GgufFile spm_gguf(spm_path);
+  const std::unique_ptr<Tokenizer> spm = Tokenizer::from_gguf(spm_gguf);
+  ASSERT_EQ(spm->n_vocab(), tiny.tok->n_vocab());
+  try {
+    spec::check_same_vocabulary(*tiny.tok, *spm);
+    ADD_FAILURE() << "a vocabulary of other token texts accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the draft model's token "), std::string::npos) << e.what();
+  }
+  // Same tokens, another BOS, then another EOS (vocabulary-only GGUFs).
+  struct Vocab {
+    std::vector<uint8_t> image;
+    std::unique_ptr<GgufFile> file;
+    std::unique_ptr<Tokenizer> tok;
+  };
+  auto vocab = [](uint32_t bos, uint32_t eos) {
+    nexus::test::GgufWriter w;
+    const std::vector<std::string> texts = {"<unk>", "<s>", "</s>", "a", "b"};
+    std::vector<nexus::test::GgufWriter::Value> toks, scores, types;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      toks.push_back(w.str(texts[i]));
+      scores.push_back(w.f32(0));
+      types.push_back(w.i32(i == 0 ? 2 : i < 3 ? 3 : 1));
+    }
+    w.kv("tokenizer.ggml.model", w.str("llama"));
+    w.kv("tokenizer.ggml.tokens", w.array(GgufValueType::STRING, toks));
+    w.kv("tokenizer.ggml.scores", w.array(GgufValueType::FLOAT32, scores));
+    w.kv("tokenizer.ggml.token_type", w.array(GgufValueType::INT32, types));
+    w.kv("tokenizer.ggml.bos_token_id", w.u32(bos));
+    w.kv("tokenizer.ggml.eos_token_id", w.u32(eos));
+    auto v = std::make_unique<Vocab>();
+    v->image = w.build();
+    v->file = std::make_unique<GgufFile>(std::span<const uint8_t>(v->image), "vocab.gguf");
+    v->tok = Tokenizer::from_gguf(*v->file);
+    return v;
+  };
+  const auto target = vocab(1, 2), other_bos = vocab(2, 2), other_eos = vocab(1, 1);
+  EXPECT_NO_THROW(spec::check_same_vocabulary(*target->tok, *vocab(1, 2)->tok));
+  for (const auto* v : {other_bos.get(), other_eos.get()}) {
+    try {
+      spec::check_same_vocabulary(*target->tok, *v->tok);
+      ADD_FAILURE() << "another BOS or EOS accepted";
+    } catch (const Error& e) {
+      const std::string want = v == other_bos.get() ? "BOS token is 2, the target's 1" : "EOS token is 1, the target's 2";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  EngineOptions o = opts();
+  o.spec.draft_model = &stories.model;
+  EXPECT_THROW(Engine(tiny.model, *tiny.tok, o), Error);
+  const nexus::test::CommandResult r = nexus::test::run_nexus(
+      "serve --port 0 -m " + nexus::test::shell_quote(tiny_path) + " --draft-model " +
+      nexus::test::shell_quote(stories_path));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--draft-model"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("vocabulary has 512 tokens, the target's 32000"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
 }
 
 // The distribution of a speculatively sampled token is the model's: at the

@@ -154,4 +154,46 @@ TEST_F(ServerPrediction, MetricsCountProposedAndAcceptedTokensByProposer) {
   EXPECT_GT(value("nexus_spec_verify_step_seconds_count"), 0);
   EXPECT_EQ(value("nexus_spec_accepted_length_sum"),
             accepted_p + value("nexus_spec_accepted_tokens_total", {{"proposer", "ngram"}}));
+  // No draft model here: its series are there, at 0.
+  EXPECT_EQ(value("nexus_spec_proposed_tokens_total", {{"proposer", "draft"}}), 0);
+  EXPECT_EQ(value("nexus_spec_accepted_tokens_total", {{"proposer", "draft"}}), 0);
+}
+
+namespace {
+
+// The server over an engine with a draft model (the model itself: every
+// draft token is its own argmax).
+class ServerDraftModel : public nexus::test::EngineServer {
+ protected:
+  void SetUp() override {
+    const std::string path = nexus::test::shared_model_path("stories260K.gguf");
+    if (!nexus::test::require_file(path)) {
+      if (HasFailure()) return;
+      GTEST_SKIP() << "missing shared file " << path;
+    }
+    EngineOptions eo;
+    eo.n_threads = 2;
+    eo.n_ctx = 256;
+    eo.spec.draft_model = &nexus::test::loaded_model(path).model;
+    start("stories260K.gguf", eo);
+  }
+};
+
+}  // namespace
+
+// proposer="draft": the draft model's tokens, counted by /metrics; the
+// completion is the plain greedy one.
+TEST_F(ServerDraftModel, MetricsCountTheDraftModelsTokens) {
+  const json body = post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 30}, {"temperature", 0}});
+  EXPECT_EQ(body["usage"]["completion_tokens"], 30);
+  nexus::test::HttpClient c("127.0.0.1", server_->port());
+  const std::vector<nexus::test::MetricSample> m = nexus::test::parse_metrics_text(c.get("/metrics").body);
+  auto value = [&](const std::string& name, const std::map<std::string, std::string>& labels = {}) {
+    return nexus::test::metric_value(m, name, labels).value_or(-1);
+  };
+  const double proposed = value("nexus_spec_proposed_tokens_total", {{"proposer", "draft"}});
+  EXPECT_GT(proposed, 0);
+  EXPECT_EQ(value("nexus_spec_accepted_tokens_total", {{"proposer", "draft"}}), proposed);
+  EXPECT_EQ(value("nexus_spec_proposed_tokens_total", {{"proposer", "ngram"}}), 0);
+  EXPECT_EQ(value("nexus_spec_accepted_length_sum"), proposed);
 }

@@ -15,6 +15,8 @@
 #include <fstream>
 #include <sstream>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <pthread.h>
@@ -25,6 +27,7 @@
 #include "cli/open_model.h"
 #include "cli/memory_arg.h"
 #include "engine/engine.h"
+#include "engine/spec/draft_model.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
 #include "server/backend.h"
@@ -62,6 +65,7 @@ struct ServeArgs {
   int32_t spec_ngram = 3;
   int32_t spec_k = 5;
   int32_t spec_max_seqs = 4;
+  std::string draft_model;    // --draft-model: a GGUF of the same vocabulary, or empty
 };
 
 // Graceful shutdown after the first stop signal: new requests get 503 while
@@ -158,6 +162,21 @@ int serve(ServeArgs& a) {
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(gguf);
   LlamaModel model(gguf);
   check_ctx_size(a.n_ctx, model.config().n_ctx_train);
+  // The draft model (docs/speculative.md): opened like the model, refused
+  // before anything starts when its vocabulary is not the model's.
+  std::optional<OpenedModel> draft_opened;
+  std::unique_ptr<LlamaModel> draft;
+  if (!a.draft_model.empty()) {
+    draft_opened = open_model(a.draft_model);
+    const std::unique_ptr<Tokenizer> draft_tok = Tokenizer::from_gguf(*draft_opened->gguf);
+    try {
+      spec::check_same_vocabulary(*tok, *draft_tok);
+    } catch (const Error& e) {
+      throw Error(fmt::format("--draft-model {}: {}; a draft model must have the model's vocabulary", a.draft_model,
+                              e.what()));
+    }
+    draft = std::make_unique<LlamaModel>(*draft_opened->gguf);
+  }
   EngineOptions eopts;
   eopts.n_threads = a.n_threads;
   eopts.n_ctx = a.n_ctx;
@@ -170,6 +189,7 @@ int serve(ServeArgs& a) {
   eopts.spec.ngram = a.spec_ngram;
   eopts.spec.k = a.spec_k;
   eopts.spec.max_seqs = a.spec_max_seqs;
+  eopts.spec.draft_model = draft.get();
   Engine engine(model, *tok, eopts);
   const std::string id = a.alias.empty() ? opened.id : a.alias;
   server::EngineBackend backend(engine, id, pick_chat_template(gguf, *tok, a));
@@ -200,6 +220,9 @@ int serve(ServeArgs& a) {
                backend.model_id().c_str(), backend.n_ctx(), backend.chat_template().origin().c_str(),
                st.kv_blocks_total, windowed.c_str(), st.block_size, kv_type_name(eopts.kv_type),
                st.kv_bytes / 1048576.0);
+  if (draft)
+    std::fprintf(stderr, "draft model %s: KV pool %d blocks of %d tokens\n", draft_opened->id.c_str(),
+                 st.draft_kv_blocks_total, st.block_size);
   std::printf("listening on http://%s:%u\n", http.host().c_str(), static_cast<unsigned>(http.port()));
   std::fflush(stdout);
 
@@ -284,6 +307,10 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--spec-k", a->spec_k, "most proposed tokens verified per sequence and step")
       ->capture_default_str()
       ->check(range(1, 64));
+  sub.add_option("--draft-model", a->draft_model,
+                 "speculative decoding with a draft model: a small GGUF of the same vocabulary (file, hf: or "
+                 "ollama: as -m) proposes --spec-k tokens greedily; a request's \"prediction\" goes first, "
+                 "--spec ngram after it");
   sub.add_option("--spec-max-seqs", a->spec_max_seqs,
                  "no speculation in a step with more running sequences than this (0: never speculate)")
       ->capture_default_str()

@@ -17,6 +17,7 @@
 #include "engine/kv_pool_sizes.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/spec/draft_model.h"
 #include "grammar/automaton_cache.h"
 #include "grammar/loop_index.h"
 #include "grammar/vocab_trie.h"
@@ -76,7 +77,11 @@ struct Engine::Impl {
         forward(model, cache, o.n_threads, std::min(ctx, cache.n_blocks() * cache.block_size())),
         n_ctx(std::min(ctx, cache.n_blocks() * cache.block_size())),
         spec(o.spec),
-        validate_kv(o.validate_kv) {
+        validate_kv(o.validate_kv),
+        draft(o.spec.draft_model ? std::make_unique<spec::DraftModel>(
+                                       *o.spec.draft_model, forward.pool(), o.kv_type,
+                                       std::min(o.max_seqs, std::max(1, o.spec.max_seqs)), n_ctx, o.max_batch_tokens)
+                                 : nullptr) {
     sched.set_reclaim([this] { return release_oldest_session(); });
   }
 
@@ -108,9 +113,16 @@ struct Engine::Impl {
   const int32_t n_ctx;
   const SpecOptions spec;
   const bool validate_kv;
+  std::unique_ptr<spec::DraftModel> draft;  // --draft-model, or null
   struct SpecStats {
-    int64_t proposed_prediction = 0, accepted_prediction = 0, proposed_ngram = 0, accepted_ngram = 0, verify_runs = 0;
+    int64_t proposed_prediction = 0, accepted_prediction = 0, proposed_draft = 0, accepted_draft = 0,
+            proposed_ngram = 0, accepted_ngram = 0, verify_runs = 0;
   } spec_stats;
+  // propose_drafts()' scratch: the sequences the draft model proposes for.
+  std::vector<spec::DraftModel::Request> draft_reqs;
+  std::vector<Sequence*> draft_seqs;
+  std::vector<int32_t> draft_k;
+  std::vector<std::vector<int32_t>> draft_out;
   std::vector<std::unique_ptr<Sequence>> seqs;
   std::vector<SeqRun> runs;
   struct Sampled {  // a sequence whose run completed in this step
@@ -285,6 +297,7 @@ void Engine::Impl::reap_cancelled() {
 
 void Engine::Impl::retire(Sequence* s) {
   if (s->n_cached_first < 0) leave_queue(1);  // left without ever being admitted
+  if (draft) draft->release(s->arrival);
   const uint64_t session = s->session();
   if (session != 0) {
     if (const BlockManager::SeqId kv = sched.detach(s)) {
@@ -303,6 +316,7 @@ void Engine::Impl::retire(Sequence* s) {
 void Engine::Impl::check_kv() {
   try {
     blocks.validate();
+    if (draft) draft->blocks().validate();
   } catch (const std::exception& e) {
     while (!seqs.empty()) {
       Sequence* s = seqs.back().get();
@@ -313,17 +327,48 @@ void Engine::Impl::check_kv() {
 }
 
 // Speculative decoding: drafts for the running sequences that are about to
-// decode (engine.h SpecOptions); none in a step with many sequences.
+// decode (engine.h SpecOptions); none in a step with many sequences. The
+// first proposer that proposes wins: the prediction, the draft model (one
+// batched call for every sequence it proposes for), n-gram lookup.
 void Engine::Impl::propose_drafts() {
   const bool busy = static_cast<int32_t>(sched.running().size()) > spec.max_seqs;
+  draft_seqs.clear();
+  draft_k.clear();
   for (SchedSeq* r : sched.running()) {
     auto* s = static_cast<Sequence*>(r);
     if (busy) {
       if (s->n_draft > 0) s->drop_draft();
-    } else {
-      s->propose(spec, n_ctx);
+      continue;
+    }
+    const int32_t k = s->draft_room(spec, n_ctx);
+    if (k < 1 || s->propose(DraftSource::Prediction, spec, k) > 0) continue;
+    if (draft) {
+      draft_seqs.push_back(s);
+      draft_k.push_back(k);
+    } else if (spec.proposer == SpecProposer::Ngram) {
+      s->propose(DraftSource::Ngram, spec, k);
     }
   }
+  if (draft_seqs.empty()) return;
+  draft_reqs.clear();
+  if (draft_out.size() < draft_seqs.size()) draft_out.resize(draft_seqs.size());
+  for (size_t i = 0; i < draft_seqs.size(); ++i)
+    draft_reqs.push_back({draft_seqs[i]->arrival, draft_seqs[i]->tokens, draft_k[i], &draft_out[i]});
+  try {
+    draft->propose(draft_reqs);
+  } catch (const std::exception& e) {
+    // Validation failed (a bug, not input): as in the target's forward pass.
+    for (Sequence* s : draft_seqs) {
+      s->fail(std::string("internal error in the draft model: ") + e.what());
+      retire(s);
+    }
+    return;
+  }
+  // A sequence the draft model has nothing for (no room, catching up) may
+  // still find an n-gram.
+  for (size_t i = 0; i < draft_seqs.size(); ++i)
+    if (draft_seqs[i]->set_draft(DraftSource::Draft, draft_out[i]) == 0 && spec.proposer == SpecProposer::Ngram)
+      draft_seqs[i]->propose(DraftSource::Ngram, spec, draft_k[i]);
 }
 
 void Engine::Impl::step() {
@@ -332,7 +377,10 @@ void Engine::Impl::step() {
   const Clock::time_point start = Clock::now();
   for (SchedSeq* s : plan.admitted) static_cast<Sequence*>(s)->on_admitted(start);
   if (!plan.admitted.empty()) leave_queue(static_cast<int32_t>(plan.admitted.size()));
-  for (size_t i = 0; i < plan.preempted.size(); ++i) metrics.add_preemption();
+  for (SchedSeq* s : plan.preempted) {
+    metrics.add_preemption();
+    if (draft) draft->release(s->arrival);  // recomputed (mostly from its prefix cache) when it resumes
+  }
   if (plan.runs.empty()) return;
   runs.clear();
   bool verifies = false;
@@ -459,16 +507,20 @@ void Engine::Impl::step() {
 
 void Engine::Impl::note_verified(DraftSource source, int32_t proposed, int32_t accepted) {
   ++spec_stats.verify_runs;
+  int proposer = EngineMetrics::kProposerNgram;
   if (source == DraftSource::Prediction) {
     spec_stats.proposed_prediction += proposed;
     spec_stats.accepted_prediction += accepted;
+    proposer = EngineMetrics::kProposerPrediction;
+  } else if (source == DraftSource::Draft) {
+    spec_stats.proposed_draft += proposed;
+    spec_stats.accepted_draft += accepted;
+    proposer = EngineMetrics::kProposerDraft;
   } else {
     spec_stats.proposed_ngram += proposed;
     spec_stats.accepted_ngram += accepted;
   }
-  metrics.observe_draft(source == DraftSource::Prediction ? EngineMetrics::kProposerPrediction
-                                                          : EngineMetrics::kProposerNgram,
-                        proposed, accepted);
+  metrics.observe_draft(proposer, proposed, accepted);
 }
 
 void Engine::Impl::leave_queue(int32_t n) {
@@ -501,7 +553,14 @@ void Engine::Impl::publish() {
   stats.spec_accepted_prediction = spec_stats.accepted_prediction;
   stats.spec_proposed_ngram = spec_stats.proposed_ngram;
   stats.spec_accepted_ngram = spec_stats.accepted_ngram;
+  stats.spec_proposed_draft = spec_stats.proposed_draft;
+  stats.spec_accepted_draft = spec_stats.accepted_draft;
   stats.spec_verify_runs = spec_stats.verify_runs;
+  if (draft) {
+    stats.draft_kv_blocks_total = draft->blocks().n_blocks();
+    stats.draft_kv_blocks_used = draft->blocks().n_used();
+    stats.draft_sequences = draft->blocks().n_sequences();
+  }
   metrics.set_gauges({.running_sequences = stats.running,
                       .waiting_requests = stats.waiting,
                       .kv_blocks_total = stats.kv_blocks_total,
@@ -549,6 +608,9 @@ Engine::Engine(const LlamaModel& model, const Tokenizer& tokenizer, EngineOption
   const int32_t ctx = opts.n_ctx > 0 ? opts.n_ctx : train;
   if (opts.spec.ngram < 1 || opts.spec.k < 1 || opts.spec.max_seqs < 0)
     throw Error("engine: speculative decoding needs ngram >= 1, k >= 1 and max_seqs >= 0");
+  if (opts.spec.draft_model && opts.spec.draft_model->config().n_vocab != model.config().n_vocab)
+    throw Error("engine: the draft model's vocabulary has " + std::to_string(opts.spec.draft_model->config().n_vocab) +
+                " tokens, the model's " + std::to_string(model.config().n_vocab));
   impl_ = std::make_unique<Impl>(model, tokenizer, opts, ctx);
   if (impl_->n_ctx < 2)
     throw Error("engine: the KV pool holds only " + std::to_string(impl_->n_ctx) + " token(s); raise kv_memory");

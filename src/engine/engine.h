@@ -166,8 +166,11 @@ class RequestHandle {
 // rejection rule min(1, p/q) with its residual p restricted to other
 // tokens, and it draws exactly the random numbers a plain run draws).
 // Requests with a grammar or logprobs never speculate.
-// Proposers: a request's `prediction` (always used when given) and, with
-// proposer = Ngram, prompt lookup over the sequence's own text.
+// Proposers, first that proposes wins: a request's `prediction` (always
+// used when given), then a draft model (draft_model: a small model of the
+// same vocabulary proposing greedily, with its own KV per sequence;
+// engine/spec/draft_model.h), then, with proposer = Ngram, prompt lookup
+// over the sequence's own text.
 // Adaptive (measured per sequence): the draft length follows the acceptance
 // (grows by one after a fully accepted draft, shrinks to accepted + 1
 // otherwise), and a sequence whose drafts keep failing (two in a row with
@@ -181,6 +184,13 @@ struct SpecOptions {
   int32_t ngram = 3;    // longest n-gram looked up (tokens), >= 1
   int32_t k = 5;        // most proposed tokens per sequence and step, >= 1
   int32_t max_seqs = 4; // no speculation in a step with more running sequences
+  // A draft model (nexus serve --draft-model), or null. It must outlive the
+  // engine and have the model's n_vocab (checked: nexus::Error otherwise);
+  // the tokenizers' agreement is the caller's check
+  // (spec::check_same_vocabulary). Its KV is its own pool, outside
+  // kv_memory, with room for min(EngineOptions::max_seqs, max(max_seqs, 1))
+  // full contexts of the draft (at most a quarter of available RAM).
+  const LlamaModel* draft_model = nullptr;
 };
 
 struct EngineOptions {
@@ -227,12 +237,19 @@ struct EngineStats {
   int64_t prefix_hit_tokens = 0;      // of those, found
   int32_t sessions_kept = 0;          // sessions whose KV is kept between requests
   // Speculative decoding, cumulative: tokens proposed and, of those,
-  // accepted (by proposer: prediction, ngram), and verify runs.
+  // accepted (by proposer: prediction, draft model, ngram), and verify runs.
   int64_t spec_proposed_prediction = 0;
   int64_t spec_accepted_prediction = 0;
+  int64_t spec_proposed_draft = 0;
+  int64_t spec_accepted_draft = 0;
   int64_t spec_proposed_ngram = 0;
   int64_t spec_accepted_ngram = 0;
   int64_t spec_verify_runs = 0;
+  // The draft model's KV pool (all 0 without one): its blocks, those a
+  // draft sequence references, and the sequences that hold draft KV.
+  int32_t draft_kv_blocks_total = 0;
+  int32_t draft_kv_blocks_used = 0;
+  int32_t draft_sequences = 0;
 };
 
 class Engine {

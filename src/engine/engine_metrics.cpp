@@ -23,8 +23,9 @@ std::array<metrics::IntCounter*, 4> register_requests(metrics::Registry& reg) {
 }
 
 // One counter per proposer, indexed by EngineMetrics::kProposer*.
-std::array<metrics::IntCounter*, 2> register_spec(metrics::Registry& reg, const char* name, const char* help) {
-  return {&reg.int_counter(name, help, {{"proposer", "prediction"}}), &reg.int_counter(name, help, {{"proposer", "ngram"}})};
+std::array<metrics::IntCounter*, 3> register_spec(metrics::Registry& reg, const char* name, const char* help) {
+  return {&reg.int_counter(name, help, {{"proposer", "prediction"}}), &reg.int_counter(name, help, {{"proposer", "ngram"}}),
+          &reg.int_counter(name, help, {{"proposer", "draft"}})};
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 //   nexus_preemptions_total, nexus_prefix_cache_queried_tokens_total,
 //   nexus_prefix_cache_hit_tokens_total (hit rate = rate(hit) / rate(queried))
 // Speculative decoding (engine.h SpecOptions):
-//   nexus_spec_proposed_tokens_total{proposer="prediction|ngram"}, draft
+//   nexus_spec_proposed_tokens_total{proposer="prediction|draft|ngram"}, draft
 //   tokens verified; nexus_spec_accepted_tokens_total{proposer=...}, of
 //   those, accepted; nexus_spec_accepted_length (histogram, buckets
 //   0, 1, 2, 3, 4, 6, 8, 12, 16: accepted tokens per verify run);
@@ -94,7 +94,7 @@ class EngineMetrics {
   // Speculative decoding: one verify run's draft of `proposed` tokens from
   // `proposer` (kProposer*), of which `accepted` were accepted; the
   // duration of a step that verified at least one draft.
-  static constexpr int kProposerPrediction = 0, kProposerNgram = 1;
+  static constexpr int kProposerPrediction = 0, kProposerNgram = 1, kProposerDraft = 2;
   void observe_draft(int proposer, int32_t proposed, int32_t accepted) noexcept;
   void observe_verify_step(double seconds) noexcept;
   // A running sequence was preempted (its blocks taken back).
@@ -130,7 +130,7 @@ class EngineMetrics {
   metrics::Histogram& batch_sequences_;
   metrics::IntCounter& preemptions_;
   // Speculative decoding, indexed by kProposer*.
-  std::array<metrics::IntCounter*, 2> spec_proposed_, spec_accepted_;
+  std::array<metrics::IntCounter*, 3> spec_proposed_, spec_accepted_;
   metrics::Histogram& spec_accepted_length_;
   metrics::Histogram& spec_verify_step_;
   // State.

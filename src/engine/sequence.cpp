@@ -112,8 +112,8 @@ int32_t Sequence::sample(std::span<const float> logits, size_t n_history) {
 
 bool Sequence::can_speculate() const { return !grammar_ && job_.req.sampling.logprobs < 0; }
 
-int32_t Sequence::propose(const SpecOptions& opts, int32_t n_ctx) {
-  if (n_draft != 0) return n_draft;  // not scheduled in the last step: still valid
+int32_t Sequence::draft_room(const SpecOptions& opts, int32_t n_ctx) {
+  if (n_draft != 0) return 0;  // not scheduled in the last step: still valid
   draft_source_ = DraftSource::None;
   if (pending() != 1 || !can_speculate()) return 0;
   if (spec_pause_ > 0) {
@@ -125,17 +125,22 @@ int32_t Sequence::propose(const SpecOptions& opts, int32_t n_ctx) {
   // draft position below n_ctx.
   const int64_t room = std::min<int64_t>(job_.req.stop.max_tokens - n_generated_ - 1,
                                          static_cast<int64_t>(n_ctx) - static_cast<int64_t>(tokens.size()) - 1);
-  const int32_t k = static_cast<int32_t>(std::min<int64_t>({spec_k_, opts.k, room}));
-  if (k < 1) return 0;
-  if (prediction_ && prediction_->propose(k, proposal_) > 0) {
-    draft_source_ = DraftSource::Prediction;
-  } else if (opts.proposer == SpecProposer::Ngram && spec::ngram_propose(tokens, opts.ngram, k, proposal_) > 0) {
-    draft_source_ = DraftSource::Ngram;
-  } else {
-    return 0;
-  }
-  tokens.insert(tokens.end(), proposal_.begin(), proposal_.end());
-  n_draft = static_cast<int32_t>(proposal_.size());
+  return static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>({spec_k_, opts.k, room})));
+}
+
+int32_t Sequence::propose(DraftSource source, const SpecOptions& opts, int32_t k) {
+  if (n_draft != 0 || k < 1) return n_draft;
+  proposal_.clear();
+  if (source == DraftSource::Prediction && prediction_) prediction_->propose(k, proposal_);
+  if (source == DraftSource::Ngram) spec::ngram_propose(tokens, opts.ngram, k, proposal_);
+  return set_draft(source, proposal_);
+}
+
+int32_t Sequence::set_draft(DraftSource source, std::span<const int32_t> draft) {
+  if (n_draft != 0 || draft.empty()) return n_draft;
+  draft_source_ = source;
+  tokens.insert(tokens.end(), draft.begin(), draft.end());
+  n_draft = static_cast<int32_t>(draft.size());
   return n_draft;
 }
 

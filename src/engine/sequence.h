@@ -45,7 +45,7 @@ struct GenerationJob {
 void validate_request(const GenerationRequest& req, int32_t n_ctx, int32_t n_vocab);
 
 // Where a sequence's current draft came from.
-enum class DraftSource : uint8_t { None, Prediction, Ngram };
+enum class DraftSource : uint8_t { None, Prediction, Draft, Ngram };
 
 class Sequence : public SchedSeq {
  public:
@@ -79,12 +79,20 @@ class Sequence : public SchedSeq {
   // Speculative decoding (engine.h SpecOptions). Whether this request may
   // speculate at all (no grammar, no logprobs).
   bool can_speculate() const;
-  // For a running sequence with one pending token and no draft: appends a
-  // draft of at most min(opts.k, the adaptive length) tokens to `tokens`
-  // (n_draft set) from the prediction, else from n-gram lookup when
-  // opts.proposer says so; never past max_tokens - 1 more tokens or
-  // position n_ctx - 1, none while paused. Returns n_draft.
-  int32_t propose(const SpecOptions& opts, int32_t n_ctx);
+  // For a running sequence with one pending token and no draft: how many
+  // tokens it may propose in this step, min(opts.k, the adaptive length),
+  // never past max_tokens - 1 more tokens or position n_ctx - 1. 0 while
+  // paused (each call counts one paused step down), with a draft still
+  // pending (not scheduled in the last step: still valid), or when the
+  // request may not speculate.
+  int32_t draft_room(const SpecOptions& opts, int32_t n_ctx);
+  // Proposes at most k tokens from the prediction (source Prediction) or by
+  // n-gram lookup over tokens (Ngram, up to opts.ngram) and sets them as
+  // the draft. Returns n_draft (0: nothing proposed).
+  int32_t propose(DraftSource source, const SpecOptions& opts, int32_t k);
+  // Appends `draft` to tokens as the draft from `source` (n_draft set; a
+  // draft model's proposal). Returns n_draft.
+  int32_t set_draft(DraftSource source, std::span<const int32_t> draft);
   DraftSource draft_source() const { return draft_source_; }
   // After a verify run of `proposed` draft tokens of which the first
   // `accepted` were the model's own choice: adapts the draft length.

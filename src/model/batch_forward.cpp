@@ -41,7 +41,19 @@ int32_t attention_heads_per_task(const LlamaConfig& c, KvType type) {
 }  // namespace
 
 BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_threads, int32_t n_ctx)
-    : model_(model), cache_(cache), rope_factors_(model.rope_factors_for(n_ctx)), act_(std::make_unique<Activations>()) {
+    : BatchForward(model, cache, std::make_unique<ThreadPool>(n_threads), nullptr, n_ctx) {}
+
+BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, ThreadPool& pool, int32_t n_ctx)
+    : BatchForward(model, cache, nullptr, &pool, n_ctx) {}
+
+BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, std::unique_ptr<ThreadPool> own,
+                           ThreadPool* borrowed, int32_t n_ctx)
+    : model_(model),
+      cache_(cache),
+      own_pool_(std::move(own)),
+      pool_(own_pool_ ? own_pool_.get() : borrowed),
+      rope_factors_(model.rope_factors_for(n_ctx)),
+      act_(std::make_unique<Activations>()) {
   const LlamaConfig& c = model.config();
   if (c.head_dim > kMaxHeadDim)
     throw Error("head size " + std::to_string(c.head_dim) + " exceeds the supported " + std::to_string(kMaxHeadDim));
@@ -49,7 +61,6 @@ BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_th
     throw Error("batch forward: the KV cache was made for " + std::to_string(cache.n_layer()) + " layers of width " +
                 std::to_string(cache.n_embd_kv()) + ", the model has " + std::to_string(c.n_layer) + " of width " +
                 std::to_string(c.n_embd_kv()));
-  pool_ = std::make_unique<ThreadPool>(n_threads);
   serial_ = std::make_unique<ThreadPool>(1);
   constexpr size_t kMaxLayerBytes = size_t{512} << 10;  // splits_by_token(): kept in L2
   const LlamaLayer& L = model.layers().front();

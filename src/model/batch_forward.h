@@ -58,6 +58,10 @@ class BatchForward {
   // phi3's LongRoPE factors (LlamaModel::rope_factors_for). Throws
   // nexus::Error on a mismatch or a head size above kMaxHeadDim.
   BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_threads = 0, int32_t n_ctx = 0);
+  // The same on another BatchForward's kernel threads (`pool` must outlive
+  // this object and is never used by both at once: a draft model's passes
+  // run between the target's on the same thread, engine/spec/draft_model.h).
+  BatchForward(const LlamaModel& model, KvCache& cache, ThreadPool& pool, int32_t n_ctx = 0);
   ~BatchForward();
   BatchForward(const BatchForward&) = delete;
   BatchForward& operator=(const BatchForward&) = delete;
@@ -97,6 +101,8 @@ class BatchForward {
   ThreadPool& pool() { return *pool_; }
 
  private:
+  BatchForward(const LlamaModel& model, KvCache& cache, std::unique_ptr<ThreadPool> own, ThreadPool* borrowed,
+               int32_t n_ctx);
   void validate(std::span<const SeqRun> runs) const;
   // Everything of forward() before the output: the batch's final residual
   // stream in act_->x.
@@ -113,7 +119,8 @@ class BatchForward {
 
   const LlamaModel& model_;
   KvCache& cache_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> own_pool_;  // null when the pool is borrowed
+  ThreadPool* pool_ = nullptr;
   // Size 1: runs every call on the calling thread and touches no state, so
   // both kernel threads may use it at once (split_by_token).
   std::unique_ptr<ThreadPool> serial_;

@@ -1,0 +1,116 @@
+// A draft model (Leviathan et al. 2023, "Fast Inference from Transformers via
+// Speculative Decoding"; Chen et al. 2023): a small model with the target's
+// vocabulary proposes each speculating sequence's next k tokens, greedily
+// (its argmax at each position: a point mass, so the engine's acceptance
+// rule stays exact; docs/speculative.md).
+//
+// The draft keeps its own paged KV (its own KvCache and BlockManager, with
+// prefix caching, sized for --spec-max-seqs full contexts), one draft
+// sequence per engine sequence that has proposed. Before proposing, a
+// sequence's draft KV is cut to the longest prefix its tokens still start
+// with (rejected draft tokens go; BlockManager::truncate) and catches up on
+// the rest (the prompt, the tokens the target emitted), the pending token
+// last. Then k passes, each batched across every proposing sequence (one
+// BatchForward::forward per pass, on the target's kernel threads): pass 1
+// runs the catch-up chunks and yields d1, pass j runs d_(j-1) and yields d_j.
+// The catch-up of one step is at most max_batch_tokens tokens in all; a
+// sequence with more to catch up advances by a chunk and proposes nothing
+// in that step.
+//
+// Not thread-safe: the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/kv_pool_sizes.h"
+#include "model/batch_forward.h"
+#include "model/kv_cache.h"
+
+namespace nexus {
+
+class LlamaModel;
+class ThreadPool;
+class Tokenizer;
+
+namespace spec {
+
+// Throws nexus::Error naming the first difference between the two
+// vocabularies: their sizes, a token's text (with its id), the BOS or the
+// EOS id. `nexus serve --draft-model` refuses such a draft.
+void check_same_vocabulary(const Tokenizer& target, const Tokenizer& draft);
+
+class DraftModel {
+ public:
+  // One sequence to propose for.
+  struct Request {
+    uint64_t seq = 0;                  // the engine's id of the sequence (stable while it lives)
+    std::span<const int32_t> tokens;   // its tokens, the pending (not yet computed) one last
+    int32_t k = 0;                     // most tokens to propose
+    std::vector<int32_t>* out = nullptr;  // cleared, then the proposal (maybe empty)
+  };
+
+  // `model` and `pool` must outlive this object. max_seqs: sequences whose
+  // draft KV fits at once (more are evicted least recently used first);
+  // n_ctx: the engine's context per sequence (the draft proposes only below
+  // min(n_ctx, its own training context)); max_batch_tokens: catch-up
+  // tokens per step. Throws nexus::Error when the KV budget holds no block.
+  DraftModel(const LlamaModel& model, ThreadPool& pool, KvType kv_type, int32_t max_seqs, int32_t n_ctx,
+             int32_t max_batch_tokens);
+  ~DraftModel();
+  DraftModel(const DraftModel&) = delete;
+  DraftModel& operator=(const DraftModel&) = delete;
+
+  // Proposes for every request, in k batched passes at most (above). A
+  // request gets nothing when its context or the draft's pool has no room, or
+  // while it catches up. Throws what BatchForward throws (a bug); the draft
+  // KV of the requests is then released.
+  void propose(std::span<Request> reqs);
+  // Frees the draft KV of `seq` (it ended, was cancelled or preempted);
+  // unknown ids are ignored.
+  void release(uint64_t seq);
+
+  const BlockManager& blocks() const { return blocks_; }
+  const KvCache& cache() const { return cache_; }
+  int32_t n_ctx() const { return n_ctx_; }
+
+ private:
+  struct Entry {
+    BlockManager::SeqId kv = 0;
+    uint64_t last_use = 0;  // the propose() call that last used it
+  };
+  struct Live {  // a request inside propose()
+    Request* req;
+    BlockManager::SeqId kv;
+    int32_t n_past;             // positions already in the draft KV
+    std::span<const int32_t> run;  // this pass's tokens
+    int32_t k;                  // tokens to propose (0: catching up only)
+  };
+  DraftModel(const LlamaModel& model, ThreadPool& pool, KvType kv_type, int32_t n_ctx, int32_t max_batch_tokens,
+             KvPoolSizes sizes);
+  // The draft sequence of `seq`, created (and matched in the prefix cache
+  // against `tokens`) on first use; marked used in this call.
+  BlockManager::SeqId entry(uint64_t seq, std::span<const int32_t> tokens);
+  // Appends `tokens` to kv, evicting sequences not used in this call when
+  // the pool is full. False when that is not enough.
+  bool append(BlockManager::SeqId kv, std::span<const int32_t> tokens);
+  bool evict_one();
+
+  const LlamaModel& model_;
+  const int32_t max_batch_tokens_;
+  KvCache cache_;
+  BlockManager blocks_;
+  const int32_t n_ctx_;  // positions the draft proposes below
+  BatchForward forward_;
+  std::unordered_map<uint64_t, Entry> seqs_;
+  uint64_t n_calls_ = 0;
+  std::vector<Live> live_;
+  std::vector<SeqRun> runs_;
+};
+
+}  // namespace spec
+}  // namespace nexus
