@@ -177,7 +177,7 @@ std::function<int()> setup(CLI::App& sub) {
   auto* key = sub.add_option("--tls-key", o.tls_key, "PEM private key file of --tls-cert")->check(CLI::ExistingFile);
   cert->needs(key);
   key->needs(cert);
-  sub.add_option("--io-threads", o.io_threads, "I/O threads")->capture_default_str()->check(range(1, 64));
+  sub.add_option("--io-threads", o.io_threads, "I/O threads (1 adds the least latency; raise it when the gateway saturates a core)")->capture_default_str()->check(range(1, 64));
   sub.add_option("--fault", a->faults, "inject faults: abort=PCT:STATUS or delay=PCT:MS, optionally @URL (one replica)")
       ->check(parses_with([](const std::string& f) { gateway::parse_fault(f); }, "FAULT"));
   sub.add_option("--load-interval-ms", a->load_interval, "GET /load poll interval per replica")
