@@ -73,9 +73,16 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   // held up every other connection of this I/O thread); reading pauses
   // until its event is handled, so events keep their order.
   void parse_off_thread(std::string text);
+  // An input.append of that size is measured first (realtime_input_probe.h):
+  // when it cannot fit, it gets its input_too_large here, unparsed, and
+  // true comes back. A refused flood then costs the I/O thread one pass
+  // over each message instead of a JSON parse on the cores the streams use.
+  bool refuse_unparsed(std::string_view text);
   void dispatch(realtime::ClientEvent ev);
   void update_session(const nlohmann::json& s);
   void append_input(realtime::InputItem item);  // throws EventError input_too_large
+  // Throws EventError input_too_large when `item_bytes` more input would not fit.
+  void check_input_room(uint64_t item_bytes) const;
   void create_response(const nlohmann::json& overrides);
   void on_prompt_built(realtime::ResolvedParams p, std::vector<int32_t> prompt, std::optional<ApiError> error,
                        size_t n_items);
