@@ -32,7 +32,9 @@ namespace nexus::server::realtime {
 inline constexpr size_t kLongString = 1024;
 
 // The input bytes (input_bytes() of its InputItem) of `frame` when it is a
-// valid input.append event; nullopt otherwise or when unsure.
+// valid input.append event; nullopt otherwise or when unsure. `frame` is
+// valid UTF-8 (a WebSocket text message, which Beast has checked): the probe
+// does not check the encoding inside long strings.
 std::optional<uint64_t> probe_input_append(std::string_view frame);
 
 }  // namespace nexus::server::realtime

@@ -18,7 +18,9 @@
 // bring the pending input past the context's room in bytes -- (n_ctx - kept
 // tokens - 1) * Backend::max_token_bytes(), input that cannot fit whatever
 // it tokenizes to -- is refused with an `error` event input_too_large and
-// never tokenized; the input queued before it stays. A response.create whose
+// never tokenized (one of TokenizerPool::kOffThreadBytes or more is measured
+// by realtime_input_probe.h and, when it cannot fit, not even parsed); the
+// input queued before it stays. A response.create whose
 // pending input has TokenizerPool::kOffThreadBytes or more builds its prompt
 // on the TokenizerPool (the session is "preparing": another response.create
 // or a redirect gets response_in_progress, a cancel no_response), so an I/O
