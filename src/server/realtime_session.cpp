@@ -9,6 +9,7 @@
 #include "server/api_error.h"
 #include "server/api_key.h"
 #include "server/prompt_builder.h"
+#include "server/realtime_input_probe.h"
 
 namespace nexus::server {
 
@@ -154,18 +155,31 @@ void RealtimeSession::on_read(beast::error_code ec) {
   } else if (!close_after_output_) {
     const auto data = rbuf_.cdata();
     const std::string_view text(static_cast<const char*>(data.data()), data.size());
-    if (text.size() >= TokenizerPool::kOffThreadBytes) {
+    if (text.size() < TokenizerPool::kOffThreadBytes) {
+      handle_event(text);
+    } else if (!refuse_unparsed(text)) {
       std::string copy(text);
       rbuf_.consume(rbuf_.size());
       rbuf_.shrink_to_fit();
       return parse_off_thread(std::move(copy));  // reads on once its event is handled
     }
-    handle_event(text);
   }
   oversized_ = false;
   rbuf_.consume(rbuf_.size());
   rbuf_.shrink_to_fit();  // an idle session holds no read buffer
   do_read();
+}
+
+bool RealtimeSession::refuse_unparsed(std::string_view text) {
+  const std::optional<uint64_t> bytes = realtime::probe_input_append(text);
+  if (!bytes) return false;
+  try {
+    check_input_room(*bytes);
+  } catch (const EventError& e) {
+    send(realtime::error_event(e.code, e.message, "input.append"));
+    return true;
+  }
+  return false;  // it fits: parsed in full, and appended
 }
 
 void RealtimeSession::parse_off_thread(std::string text) {
@@ -267,13 +281,18 @@ void RealtimeSession::update_session(const json& s) {
 }
 
 void RealtimeSession::append_input(realtime::InputItem item) {
+  check_input_room(realtime::input_bytes(item));
+  conv_.append_input(std::move(item));
+}
+
+void RealtimeSession::check_input_room(uint64_t item_bytes) const {
   // Each token stands for at most max_token_bytes() input bytes: input over
   // the room in bytes takes more tokens than the context has left, whatever
   // it tokenizes to. Refused here, before it is tokenized or even kept.
   const int64_t kept = static_cast<int64_t>(conv_.tokens().size());
   const int64_t room_tokens = std::max<int64_t>(0, backend_.n_ctx() - kept - 1);
   const uint64_t room_bytes = static_cast<uint64_t>(room_tokens) * backend_.max_token_bytes();
-  const uint64_t bytes = conv_.pending_bytes() + realtime::input_bytes(item);
+  const uint64_t bytes = conv_.pending_bytes() + item_bytes;
   if (bytes > room_bytes) {
     throw EventError("input_too_large",
                      fmt::format("Input too large for the context: the pending input would be {} bytes, and the "
@@ -281,7 +300,6 @@ void RealtimeSession::append_input(realtime::InputItem item) {
                                  "was refused; the {} bytes queued before it stay.",
                                  bytes, room_tokens, room_bytes, backend_.max_token_bytes(), conv_.pending_bytes()));
   }
-  conv_.append_input(std::move(item));
 }
 
 void RealtimeSession::create_response(const json& overrides) {

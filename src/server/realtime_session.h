@@ -18,7 +18,9 @@
 // bring the pending input past the context's room in bytes -- (n_ctx - kept
 // tokens - 1) * Backend::max_token_bytes(), input that cannot fit whatever
 // it tokenizes to -- is refused with an `error` event input_too_large and
-// never tokenized; the input queued before it stays. A response.create whose
+// never tokenized (one of TokenizerPool::kOffThreadBytes or more is measured
+// by realtime_input_probe.h and, when it cannot fit, not even parsed); the
+// input queued before it stays. A response.create whose
 // pending input has TokenizerPool::kOffThreadBytes or more builds its prompt
 // on the TokenizerPool (the session is "preparing": another response.create
 // or a redirect gets response_in_progress, a cancel no_response), so an I/O
@@ -73,9 +75,16 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   // held up every other connection of this I/O thread); reading pauses
   // until its event is handled, so events keep their order.
   void parse_off_thread(std::string text);
+  // An input.append of that size is measured first (realtime_input_probe.h):
+  // when it cannot fit, it gets its input_too_large here, unparsed, and
+  // true comes back. A refused flood then costs the I/O thread one pass
+  // over each message instead of a JSON parse on the cores the streams use.
+  bool refuse_unparsed(std::string_view text);
   void dispatch(realtime::ClientEvent ev);
   void update_session(const nlohmann::json& s);
   void append_input(realtime::InputItem item);  // throws EventError input_too_large
+  // Throws EventError input_too_large when `item_bytes` more input would not fit.
+  void check_input_room(uint64_t item_bytes) const;
   void create_response(const nlohmann::json& overrides);
   void on_prompt_built(realtime::ResolvedParams p, std::vector<int32_t> prompt, std::optional<ApiError> error,
                        size_t n_items);

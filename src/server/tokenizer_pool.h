@@ -13,7 +13,10 @@
 // clients flooding 900 KB input.append frames while 8 streams run, 2
 // cores): the streams' ITL p99 during the flood 3.2-5.0 ms before (median
 // of 5: 4.4), 2.8-3.3 ms with the parse on the workers at nice +10
-// (median 3.0), and the streams got 20-70% more tokens out meanwhile.
+// (median 3.0), and the streams got 20-70% more tokens out meanwhile. Such a
+// flood no longer reaches the workers: RealtimeSession refuses an
+// input.append too large for the context from realtime_input_probe.h's
+// measure, without the parse (230 ms of the workers' CPU in that test).
 //
 // post() queues a function that runs on a worker; the caller posts its
 // result back to its own strand (through the server's PostGate, as engine
