@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -25,12 +26,20 @@ namespace {
 // for that set, or the nearest one below it (weight_kernels.h).
 struct IsaChoice {
   Isa decode = Isa::Ref;   // fewer than prefill_from tokens
-  Isa prefill = Isa::Ref;  // prefill_from tokens or more
-  // Where the prefill kernels start to pay: AMX tiles hold 16 tokens; the
-  // AVX-512 prefill kernel's 12-token tile beats the decode kernels from 8
-  // tokens (bench_kernels; 5632x2048 Q4_0 at 8 tokens: 0.21 vs 0.76 ms),
-  // which is what a batch of 8 decoding sequences multiplies.
+  Isa prefill = Isa::Ref;  // prefill_from tokens or more (below large_from)
+  // Where the prefill kernels start to pay: the AVX-512 prefill kernel's
+  // 12-token tile beats the decode kernels from 8 tokens (bench_kernels;
+  // 5632x2048 Q4_0 at 8 tokens: 0.21 vs 0.76 ms), which is what a batch of
+  // 8 decoding sequences or a speculative verify run multiplies.
   int64_t prefill_from = 16;
+  // AMX from this many tokens. Below 128 the AVX-512 prefill kernel is as
+  // fast or faster on every AMX VM measured: 1.1B Q4_0, 2 threads, pp8 /
+  // pp16 / pp32 / pp64 149 / 219 / 261 / 274 t/s against AMX's (and, at 8,
+  // the decode kernel's) 101 / 164 / 217 / 245; Q8_0 107 / 171 / 232 / 254
+  // against 82 / 111 / 182 / 223 (docs/benchmarks.md, 2026-12-06). At 128
+  // they were even there; AMX led by 10-15% on the VM of 2026-12-02.
+  Isa large = Isa::Ref;
+  int64_t large_from = std::numeric_limits<int64_t>::max();
 };
 
 IsaChoice select_isa() {
@@ -42,7 +51,8 @@ IsaChoice select_isa() {
   if (want == "avx512_vnni" && avx512) return {Isa::Avx512, Isa::Avx512};
   const Isa vec = avx512 ? Isa::Avx512 : avx2 ? Isa::Avx2 : Isa::Ref;
   if (want == "avx512_prefill" && avx512) return {Isa::Avx512, Isa::Avx512Prefill, 8};
-  if (amx) return {vec, Isa::Amx, 16};
+  if (want == "amx" && amx) return {vec, Isa::Amx, 16};
+  if (amx) return {vec, Isa::Avx512Prefill, 8, Isa::Amx, 128};
   if (avx512) return {vec, Isa::Avx512Prefill, 8};
   return {vec, vec};
 }
@@ -52,7 +62,10 @@ const IsaChoice& isas() {
   return k;
 }
 
-Isa isa_for(int64_t n_tokens) { return n_tokens >= isas().prefill_from ? isas().prefill : isas().decode; }
+Isa isa_for(int64_t n_tokens) {
+  const IsaChoice& c = isas();
+  return n_tokens >= c.large_from ? c.large : n_tokens >= c.prefill_from ? c.prefill : c.decode;
+}
 
 // The kernel row of a weight, or an error naming its type.
 const TypeKernels& row_of(const WeightView& w) {

@@ -11,9 +11,11 @@
 // split across the pool's threads; each weight row is read once for all
 // n_tokens (so prefill is a matrix-matrix product, decode a matrix-vector
 // one). The instruction set is chosen once by CPUID: the decode one below
-// a few tokens, the prefill one (AMX, or the AVX-512 register-blocked
-// kernels) above; NEXUS_KERNELS=ref|avx2|avx512_vnni forces one for both,
-// NEXUS_KERNELS=avx512_prefill the AVX-512 prefill kernels on AMX CPUs.
+// 8 tokens, the AVX-512 prefill kernels (register-blocked) from 8, and on
+// AMX CPUs the AMX kernels from 128 tokens (Q8_0, Q4_0); without AVX-512 the
+// decode one throughout. NEXUS_KERNELS=ref|avx2|avx512_vnni forces one for
+// every size, NEXUS_KERNELS=avx512_prefill the AVX-512 prefill kernels from
+// 8 tokens (no AMX), NEXUS_KERNELS=amx the AMX kernels from 16.
 // Accuracy: float32 accumulation, plus the 8-bit activation rounding for
 // quantized weights (relative error ~1e-2 of sum |w x| at worst).
 #pragma once
