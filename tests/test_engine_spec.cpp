@@ -26,6 +26,7 @@
 #include "engine/spec/draft_model.h"
 #include "engine/spec/ngram.h"
 #include "engine/spec/prediction.h"
+#include "engine/spec/step_cost.h"
 #include "gguf/gguf_file.h"
 #include "kernels/thread_pool.h"
 #include "model/kv_cache.h"
@@ -76,10 +77,14 @@ TEST(SpecPrediction, FollowsTheOutputAndRealignsAfterAnEdit) {
   EXPECT_EQ(t.accepted(), 2);
   emit(99);  // replaces 12
   EXPECT_FALSE(t.aligned());
-  EXPECT_EQ(t.propose(3, proposal), 0);
+  // Not aligned, the proposal follows the guess that 99 replaced 12.
+  EXPECT_EQ(t.propose(3, proposal), 3);
+  EXPECT_EQ(proposal, (std::vector<int32_t>{13, 14, 15}));
   emit(13);
   emit(14);
   EXPECT_FALSE(t.aligned());  // [11, 99, 13], [99, 13, 14]: not in the prediction
+  EXPECT_EQ(t.propose(3, proposal), 2);
+  EXPECT_EQ(proposal, (std::vector<int32_t>{15, 16}));
   emit(15);                   // [13, 14, 15] is: aligned at 16
   EXPECT_TRUE(t.aligned());
   EXPECT_EQ(t.accepted(), 5);
@@ -91,6 +96,54 @@ TEST(SpecPrediction, FollowsTheOutputAndRealignsAfterAnEdit) {
   emit(17);  // past the end
   EXPECT_FALSE(t.aligned());
   EXPECT_EQ(t.accepted(), 6);
+}
+
+// Guesses follow the output through other edits too: a token of P skipped
+// (the guess jumps past it), a token inserted (the guess waits at P's next).
+TEST(SpecPrediction, GuessesFollowSkippedAndInsertedTokens) {
+  spec::PredictionTracker t({10, 11, 12, 13, 14, 15, 16, 17});
+  std::vector<int32_t> out, proposal;
+  auto emit = [&](int32_t id) {
+    out.push_back(id);
+    t.on_token(out);
+  };
+  emit(10);
+  emit(12);  // 11 skipped
+  EXPECT_FALSE(t.aligned());
+  EXPECT_EQ(t.propose(2, proposal), 2);
+  EXPECT_EQ(proposal, (std::vector<int32_t>{13, 14}));
+  emit(13);
+  emit(77);  // inserted: not in P near the guess, so one on
+  emit(15);  // P's token after 14: the guess follows it
+  EXPECT_EQ(t.propose(2, proposal), 2);
+  EXPECT_EQ(proposal, (std::vector<int32_t>{16, 17}));
+  EXPECT_EQ(t.accepted(), 1);  // the counts are the rule's: [13, 77, 15] never realigned
+}
+
+// The adaptive draft length (engine/spec/step_cost.h): measured step costs
+// and an acceptance rate give the k that makes the step fastest.
+TEST(SpecStepCost, TheDraftLengthIsTheOneThatMakesTheStepFastest) {
+  spec::StepCost cost;
+  EXPECT_EQ(cost.seconds(4), 0);
+  EXPECT_EQ(spec::best_draft_length(0.9, 1, 5, cost), 5);  // nothing measured: try the longest
+  // A step of n tokens: 10 ms + 2 ms per token beyond the first.
+  for (int32_t n : {1, 2, 4, 8, 16}) cost.record(n, 0.010 + 0.002 * (n - 1));
+  EXPECT_NEAR(cost.seconds(3), 0.014, 1e-12);   // interpolated
+  EXPECT_NEAR(cost.seconds(10), 0.028, 1e-12);
+  EXPECT_NEAR(cost.seconds(20), 0.044, 1e-12);  // past 16: + 10% of the one-token step per token
+  // High acceptance: the longest draft; none at all when it would not pay.
+  EXPECT_EQ(spec::best_draft_length(0.95, 1, 5, cost), 5);
+  EXPECT_EQ(spec::best_draft_length(0.1, 1, 5, cost), 0);
+  // In between, the rate (n - 1 + E(q, k)) / cost(n + k) decides: with
+  // q = 0.5, k = 1 gives 1.5 / 12 ms, k = 2 gives 1.75 / 14 ms (both 125 /
+  // s), k = 3 1.875 / 16 ms: k = 1 is the first best.
+  EXPECT_EQ(spec::best_draft_length(0.5, 1, 5, cost), 1);
+  // With 8 sequences in the step a draft token costs the same 2 ms but adds
+  // a smaller share: q = 0.5 no longer pays.
+  EXPECT_EQ(spec::best_draft_length(0.5, 8, 5, cost), 0);
+  // The average follows the newest steps.
+  for (int i = 0; i < 50; ++i) cost.record(1, 0.020);
+  EXPECT_NEAR(cost.seconds(1), 0.020, 1e-6);
 }
 
 // The alignment rule of engine/spec/prediction.h, written again from its
@@ -184,6 +237,7 @@ EngineOptions opts(SpecProposer proposer = SpecProposer::None) {
   o.validate_kv = true;
   o.spec.proposer = proposer;
   o.spec.max_seqs = 16;  // speculate however many run: the tests want verify runs in big batches
+  o.spec.adaptive = false;  // and every draft proposed, whatever the step costs measure
   return o;
 }
 
@@ -910,3 +964,22 @@ TEST(EngineSpec, BadPredictionIdsAreAnError) {
 }
 
 }  // namespace
+
+// With adaptive draft lengths (the default), greedy output is still plain
+// greedy output token for token: the engine only chooses how much to
+// propose, never what is emitted.
+TEST(EngineSpec, AdaptiveDraftLengthsKeepGreedyOutput) {
+  LOAD_STORIES(m);
+  const std::vector<GenerationRequest> base = base_requests(*m.tok);
+  const std::vector<Outcome> want = reference(m, base);
+  const int32_t n_vocab = m.model.config().n_vocab;
+  EngineOptions o = opts(SpecProposer::Ngram);
+  o.spec.adaptive = true;
+  Engine e(m.model, *m.tok, o);
+  std::vector<GenerationRequest> reqs = base;
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].prediction = mutated(want[i].tokens, n_vocab);
+  const std::vector<Outcome> got = run_all(e, reqs);
+  EXPECT_EQ(tokens_of(got), tokens_of(want));
+  expect_usage_matches(reqs, got);
+  expect_no_kv_held(idle_stats(e), "adaptive");
+}

@@ -32,6 +32,7 @@ class ServerPrediction : public nexus::test::EngineServer {
     eo.n_threads = 2;
     eo.n_ctx = 256;
     eo.spec.proposer = SpecProposer::Ngram;
+    eo.spec.adaptive = false;  // the counts below must not depend on measured step costs
     start("stories260K.gguf", eo);
   }
 
@@ -175,6 +176,7 @@ class ServerDraftModel : public nexus::test::EngineServer {
     eo.n_threads = 2;
     eo.n_ctx = 256;
     eo.spec.draft_model = &nexus::test::loaded_model(path).model;
+    eo.spec.adaptive = false;
     start("stories260K.gguf", eo);
   }
 };

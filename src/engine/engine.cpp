@@ -90,6 +90,8 @@ struct Engine::Impl {
   void reap_cancelled();
   void check_kv();
   void propose_drafts();
+  // The draft length to ask `source` for (SpecOptions::adaptive).
+  int32_t draft_length(Sequence* s, DraftSource source, int32_t room, int32_t n_running);
   void step();
   void note_verified(DraftSource source, int32_t proposed, int32_t accepted);
   void retire(Sequence* s);
@@ -112,6 +114,7 @@ struct Engine::Impl {
   BatchForward forward;
   const int32_t n_ctx;
   const SpecOptions spec;
+  spec::StepCost step_cost;  // forward-pass seconds by step size: what a draft adds to a step
   const bool validate_kv;
   std::unique_ptr<spec::DraftModel> draft;  // --draft-model, or null
   struct SpecStats {
@@ -330,8 +333,13 @@ void Engine::Impl::check_kv() {
 // decode (engine.h SpecOptions); none in a step with many sequences. The
 // first proposer that proposes wins: the prediction, the draft model (one
 // batched call for every sequence it proposes for), n-gram lookup.
+int32_t Engine::Impl::draft_length(Sequence* s, DraftSource source, int32_t room, int32_t n_running) {
+  return spec.adaptive ? s->draft_length(source, room, n_running, step_cost) : room;
+}
+
 void Engine::Impl::propose_drafts() {
-  const bool busy = static_cast<int32_t>(sched.running().size()) > spec.max_seqs;
+  const int32_t n_running = static_cast<int32_t>(sched.running().size());
+  const bool busy = n_running > spec.max_seqs;
   draft_seqs.clear();
   draft_k.clear();
   for (SchedSeq* r : sched.running()) {
@@ -340,14 +348,22 @@ void Engine::Impl::propose_drafts() {
       if (s->n_draft > 0) s->drop_draft();
       continue;
     }
-    const int32_t k = s->draft_room(spec, n_ctx);
-    if (k < 1 || s->propose(DraftSource::Prediction, spec, k) > 0) continue;
+    // Each source in turn, asked for the length its measured acceptance
+    // makes pay at this step's size: the prediction, the draft model, n-grams.
+    const int32_t room = s->draft_room(spec, n_ctx);
+    if (room < 1) continue;
+    if (const int32_t k = draft_length(s, DraftSource::Prediction, room, n_running);
+        k > 0 && s->propose(DraftSource::Prediction, spec, k) > 0)
+      continue;
     if (draft) {
-      draft_seqs.push_back(s);
-      draft_k.push_back(k);
-    } else if (spec.proposer == SpecProposer::Ngram) {
-      s->propose(DraftSource::Ngram, spec, k);
+      if (const int32_t k = draft_length(s, DraftSource::Draft, room, n_running); k > 0) {
+        draft_seqs.push_back(s);
+        draft_k.push_back(k);
+        continue;
+      }
     }
+    if (spec.proposer == SpecProposer::Ngram)
+      s->propose(DraftSource::Ngram, spec, draft_length(s, DraftSource::Ngram, room, n_running));
   }
   if (draft_seqs.empty()) return;
   draft_reqs.clear();
@@ -366,12 +382,17 @@ void Engine::Impl::propose_drafts() {
   }
   // A sequence the draft model has nothing for (no room, catching up) may
   // still find an n-gram.
-  for (size_t i = 0; i < draft_seqs.size(); ++i)
-    if (draft_seqs[i]->set_draft(DraftSource::Draft, draft_out[i]) == 0 && spec.proposer == SpecProposer::Ngram)
-      draft_seqs[i]->propose(DraftSource::Ngram, spec, draft_k[i]);
+  for (size_t i = 0; i < draft_seqs.size(); ++i) {
+    Sequence* s = draft_seqs[i];
+    if (s->set_draft(DraftSource::Draft, draft_out[i]) == 0 && spec.proposer == SpecProposer::Ngram)
+      s->propose(DraftSource::Ngram, spec, draft_length(s, DraftSource::Ngram, draft_k[i], n_running));
+  }
 }
 
 void Engine::Impl::step() {
+  // The whole step is what a draft token adds to (its forward-pass share,
+  // its logits row sampled, its events): timed from here to the end.
+  const Clock::time_point step_start = Clock::now();
   propose_drafts();
   StepPlan plan = sched.plan();
   const Clock::time_point start = Clock::now();
@@ -398,6 +419,8 @@ void Engine::Impl::step() {
     verifies = verifies || r.n_draft > 0;
   }
   std::span<const float> logits;
+  int32_t step_tokens = 0;
+  for (const SeqRun& run : runs) step_tokens += static_cast<int32_t>(run.tokens.size());
   try {
     logits = forward.forward(runs);
   } catch (const std::exception& e) {
@@ -503,6 +526,7 @@ void Engine::Impl::step() {
     s->finish(FinishReason::Length);
     retire(s);
   }
+  step_cost.record(step_tokens, std::chrono::duration<double>(Clock::now() - step_start).count());
 }
 
 void Engine::Impl::note_verified(DraftSource source, int32_t proposed, int32_t accepted) {

@@ -184,6 +184,11 @@ struct SpecOptions {
   int32_t ngram = 3;    // longest n-gram looked up (tokens), >= 1
   int32_t k = 5;        // most proposed tokens per sequence and step, >= 1
   int32_t max_seqs = 4; // no speculation in a step with more running sequences
+  // Draft lengths from measured acceptance and step costs (Sequence::
+  // draft_length, docs/speculative.md "Adaptive"); false: every source is
+  // asked for the longest draft the room allows, so whether and how much a
+  // sequence speculates does not depend on timing (tests).
+  bool adaptive = true;
   // A draft model (nexus serve --draft-model), or null. It must outlive the
   // engine and have the model's n_vocab (checked: nexus::Error otherwise);
   // the tokenizers' agreement is the caller's check

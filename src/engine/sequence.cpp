@@ -116,16 +116,32 @@ int32_t Sequence::draft_room(const SpecOptions& opts, int32_t n_ctx) {
   if (n_draft != 0) return 0;  // not scheduled in the last step: still valid
   draft_source_ = DraftSource::None;
   if (pending() != 1 || !can_speculate()) return 0;
-  if (spec_pause_ > 0) {
-    --spec_pause_;
-    return 0;
-  }
-  spec_k_ = spec_k_ == 0 ? opts.k : std::min(spec_k_, opts.k);
+  ++steps_since_verify_;
   // The verify run emits up to k + 1 tokens: all within max_tokens; every
   // draft position below n_ctx.
   const int64_t room = std::min<int64_t>(job_.req.stop.max_tokens - n_generated_ - 1,
                                          static_cast<int64_t>(n_ctx) - static_cast<int64_t>(tokens.size()) - 1);
-  return static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>({spec_k_, opts.k, room})));
+  return static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>(opts.k, room)));
+}
+
+namespace {
+
+// Prior pseudo-counts of the acceptance rate: a client's prediction is
+// meant to be mostly right (3 of 4), n-grams and a draft model start at
+// even odds.
+constexpr double kPriorAccepted[3] = {3, 1, 1};  // Prediction, Draft, Ngram
+constexpr double kPriorRejected[3] = {1, 1, 1};
+constexpr double kDecay = 0.7;  // the weight of earlier verify runs, per run
+
+}  // namespace
+
+int32_t Sequence::draft_length(DraftSource source, int32_t room, int32_t n_running, const spec::StepCost& cost) {
+  if (source == DraftSource::None || room < 1) return 0;
+  const size_t i = static_cast<size_t>(source) - 1;
+  const Acceptance& a = acceptance_[i];
+  const double q = (a.accepted + kPriorAccepted[i]) / (a.tried + kPriorAccepted[i] + kPriorRejected[i]);
+  const int32_t k = spec::best_draft_length(q, n_running, room, cost);
+  return k == 0 && steps_since_verify_ >= kProbeSteps ? 1 : k;
 }
 
 int32_t Sequence::propose(DraftSource source, const SpecOptions& opts, int32_t k) {
@@ -145,17 +161,11 @@ int32_t Sequence::set_draft(DraftSource source, std::span<const int32_t> draft) 
 }
 
 void Sequence::on_verified(int32_t proposed, int32_t accepted) {
-  if (proposed <= 0) return;
-  if (accepted == proposed) {
-    spec_k_ = spec_k_ + 1;  // propose() caps it at opts.k
-  } else {
-    spec_k_ = std::max(1, accepted + 1);
-  }
-  if (accepted > 0) {
-    spec_misses_ = 0;
-    return;
-  }
-  if (++spec_misses_ >= 2) spec_pause_ = 8 << std::min(spec_misses_ - 2, 3);
+  if (proposed <= 0 || draft_source_ == DraftSource::None) return;
+  steps_since_verify_ = 0;
+  Acceptance& a = acceptance_[static_cast<size_t>(draft_source_) - 1];
+  a.accepted = kDecay * a.accepted + accepted;
+  a.tried = kDecay * a.tried + accepted + (accepted < proposed ? 1 : 0);
 }
 
 // The logits with every token the grammar does not allow at -inf; an

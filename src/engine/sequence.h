@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "engine/engine.h"
 #include "engine/scheduler.h"
 #include "engine/spec/prediction.h"
+#include "engine/spec/step_cost.h"
 #include "grammar/matcher.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
@@ -79,13 +81,20 @@ class Sequence : public SchedSeq {
   // Speculative decoding (engine.h SpecOptions). Whether this request may
   // speculate at all (no grammar, no logprobs).
   bool can_speculate() const;
-  // For a running sequence with one pending token and no draft: how many
-  // tokens it may propose in this step, min(opts.k, the adaptive length),
-  // never past max_tokens - 1 more tokens or position n_ctx - 1. 0 while
-  // paused (each call counts one paused step down), with a draft still
-  // pending (not scheduled in the last step: still valid), or when the
-  // request may not speculate.
+  // For a running sequence with one pending token and no draft: the most
+  // tokens it may propose in this step, opts.k, never past max_tokens - 1
+  // more tokens or position n_ctx - 1. 0 with a draft still pending (not
+  // scheduled in the last step: still valid), or when the request may not
+  // speculate.
   int32_t draft_room(const SpecOptions& opts, int32_t n_ctx);
+  // How many of those `room` tokens to ask `source` for: the length that
+  // makes the step fastest (spec::best_draft_length) given this sequence's
+  // measured acceptance of that source's drafts and the measured step costs,
+  // with n_running sequences in the step. 0: none pays. A sequence that has
+  // not verified a draft for kProbeSteps steps proposes one token anyway, so
+  // an acceptance measured low is measured again.
+  int32_t draft_length(DraftSource source, int32_t room, int32_t n_running, const spec::StepCost& cost);
+  static constexpr int32_t kProbeSteps = 16;
   // Proposes at most k tokens from the prediction (source Prediction) or by
   // n-gram lookup over tokens (Ngram, up to opts.ngram) and sets them as
   // the draft. Returns n_draft (0: nothing proposed).
@@ -95,7 +104,8 @@ class Sequence : public SchedSeq {
   int32_t set_draft(DraftSource source, std::span<const int32_t> draft);
   DraftSource draft_source() const { return draft_source_; }
   // After a verify run of `proposed` draft tokens of which the first
-  // `accepted` were the model's own choice: adapts the draft length.
+  // `accepted` were the model's own choice: updates the acceptance of the
+  // draft's source.
   void on_verified(int32_t proposed, int32_t accepted);
 
   // Appends the sampled token `id` to tokens and delivers its event. n_ctx:
@@ -153,9 +163,13 @@ class Sequence : public SchedSeq {
   std::optional<spec::PredictionTracker> prediction_;
   std::vector<int32_t> proposal_;  // propose()'s scratch
   DraftSource draft_source_ = DraftSource::None;
-  int32_t spec_k_ = 0;        // adaptive draft length; 0 = not yet set (opts.k)
-  int32_t spec_misses_ = 0;   // verify runs in a row with nothing accepted
-  int32_t spec_pause_ = 0;    // steps left without proposals
+  // Per draft source (index: DraftSource - 1), decayed counts of draft
+  // tokens accepted and tried (the accepted ones and the first rejected).
+  struct Acceptance {
+    double accepted = 0, tried = 0;
+  };
+  std::array<Acceptance, 3> acceptance_{};
+  int32_t steps_since_verify_ = 0;
   bool final_sent_ = false;
   std::vector<TokenLogprob> prompt_lp_;  // prompt_logprobs: one per prompt token
   bool prompt_lp_sent_ = false;

@@ -1,0 +1,60 @@
+#include "engine/spec/step_cost.h"
+
+#include <algorithm>
+
+namespace nexus::spec {
+
+namespace {
+
+constexpr double kAlpha = 0.2;  // weight of the newest step in the average
+// A draft must promise this much over the step without it: the estimates
+// are averages of noisy steps, and a wrong "yes" costs more than a missed
+// small gain (the rule: speculation never makes things slower).
+constexpr double kMinGain = 1.10;
+
+}  // namespace
+
+void StepCost::record(int32_t n_tokens, double seconds) {
+  if (n_tokens < 1 || seconds <= 0) return;
+  double& e = ewma_[static_cast<size_t>(std::min(n_tokens, kMaxTokens))];
+  e = e == 0 ? seconds : e + kAlpha * (seconds - e);
+}
+
+double StepCost::seconds(int32_t n_tokens) const {
+  const int32_t n = std::clamp(n_tokens, 1, kMaxTokens);
+  if (ewma_[static_cast<size_t>(n)] > 0) return ewma_[static_cast<size_t>(n)];
+  int32_t lo = n - 1, hi = n + 1;
+  while (lo >= 1 && ewma_[static_cast<size_t>(lo)] == 0) --lo;
+  while (hi <= kMaxTokens && ewma_[static_cast<size_t>(hi)] == 0) ++hi;
+  if (lo < 1 && hi > kMaxTokens) return 0;
+  if (lo < 1) return ewma_[static_cast<size_t>(hi)];  // (a step is never cheaper with fewer tokens)
+  const double c_lo = ewma_[static_cast<size_t>(lo)];
+  if (hi <= kMaxTokens) {
+    const double c_hi = ewma_[static_cast<size_t>(hi)];
+    return c_lo + (c_hi - c_lo) * (n - lo) / static_cast<double>(hi - lo);
+  }
+  const double one = ewma_[1] > 0 ? ewma_[1] : c_lo / lo;
+  return c_lo + 0.1 * one * (n - lo);
+}
+
+int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCost& cost) {
+  if (k_max < 1) return 0;
+  const int32_t n = std::max(n_running, 1);
+  const double base = cost.seconds(n);
+  if (base <= 0) return k_max;
+  double best_rate = n / base;
+  int32_t best_k = 0;
+  double expected = 1, qk = 1;  // E(q, k), q^k
+  for (int32_t k = 1; k <= k_max; ++k) {
+    qk *= q;
+    expected += qk;
+    const double rate = (n - 1 + expected) / cost.seconds(n + k);
+    if (rate > best_rate * (best_k == 0 ? kMinGain : 1.0)) {
+      best_rate = rate;
+      best_k = k;
+    }
+  }
+  return best_k;
+}
+
+}  // namespace nexus::spec

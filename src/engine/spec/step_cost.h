@@ -1,0 +1,46 @@
+// The measured cost of engine steps, and the draft length it makes worth
+// proposing (docs/speculative.md, "Adaptive").
+//
+// StepCost keeps, per number of tokens in a step (every run's tokens:
+// decodes, verify runs, prefill chunks), an exponential moving average of
+// the step's wall time (proposing, the forward pass, sampling, delivering
+// the tokens), recorded by the engine after each step. A
+// speculative verify run adds its k draft tokens to the step, so the
+// step's cost moves from cost(n) to cost(n + k): what that costs is read
+// from this table, measured on this machine at this load, not assumed.
+//
+// best_draft_length: with per-token acceptance probability q (each draft
+// token the model's own choice with probability q, independently), a verify
+// run of k draft tokens emits E(q, k) = 1 + q + ... + q^k tokens on average
+// (the accepted ones, then the model's next). The step's n_running
+// sequences emit n_running - 1 + E tokens in cost(n_running + k) seconds;
+// the k chosen maximises that rate, 0 (no draft) when none beats the step
+// without it by 10%. Sizes never measured are estimated: interpolated between the
+// nearest measured ones, or above the largest, its cost plus 10% of the
+// one-token step per extra token (a guess that errs towards trying: the
+// next such step measures it).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace nexus::spec {
+
+class StepCost {
+ public:
+  static constexpr int32_t kMaxTokens = 512;  // larger steps are recorded as this size
+
+  // A step of n_tokens (>= 1) whose forward pass took `seconds`.
+  void record(int32_t n_tokens, double seconds);
+  // The estimated seconds of a step of n_tokens; 0 while nothing is measured.
+  double seconds(int32_t n_tokens) const;
+
+ private:
+  std::array<double, kMaxTokens + 1> ewma_{};  // 0: not measured
+};
+
+// The draft length in [0, k_max] (above). `q` in [0, 1]; n_running >= 1.
+// k_max when nothing is measured yet.
+int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCost& cost);
+
+}  // namespace nexus::spec
