@@ -574,6 +574,15 @@ TEST(EngineSpecDraft, SeededSamplingIsUnchangedAndReproducible) {
   }
 }
 
+// A fresh DraftModel's proposal of k tokens after `tokens` (no KV kept).
+std::vector<int32_t> fresh_proposal(const Loaded& m, ThreadPool& pool, std::span<const int32_t> tokens, int32_t k) {
+  spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);
+  std::vector<int32_t> out;
+  std::vector<spec::DraftModel::Request> r{{1, tokens, k, &out}};
+  d.propose(r);
+  return out;
+}
+
 // The draft model alone: its proposal for any token history is the
 // greedy continuation of that history, whatever it proposed before -- after
 // rejections (the history diverges from what it proposed: its KV is cut
@@ -586,13 +595,7 @@ TEST(EngineSpecDraft, ProposalIsTheGreedyContinuationAfterRollbacks) {
   const auto greedy_ref = tokens_of(reference(m, base));
   ThreadPool pool(2);
   constexpr int32_t kK = 4;
-  auto fresh = [&](std::span<const int32_t> tokens) {
-    spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);
-    std::vector<int32_t> out;
-    std::vector<spec::DraftModel::Request> r{{1, tokens, kK, &out}};
-    d.propose(r);
-    return out;
-  };
+  auto fresh = [&](std::span<const int32_t> tokens) { return fresh_proposal(m, pool, tokens, kK); };
   for (size_t i = 0; i < base.size(); ++i) {
     const std::vector<int32_t> first(greedy_ref[i].begin(), greedy_ref[i].begin() + kK);
     EXPECT_EQ(fresh(base[i].prompt), first) << "request " << i;
@@ -643,13 +646,7 @@ TEST(EngineSpecDraft, AFullDraftPoolEvictsIdleSequences) {
   const std::vector<GenerationRequest> base = base_requests(*m.tok);
   ThreadPool pool(2);
   constexpr int32_t kK = 3;
-  auto fresh = [&](std::span<const int32_t> tokens) {
-    spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);
-    std::vector<int32_t> out;
-    std::vector<spec::DraftModel::Request> r{{1, tokens, kK, &out}};
-    d.propose(r);
-    return out;
-  };
+  auto fresh = [&](std::span<const int32_t> tokens) { return fresh_proposal(m, pool, tokens, kK); };
   spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);
   ASSERT_EQ(d.blocks().n_blocks(), 8);
   // Prompts of 3-4 blocks each: two fit at once, not three.

@@ -110,12 +110,17 @@ std::string turn(WsClient& c, const std::string& input) {
   return read_response(c).first;
 }
 
-// A new session on replica `port` given `conversation`, then one response.
-std::string fresh_session_answer(uint16_t port, const std::vector<json>& conversation) {
-  WsClient c("127.0.0.1", port);
+// A new session's first events: session.created, then kSettings applied.
+void open_session(WsClient& c) {
   EXPECT_EQ(c.recv_json()["type"], "session.created");
   c.send_json({{"type", "session.update"}, {"session", kSettings}});
   EXPECT_EQ(c.recv_json()["type"], "session.updated");
+}
+
+// A new session on replica `port` given `conversation`, then one response.
+std::string fresh_session_answer(uint16_t port, const std::vector<json>& conversation) {
+  WsClient c("127.0.0.1", port);
+  open_session(c);
   for (const json& e : conversation) c.send_json(e);
   c.send_json({{"type", "response.create"}});
   EXPECT_EQ(c.recv_until("response.created")["type"], "response.created");
@@ -158,9 +163,7 @@ TEST(GatewayRealtime, ASessionWhoseReplicaIsKilledBetweenTurnsGoesOnWithTheConve
     GatewayProcess gw(rs.ports);
     ASSERT_GT(gw.port, 0);
     WsClient c("127.0.0.1", gw.port);
-    EXPECT_EQ(c.recv_json()["type"], "session.created");
-    c.send_json({{"type", "session.update"}, {"session", kSettings}});
-    EXPECT_EQ(c.recv_json()["type"], "session.updated");
+    open_session(c);
     const std::string first = turn(c, "Once upon a time");
     ASSERT_FALSE(first.empty());
     const size_t dead = session_replica(rs, gw.port);
@@ -206,9 +209,7 @@ TEST(GatewayRealtime, AResponseCutByTheReplicasDeathEndsAndTheSessionGoesOn) {
   GatewayProcess gw(rs.ports);
   ASSERT_GT(gw.port, 0);
   WsClient c("127.0.0.1", gw.port);
-  EXPECT_EQ(c.recv_json()["type"], "session.created");
-  c.send_json({{"type", "session.update"}, {"session", kSettings}});
-  EXPECT_EQ(c.recv_json()["type"], "session.updated");
+  open_session(c);
   const size_t dead = session_replica(rs, gw.port);
   // 2000 tokens take the replica ~0.1 s; it is killed at the first delta.
   c.send_json(user("Once upon a time"));
