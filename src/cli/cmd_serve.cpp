@@ -167,15 +167,22 @@ int serve(ServeArgs& a) {
   std::optional<OpenedModel> draft_opened;
   std::unique_ptr<LlamaModel> draft;
   if (!a.draft_model.empty()) {
-    draft_opened = open_model(a.draft_model);
-    const std::unique_ptr<Tokenizer> draft_tok = Tokenizer::from_gguf(*draft_opened->gguf);
+    // Every refusal names the option: "model file not found" alone would
+    // read as the -m model's.
+    std::string why;
     try {
-      spec::check_same_vocabulary(*tok, *draft_tok);
-    } catch (const Error& e) {
-      throw Error(fmt::format("--draft-model {}: {}; a draft model must have the model's vocabulary", a.draft_model,
-                              e.what()));
+      draft_opened = open_model(a.draft_model);
+      const std::unique_ptr<Tokenizer> draft_tok = Tokenizer::from_gguf(*draft_opened->gguf);
+      try {
+        spec::check_same_vocabulary(*tok, *draft_tok);
+      } catch (const Error& e) {
+        throw Error(std::string(e.what()) + "; a draft model must have the model's vocabulary");
+      }
+      draft = std::make_unique<LlamaModel>(*draft_opened->gguf);
+    } catch (const std::exception& e) {
+      why = e.what();
     }
-    draft = std::make_unique<LlamaModel>(*draft_opened->gguf);
+    if (!why.empty()) throw Error(fmt::format("--draft-model {}: {}", a.draft_model, why));
   }
   EngineOptions eopts;
   eopts.n_threads = a.n_threads;

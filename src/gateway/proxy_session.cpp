@@ -121,6 +121,20 @@ void ProxySession::on_header(boost::system::error_code ec) {
 
 void ProxySession::on_request(boost::system::error_code ec) {
   client_timer_.cancel();
+  if (ec) {
+    // Answered (413, 431, 400) without handle_request(): the log line's
+    // method, path and time come from here (the header, when it was read
+    // whole).
+    received_ = Clock::now();
+    replica_ = nullptr;
+    attempts_ = 0;
+    outcome_.reset();
+    req_ = {};
+    if (ec == http::error::body_limit) {
+      req_.method(req_parser_->get().method());
+      req_.target(req_parser_->get().target());
+    }
+  }
   if (ec == http::error::body_limit) {
     keep_alive_ = false;
     return respond(413, api_error_body(413, fmt::format("The request body exceeds {} bytes.", ctx_.opts.body_limit),
