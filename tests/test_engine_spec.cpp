@@ -4,8 +4,9 @@
 // model itself, a quantized copy, a random-weight model of the same
 // vocabulary), a prediction equal to the true continuation, a mutated one and
 // garbage; alone, 8 at once with chunked prefill and with preemption; greedy
-// and seeded sampling; stops in the middle of an accepted draft; a draft of
-// another vocabulary refused. The block manager's invariants are checked
+// and seeded sampling; stops in the middle of an accepted draft (the draft
+// model's own tests: test_engine_spec_draft.cpp; the helpers:
+// support/spec_engine.h). The block manager's invariants are checked
 // after every step (EngineOptions::validate_kv), no block stays used, the
 // prefix cache never serves a rejected token, and usage's prediction counts
 // equal the alignment rule (engine/spec/prediction.h) recomputed here.
@@ -34,6 +35,7 @@
 #include "support/event_collector.h"
 #include "support/gguf_writer.h"
 #include "support/loaded_model.h"
+#include "support/spec_engine.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -42,8 +44,7 @@ using namespace nexus;
 
 namespace {
 
-using Loaded = nexus::test::LoadedModel;
-using Result = nexus::test::EventCollector;
+using namespace nexus::test::spec_engine;
 
 // ---- the proposers alone ----
 
@@ -146,33 +147,6 @@ TEST(SpecStepCost, TheDraftLengthIsTheOneThatMakesTheStepFastest) {
   EXPECT_NEAR(cost.seconds(1), 0.020, 1e-6);
 }
 
-// The alignment rule of engine/spec/prediction.h, written again from its
-// text: prediction tokens the output matched.
-int32_t reference_accepted(const std::vector<int32_t>& p, const std::vector<int32_t>& out) {
-  size_t pos = 0;
-  bool aligned = true;
-  int32_t accepted = 0;
-  for (size_t n = 1; n <= out.size(); ++n) {
-    if (aligned && pos < p.size() && p[pos] == out[n - 1]) {
-      ++pos;
-      ++accepted;
-      continue;
-    }
-    aligned = false;
-    const size_t m = std::min<size_t>(3, n);
-    for (size_t j = pos + m; j <= p.size(); ++j) {
-      const auto tail = out.begin() + static_cast<std::ptrdiff_t>(n - m);
-      if (std::equal(tail, tail + static_cast<std::ptrdiff_t>(m), p.begin() + static_cast<std::ptrdiff_t>(j - m))) {
-        pos = j;
-        accepted += static_cast<int32_t>(m);
-        aligned = true;
-        break;
-      }
-    }
-  }
-  return accepted;
-}
-
 // The block manager under verify runs: a real token and a draft appended,
 // the rejected tail truncated before commit, many times over. Invariants
 // hold at every step, the kept tokens are exactly the accepted ones, no
@@ -221,117 +195,6 @@ TEST(SpecBlocks, RejectedDraftsLeaveNoBlockAndNoHash) {
 
 // ---- the engine ----
 
-GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.stop.max_tokens = max_tokens;
-  r.stop.ignore_eos = true;
-  return r;
-}
-
-EngineOptions opts(SpecProposer proposer = SpecProposer::None) {
-  EngineOptions o;
-  o.n_threads = 2;
-  o.n_ctx = 128;  // TinyLLama-v0 was trained on 128
-  o.validate_kv = true;
-  o.spec.proposer = proposer;
-  o.spec.max_seqs = 16;  // speculate however many run: the tests want verify runs in big batches
-  o.spec.adaptive = false;  // and every draft proposed, whatever the step costs measure
-  return o;
-}
-
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::string text;
-  GenerationEvent final_event;
-};
-
-std::vector<Outcome> run_all(Engine& e, const std::vector<GenerationRequest>& reqs) {
-  std::vector<std::shared_ptr<Result>> results;
-  for (const GenerationRequest& r : reqs) {
-    auto res = std::make_shared<Result>();
-    EXPECT_NE(e.submit(r, nexus::test::into(res)), nullptr);
-    results.push_back(res);
-  }
-  std::vector<Outcome> out;
-  for (auto& r : results) {
-    EXPECT_TRUE(r->wait()) << "a request never finished";
-    EXPECT_EQ(r->finals, 1);
-    EXPECT_NE(r->final_event.finish, FinishReason::Error) << r->final_event.error;
-    out.push_back({r->tokens, r->text, r->final_event});
-  }
-  return out;
-}
-
-// Stats are published after each step, the final events go out inside it:
-// waits (bounded, for hangs only) until the engine has published an idle state.
-EngineStats idle_stats(const Engine& e) {
-  for (int i = 0; i < 2000; ++i) {
-    const EngineStats s = e.stats();
-    if (s.running == 0 && s.waiting == 0) return s;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return e.stats();
-}
-
-std::vector<std::vector<int32_t>> tokens_of(const std::vector<Outcome>& v) {
-  std::vector<std::vector<int32_t>> out;
-  for (const Outcome& o : v) out.push_back(o.tokens);
-  return out;
-}
-
-// Each request alone on an engine without speculation (and no prediction).
-std::vector<Outcome> reference(const Loaded& m, std::vector<GenerationRequest> reqs) {
-  std::vector<Outcome> out;
-  for (GenerationRequest& r : reqs) {
-    r.prediction.clear();
-    EngineOptions o = opts();
-    o.max_seqs = 1;
-    Engine e(m.model, *m.tok, o);
-    out.push_back(run_all(e, {r})[0]);
-  }
-  return out;
-}
-
-// Prompts: two that repeat themselves (n-gram lookup finds them), two that
-// do not, of different lengths.
-std::vector<GenerationRequest> base_requests(const Tokenizer& tok) {
-  const std::string story = "Once upon a time, there was a little girl named Lily. She loved to play in the park. ";
-  std::vector<GenerationRequest> reqs;
-  reqs.push_back(greedy(tok.encode(story + story + "Once upon a time", true), 40));
-  reqs.push_back(greedy(tok.encode("Lily and Max", true), 36));
-  reqs.push_back(greedy(tok.encode(story + "One day, " + story + "One", true), 44));
-  reqs.push_back(greedy(tok.encode("The sky was blue and the sun was hot.", true), 30));
-  return reqs;
-}
-
-// Every 7th token changed, one dropped and two inserted: the shape of an edit.
-std::vector<int32_t> mutated(std::vector<int32_t> p, int32_t n_vocab) {
-  for (size_t i = 3; i < p.size(); i += 7) p[i] = (p[i] + 17) % n_vocab;
-  if (p.size() > 20) {
-    p.erase(p.begin() + 12);
-    p.insert(p.begin() + 18, {5, 6});
-  }
-  return p;
-}
-
-std::vector<int32_t> garbage(size_t n, int32_t n_vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> p(n);
-  for (int32_t& id : p) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(n_vocab));
-  return p;
-}
-
-void expect_usage_matches(const std::vector<GenerationRequest>& reqs, const std::vector<Outcome>& got) {
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const Usage& u = got[i].final_event.usage;
-    const int32_t want = reference_accepted(reqs[i].prediction, got[i].tokens);
-    EXPECT_EQ(u.accepted_prediction_tokens, want) << "request " << i;
-    EXPECT_EQ(u.rejected_prediction_tokens, static_cast<int32_t>(reqs[i].prediction.size()) - want) << "request " << i;
-  }
-}
-
 // A model and the proposer the engine runs it with: n-gram lookup, or a
 // draft model (a file of the same vocabulary).
 struct SpecCase {
@@ -358,14 +221,6 @@ int64_t proposed_by(const SpecCase& c, const EngineStats& s) {
 }
 int64_t accepted_by(const SpecCase& c, const EngineStats& s) {
   return c.draft ? s.spec_accepted_draft : s.spec_accepted_ngram;
-}
-
-// No KV left behind: neither the model's blocks nor the draft's.
-void expect_no_kv_held(const EngineStats& s, const std::string& what) {
-  EXPECT_EQ(s.kv_blocks_used, 0) << what;
-  EXPECT_EQ(s.draft_kv_blocks_used, 0) << what;
-  EXPECT_EQ(s.draft_sequences, 0) << what;
-  EXPECT_EQ(s.running, 0) << what;
 }
 
 class SpecOnModel : public ::testing::TestWithParam<SpecCase> {};
@@ -508,32 +363,6 @@ INSTANTIATE_TEST_SUITE_P(
                       SpecCase{"stories260K.gguf", "arch/gemma2-d64-F32.gguf", SpecCase::Any, "stories260K_gemma2"}),
     [](const auto& info) { return std::string(info.param.name); });
 
-#define LOAD_STORIES(var)                               \
-  NEXUS_REQUIRE_SHARED(var##_path, "stories260K.gguf"); \
-  Loaded& var = nexus::test::loaded_model(var##_path)
-
-// Seeded sampling draws the same tokens with and without speculation (the
-// acceptance rule consumes exactly the random numbers a plain run does), so
-// the distribution is the target's for every seed, not only on average.
-// Twelve seeded requests (temperatures, top_p, a repeat penalty); with
-// `prediction_every` > 0, every such one carries the greedy output as its
-// prediction (close to what a low temperature draws).
-std::vector<GenerationRequest> seeded_requests(const Loaded& m, uint64_t prediction_every) {
-  const std::vector<GenerationRequest> base = base_requests(*m.tok);
-  const auto greedy_ref = tokens_of(reference(m, base));
-  std::vector<GenerationRequest> reqs;
-  for (uint64_t seed = 1; seed <= 12; ++seed) {
-    GenerationRequest r = base[seed % base.size()];
-    r.sampling.temperature = seed % 3 == 0 ? 1.0f : 0.7f;
-    r.sampling.top_p = seed % 2 == 0 ? 0.9f : 1.0f;
-    r.sampling.repeat_penalty = seed % 4 == 0 ? 1.2f : 1.0f;
-    r.sampling.seed = seed;
-    if (prediction_every > 0 && seed % prediction_every == 0) r.prediction = greedy_ref[seed % base.size()];
-    reqs.push_back(r);
-  }
-  return reqs;
-}
-
 TEST(EngineSpec, SeededSamplingIsUnchanged) {
   LOAD_STORIES(m);
   const std::vector<GenerationRequest> reqs = seeded_requests(m, 1);
@@ -543,248 +372,6 @@ TEST(EngineSpec, SeededSamplingIsUnchanged) {
   EXPECT_EQ(tokens_of(got), want);
   expect_usage_matches(reqs, got);
   EXPECT_GT(idle_stats(e).spec_accepted_prediction + idle_stats(e).spec_accepted_ngram, 0);
-}
-
-// The same with a draft model (half the requests with a prediction, which
-// goes first), twice: every seed draws what it draws without speculation,
-// and again on a second engine (reproducible). The model as its own draft
-// proposes its argmax, which sampling at temperature 0.7-1 often rejects;
-// a random-weight draft is rejected nearly always.
-TEST(EngineSpecDraft, SeededSamplingIsUnchangedAndReproducible) {
-  LOAD_STORIES(m);
-  const std::vector<GenerationRequest> reqs = seeded_requests(m, 2);
-  const auto want = tokens_of(reference(m, reqs));
-  for (const char* draft : {"stories260K.gguf", "arch/llama-d256-F32.gguf"}) {
-    NEXUS_REQUIRE_SHARED(draft_path, draft);
-    EngineOptions o = opts(SpecProposer::Ngram);  // after the draft model: used only when it has nothing
-    o.spec.draft_model = &nexus::test::loaded_model(draft_path).model;
-    for (int round = 0; round < 2; ++round) {
-      Engine e(m.model, *m.tok, o);
-      const std::vector<Outcome> got = run_all(e, reqs);
-      EXPECT_EQ(tokens_of(got), want) << draft << " round " << round;
-      expect_usage_matches(reqs, got);
-      const EngineStats s = idle_stats(e);
-      EXPECT_GT(s.spec_proposed_draft, 0) << draft;
-      EXPECT_LT(s.spec_accepted_draft, s.spec_proposed_draft) << draft << ": sampling rejects some";
-      if (std::string(draft) == "stories260K.gguf") {
-        EXPECT_GT(s.spec_accepted_draft, 0) << draft;
-      }
-      expect_no_kv_held(s, draft);
-    }
-  }
-}
-
-// A fresh DraftModel's proposal of k tokens after `tokens` (no KV kept).
-std::vector<int32_t> fresh_proposal(const Loaded& m, ThreadPool& pool, std::span<const int32_t> tokens, int32_t k) {
-  spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);
-  std::vector<int32_t> out;
-  std::vector<spec::DraftModel::Request> r{{1, tokens, k, &out}};
-  d.propose(r);
-  return out;
-}
-
-// The draft model alone: its proposal for any token history is the
-// greedy continuation of that history, whatever it proposed before -- after
-// rejections (the history diverges from what it proposed: its KV is cut
-// back), after a catch-up in chunks, and next to other sequences in the
-// same batched passes. A fresh DraftModel (no KV) is the reference, and its
-// proposal for the prompt is the engine's plain greedy output.
-TEST(EngineSpecDraft, ProposalIsTheGreedyContinuationAfterRollbacks) {
-  LOAD_STORIES(m);
-  const std::vector<GenerationRequest> base = base_requests(*m.tok);
-  const auto greedy_ref = tokens_of(reference(m, base));
-  ThreadPool pool(2);
-  constexpr int32_t kK = 4;
-  auto fresh = [&](std::span<const int32_t> tokens) { return fresh_proposal(m, pool, tokens, kK); };
-  for (size_t i = 0; i < base.size(); ++i) {
-    const std::vector<int32_t> first(greedy_ref[i].begin(), greedy_ref[i].begin() + kK);
-    EXPECT_EQ(fresh(base[i].prompt), first) << "request " << i;
-  }
-  // Four sequences in one DraftModel with a catch-up budget of 16 tokens
-  // per call; each step appends 1-3 tokens to every history, some of them
-  // the draft's own proposal (accepted), some random (a rejection).
-  spec::DraftModel d(m.model, pool, KvType::F16, 4, 128, 16);
-  std::vector<std::vector<int32_t>> hist;
-  for (const GenerationRequest& r : base) hist.push_back(r.prompt);
-  std::vector<std::vector<int32_t>> outs(hist.size());
-  std::mt19937 rng(7);
-  int32_t compared = 0, accepted = 0;
-  for (int step = 0; step < 30; ++step) {
-    std::vector<spec::DraftModel::Request> reqs;
-    for (size_t i = 0; i < hist.size(); ++i)
-      if (hist[i].size() + kK < 120) reqs.push_back({i + 1, hist[i], kK, &outs[i]});
-    if (reqs.empty()) break;
-    d.propose(reqs);
-    for (const spec::DraftModel::Request& r : reqs) {
-      std::vector<int32_t>& h = hist[r.seq - 1];
-      const std::vector<int32_t>& out = *r.out;
-      if (!out.empty()) {  // empty while catching up
-        EXPECT_EQ(out, fresh(h)) << "sequence " << r.seq << " at " << h.size() << " tokens";
-        ++compared;
-      }
-      const auto take = static_cast<size_t>(rng() % 3);  // accepted draft tokens
-      for (size_t j = 0; j < take && j < out.size(); ++j, ++accepted) h.push_back(out[j]);
-      h.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(m.model.config().n_vocab)));
-    }
-    d.blocks().validate();
-  }
-  EXPECT_GT(compared, 40);
-  EXPECT_GT(accepted, 20);
-  for (size_t i = 0; i < hist.size(); ++i) d.release(i + 1);
-  d.blocks().validate();
-  EXPECT_EQ(d.blocks().n_used(), 0);
-  EXPECT_EQ(d.blocks().n_sequences(), 0);
-}
-
-// A draft pool with room for one context (128 positions, 8 blocks): a
-// sequence not proposing in a call is evicted for one that is, and its next
-// proposal (caught up again) is still the greedy continuation; sequences
-// proposing in the same call never evict each other (the one that does not
-// fit gets nothing).
-TEST(EngineSpecDraft, AFullDraftPoolEvictsIdleSequences) {
-  LOAD_STORIES(m);
-  const std::vector<GenerationRequest> base = base_requests(*m.tok);
-  ThreadPool pool(2);
-  constexpr int32_t kK = 3;
-  auto fresh = [&](std::span<const int32_t> tokens) { return fresh_proposal(m, pool, tokens, kK); };
-  spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);
-  ASSERT_EQ(d.blocks().n_blocks(), 8);
-  // Prompts of 3-4 blocks each: two fit at once, not three.
-  const std::vector<int32_t>& a = base[0].prompt;
-  const std::vector<int32_t>& b = base[2].prompt;
-  ASSERT_GT(a.size(), 32u);
-  ASSERT_GT(b.size(), 32u);
-  std::vector<int32_t> c = a;
-  c[1] = (c[1] + 1) % m.model.config().n_vocab;  // no prefix shared with a
-  std::vector<int32_t> out;
-  for (int round = 0; round < 2; ++round) {
-    for (uint64_t id = 1; id <= 3; ++id) {
-      const std::vector<int32_t>& t = id == 1 ? a : id == 2 ? b : c;
-      std::vector<spec::DraftModel::Request> r{{id, t, kK, &out}};
-      d.propose(r);
-      EXPECT_EQ(out, fresh(t)) << "sequence " << id << " round " << round;
-      d.blocks().validate();
-      EXPECT_LE(d.blocks().n_sequences(), 2);
-    }
-  }
-  // All three in one call: the pool holds two.
-  std::vector<std::vector<int32_t>> outs(3);
-  std::vector<spec::DraftModel::Request> all{{4, a, kK, &outs[0]}, {5, b, kK, &outs[1]}, {6, c, kK, &outs[2]}};
-  d.propose(all);
-  int32_t proposed = 0;
-  for (const spec::DraftModel::Request& r : all)
-    if (!r.out->empty()) {
-      EXPECT_EQ(*r.out, fresh(r.tokens)) << "sequence " << r.seq;
-      ++proposed;
-    }
-  EXPECT_GE(proposed, 1);
-  EXPECT_LE(proposed, 2);
-  d.blocks().validate();
-}
-
-// Sequences that end, are cancelled or preempted free their draft KV.
-TEST(EngineSpecDraft, CancelledAndFinishedSequencesFreeTheirDraftKv) {
-  LOAD_STORIES(m);
-  NEXUS_REQUIRE_SHARED(draft_path, "arch/llama-d256-F32.gguf");
-  EngineOptions o = opts();
-  o.spec.draft_model = &nexus::test::loaded_model(draft_path).model;
-  Engine e(m.model, *m.tok, o);
-  std::vector<std::shared_ptr<Result>> results;
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (const GenerationRequest& base : base_requests(*m.tok)) {
-    GenerationRequest r = base;
-    r.stop.max_tokens = 100;
-    auto res = std::make_shared<Result>();
-    handles.push_back(e.submit(r, nexus::test::into(res)));
-    ASSERT_NE(handles.back(), nullptr);
-    results.push_back(res);
-  }
-  // Cancel two once the draft model holds KV for someone.
-  for (int i = 0; i < 2000 && e.stats().draft_sequences == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  EXPECT_GT(e.stats().draft_sequences, 0);
-  handles[0]->cancel();
-  handles[2]->cancel();
-  for (auto& r : results) EXPECT_TRUE(r->wait());
-  const EngineStats s = idle_stats(e);
-  EXPECT_GT(s.spec_proposed_draft, 0);
-  expect_no_kv_held(s, "after cancellation");
-  EXPECT_GT(s.draft_kv_blocks_total, 0);
-}
-
-// A draft of another vocabulary is refused: by the check the CLI runs
-// (sizes, then token texts), by the engine (n_vocab), and by
-// `nexus serve --draft-model` (non-zero exit, a message naming the draft).
-TEST(EngineSpecDraft, ADraftOfAnotherVocabularyIsRefused) {
-  LOAD_STORIES(stories);
-  NEXUS_REQUIRE_SHARED(tiny_path, "TinyLLama-v0.F32.gguf");
-  Loaded& tiny = nexus::test::loaded_model(tiny_path);
-  try {
-    spec::check_same_vocabulary(*tiny.tok, *stories.tok);
-    ADD_FAILURE() << "512 tokens accepted as a draft for 32000";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("512 tokens, the target's 32000"), std::string::npos) << e.what();
-  }
-  EXPECT_NO_THROW(spec::check_same_vocabulary(*stories.tok, *stories.tok));
-  // Same size, other texts: Llama 2's SentencePiece vocabulary against open_llama's (TinyLLama-v0).
-  NEXUS_REQUIRE_SHARED(spm_path, "tokenizers/ggml-vocab-llama-spm.gguf");
-  const GgufFile spm_gguf(spm_path);
-  const std::unique_ptr<Tokenizer> spm = Tokenizer::from_gguf(spm_gguf);
-  ASSERT_EQ(spm->n_vocab(), tiny.tok->n_vocab());
-  try {
-    spec::check_same_vocabulary(*tiny.tok, *spm);
-    ADD_FAILURE() << "a vocabulary of other token texts accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("the draft model's token "), std::string::npos) << e.what();
-  }
-  // Same tokens, another BOS, then another EOS (vocabulary-only GGUFs).
-  struct Vocab {
-    std::vector<uint8_t> image;
-    std::unique_ptr<GgufFile> file;
-    std::unique_ptr<Tokenizer> tok;
-  };
-  auto vocab = [](uint32_t bos, uint32_t eos) {
-    nexus::test::GgufWriter w;
-    const std::vector<std::string> texts = {"<unk>", "<s>", "</s>", "a", "b"};
-    std::vector<nexus::test::GgufWriter::Value> toks, scores, types;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      toks.push_back(w.str(texts[i]));
-      scores.push_back(w.f32(0));
-      types.push_back(w.i32(i == 0 ? 2 : i < 3 ? 3 : 1));
-    }
-    w.kv("tokenizer.ggml.model", w.str("llama"));
-    w.kv("tokenizer.ggml.tokens", w.array(GgufValueType::STRING, toks));
-    w.kv("tokenizer.ggml.scores", w.array(GgufValueType::FLOAT32, scores));
-    w.kv("tokenizer.ggml.token_type", w.array(GgufValueType::INT32, types));
-    w.kv("tokenizer.ggml.bos_token_id", w.u32(bos));
-    w.kv("tokenizer.ggml.eos_token_id", w.u32(eos));
-    auto v = std::make_unique<Vocab>();
-    v->image = w.build();
-    v->file = std::make_unique<GgufFile>(std::span<const uint8_t>(v->image), "vocab.gguf");
-    v->tok = Tokenizer::from_gguf(*v->file);
-    return v;
-  };
-  const auto target = vocab(1, 2), other_bos = vocab(2, 2), other_eos = vocab(1, 1);
-  EXPECT_NO_THROW(spec::check_same_vocabulary(*target->tok, *vocab(1, 2)->tok));
-  for (const auto* v : {other_bos.get(), other_eos.get()}) {
-    try {
-      spec::check_same_vocabulary(*target->tok, *v->tok);
-      ADD_FAILURE() << "another BOS or EOS accepted";
-    } catch (const Error& e) {
-      const std::string want = v == other_bos.get() ? "BOS token is 2, the target's 1" : "EOS token is 1, the target's 2";
-      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
-    }
-  }
-  EngineOptions o = opts();
-  o.spec.draft_model = &stories.model;
-  EXPECT_THROW(Engine(tiny.model, *tiny.tok, o), Error);
-  const nexus::test::CommandResult r = nexus::test::run_nexus(
-      "serve --port 0 -m " + nexus::test::shell_quote(tiny_path) + " --draft-model " +
-      nexus::test::shell_quote(stories_path));
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("--draft-model"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("vocabulary has 512 tokens, the target's 32000"), std::string::npos) << r.err;
-  EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
 }
 
 // The distribution of a speculatively sampled token is the model's: at the
