@@ -271,6 +271,12 @@ TEST(EngineSpecDraft, ADraftOfAnotherVocabularyIsRefused) {
   EXPECT_NE(r.err.find("--draft-model"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("vocabulary has 512 tokens, the target's 32000"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
+  // A draft that --spec-max-seqs 0 would never run is refused too.
+  const nexus::test::CommandResult off = nexus::test::run_nexus(
+      "serve --port 0 --spec-max-seqs 0 -m " + nexus::test::shell_quote(stories_path) + " --draft-model " +
+      nexus::test::shell_quote(stories_path));
+  EXPECT_EQ(off.exit_code, 1) << off.err;
+  EXPECT_NE(off.err.find("--spec-max-seqs 0"), std::string::npos) << off.err;
 }
 
 }  // namespace

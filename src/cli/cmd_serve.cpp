@@ -166,6 +166,9 @@ int serve(ServeArgs& a) {
   // before anything starts when its vocabulary is not the model's.
   std::optional<OpenedModel> draft_opened;
   std::unique_ptr<LlamaModel> draft;
+  if (!a.draft_model.empty() && a.spec_max_seqs == 0)
+    throw Error("--draft-model with --spec-max-seqs 0: the draft model would never run (and its KV pool would be "
+                "allocated for nothing); drop one of them");
   if (!a.draft_model.empty()) {
     // Every refusal names the option: "model file not found" alone would
     // read as the -m model's.
