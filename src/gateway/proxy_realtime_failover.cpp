@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/proxy_session.h"
+#include "server/realtime_events.h"
 
 namespace nexus::gateway {
 
@@ -42,7 +43,7 @@ std::string event_frame(const json& ev) {
 }
 
 std::string error_frame(const std::string& code, const std::string& message) {
-  return event_frame({{"type", "error"}, {"error", {{"code", code}, {"message", message}}}});
+  return encode_ws_frame(WsOpcode::Text, server::realtime::error_event(code, message));
 }
 
 }  // namespace

@@ -111,4 +111,10 @@ ClientEvent parse_client_event(std::string_view frame) {
   return out;
 }
 
+std::string error_event(const std::string& code, const std::string& message, const std::string& event_type) {
+  json e{{"code", code}, {"message", message}};
+  if (!event_type.empty()) e["event"] = event_type;
+  return json{{"type", "error"}, {"error", std::move(e)}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace nexus::server::realtime

@@ -1,5 +1,6 @@
-// The client events of GET /v1/realtime (docs/protocol.md): their types and
-// the parser. Pure: no I/O, no state, no engine. Shared by the server's
+// The client events of GET /v1/realtime (docs/protocol.md): their types, the
+// parser, and the `error` event that answers one refused. Pure: no I/O, no
+// state, no engine. Shared by the server's
 // sessions (realtime_session.h) and the gateway's transcript
 // (gateway/realtime_transcript.h), so both read an event the same way.
 //
@@ -51,5 +52,10 @@ struct ClientEvent {
 // content), unknown_event (unknown "type"). Once the frame had a string
 // "type", the error's `event` holds it.
 ClientEvent parse_client_event(std::string_view frame);
+
+// The `error` server event (serialised JSON): {"type": "error", "error":
+// {code, message, event?}}; `event_type` (the client event's "type" as
+// sent) is left out when empty. Invalid UTF-8 in the texts is replaced.
+std::string error_event(const std::string& code, const std::string& message, const std::string& event_type = {});
 
 }  // namespace nexus::server::realtime

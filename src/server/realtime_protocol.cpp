@@ -116,10 +116,4 @@ std::string response_done(const std::string& id, const GenerationEvent& ev, int3
                                                                           json::error_handler_t::replace);
 }
 
-std::string error_event(const std::string& code, const std::string& message, const std::string& event_type) {
-  json e{{"code", code}, {"message", message}};
-  if (!event_type.empty()) e["event"] = event_type;
-  return json{{"type", "error"}, {"error", std::move(e)}}.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 }  // namespace nexus::server::realtime

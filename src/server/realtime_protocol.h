@@ -59,6 +59,6 @@ std::string response_created(const std::string& id, int32_t prompt_tokens, int32
                              const std::vector<int32_t>* prompt_ids);
 std::string response_delta(const std::string& id, const std::string& text, std::optional<int32_t> token);
 std::string response_done(const std::string& id, const GenerationEvent& final_event, int32_t context_tokens);
-std::string error_event(const std::string& code, const std::string& message, const std::string& event_type = {});
+// error_event: realtime_events.h.
 
 }  // namespace nexus::server::realtime
