@@ -191,7 +191,8 @@ TEST_F(RealtimeServer, OversizedMessageIsDiscardedWithAnError) {
   opts.body_limit = 4096;
   start();
   auto c = ws();
-  c->send_text(json{{"type", "input.append"}, {"text", std::string(2 << 20, 'a')}}.dump());
+  // Over the limit, under the refused-input budget (4 x the limit).
+  c->send_text(json{{"type", "input.append"}, {"text", std::string(6000, 'a')}}.dump());
   expect_ws_error(*c, "message_too_large");
   // The session goes on; the oversized input was not kept.
   c->send_json({{"type", "response.create"}});
@@ -199,6 +200,27 @@ TEST_F(RealtimeServer, OversizedMessageIsDiscardedWithAnError) {
   c->send_text(json{{"type", "input.append"}, {"text", std::string(4000, 'a')}}.dump());  // under the limit
   c->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 1}}}});
   EXPECT_EQ(c->recv_json()["response"]["input_tokens"], 4001);
+}
+
+// Past 4 x body_limit of refused messages the session is cut off: an error
+// input_flood, then a close frame 1008, the rest of what the client sends
+// discarded unread. A new session works. Here one message of 2 MiB: it is
+// refused as soon as it passes the limit, and its rest counts as it comes.
+TEST_F(RealtimeServer, RefusedInputPastTheBudgetClosesTheSession) {
+  opts.body_limit = 4096;
+  start();
+  auto c = ws();
+  c->send_text(json{{"type", "input.append"}, {"text", std::string(2 << 20, 'a')}}.dump());
+  expect_ws_error(*c, "message_too_large");  // as soon as it passes the limit
+  const json flood = c->recv_json();
+  EXPECT_EQ(flood["error"]["code"], "input_flood") << flood.dump();
+  EXPECT_EQ(c->recv(), std::nullopt);
+  EXPECT_EQ(c->close_code(), 1008);
+  // Many messages each under the limit: tests/adversarial/test_adversarial_realtime.cpp.
+  auto e = ws();
+  e->send_json({{"type", "input.append"}, {"text", "hi"}});
+  e->send_json({{"type", "response.create"}, {"response", {{"max_tokens", 1}}}});
+  EXPECT_EQ(e->recv_until("response.done")["response"]["finish_reason"], "length");
 }
 
 TEST_F(RealtimeServer, InputThatCannotFitIsDiscardedNotKeptQueued) {

@@ -248,9 +248,14 @@ std::string ServerContext::server_metrics_text() const {
       "# HELP nexus_http_connections_refused_total Connections refused over --max-connections (503, or closed "
       "at accept).\n"
       "# TYPE nexus_http_connections_refused_total counter\n"
-      "nexus_http_connections_refused_total {}\n",
+      "nexus_http_connections_refused_total {}\n"
+      "# HELP nexus_realtime_sessions_cut_off_total Realtime sessions closed (1008, error input_flood) for "
+      "sending more refused messages than 4 x the body limit.\n"
+      "# TYPE nexus_realtime_sessions_cut_off_total counter\n"
+      "nexus_realtime_sessions_cut_off_total {}\n",
       connections_accepted.load(std::memory_order_relaxed), accept_errors.load(std::memory_order_relaxed),
-      open_connections(), connections_refused.load(std::memory_order_relaxed));
+      open_connections(), connections_refused.load(std::memory_order_relaxed),
+      realtime_cut_off.load(std::memory_order_relaxed));
 }
 
 uint64_t HttpServer::connections_refused() const { return impl_->ctx.connections_refused.load(); }

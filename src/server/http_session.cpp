@@ -22,8 +22,6 @@ namespace {
 
 constexpr size_t kWatchdogRead = 4096;
 constexpr size_t kFirstRead = 4096;  // bytes read while waiting for a request's first byte
-constexpr size_t kMaxDrain = 64u << 20;            // bytes discarded before closing
-constexpr std::chrono::seconds kLinger{5};
 
 // A 204 has neither Content-Type nor Content-Length (RFC 9110 section 8.6).
 std::string reply_head(int status, size_t content_length, bool keep_alive, const HeaderList& extra,
@@ -513,7 +511,7 @@ void HttpSession::on_watchdog(beast::error_code ec, size_t n) {
   if (lingering_) {
     drained_ += buffer_.size();
     buffer_.consume(buffer_.size());
-    return drained_ < kMaxDrain ? arm_watchdog() : close();
+    return drained_ < kLingerMaxDrain ? arm_watchdog() : close();
   }
   if (waiting_for_next_) {
     waiting_for_next_ = false;
@@ -526,13 +524,12 @@ void HttpSession::on_watchdog(beast::error_code ec, size_t n) {
 
 void HttpSession::linger_close() {
   // Half-close, then drain what the client still sends (e.g. the rest of an
-  // oversized body): closing with unread data would reset the connection and
-  // could destroy the reply before the client reads it.
+  // oversized body; see kLingerTime).
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
   lingering_ = true;
   buffer_.consume(buffer_.size());
-  timer_.expires_after(kLinger);
+  timer_.expires_after(kLingerTime);
   timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (!ec) self->close();
   });

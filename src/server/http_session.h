@@ -48,6 +48,13 @@ namespace nexus::server {
 
 class HttpSession;
 class RealtimeSession;
+
+// A connection closed for something the client sent (an oversized body, a
+// realtime flood) is half-closed and drained first: closing with unread data
+// would reset it and could destroy the answer before the client reads it.
+// The drain ends after kLingerTime or kLingerMaxDrain bytes.
+inline constexpr std::chrono::seconds kLingerTime{5};
+inline constexpr size_t kLingerMaxDrain = 64u << 20;
 class StatsHub;
 
 // Whether engine threads may still post into the server's io_context.
@@ -78,7 +85,8 @@ struct ServerContext {
   ServerContext(Backend& backend, HttpServerOptions o);
   static std::shared_ptr<StatsHub> make_stats_hub(Backend& backend);  // http_server.cpp
   // nexus_http_connections_accepted_total, nexus_http_accept_errors_total,
-  // nexus_http_connections_open, nexus_http_connections_refused_total.
+  // nexus_http_connections_open, nexus_http_connections_refused_total,
+  // nexus_realtime_sessions_cut_off_total.
   std::string server_metrics_text() const;
   // HTTP and realtime sessions alive now, refused ones not counted (a
   // connection being upgraded may count twice for a moment).
@@ -91,6 +99,7 @@ struct ServerContext {
   std::atomic<uint64_t> connections_accepted{0};
   std::atomic<uint64_t> accept_errors{0};  // accept() failures (EMFILE, ...), each followed by a wait
   std::atomic<uint64_t> connections_refused{0};  // over max_connections
+  std::atomic<uint64_t> realtime_cut_off{0};     // sessions closed for refused input (input_flood)
   std::atomic<int32_t> refusing{0};              // refused sessions still sending their 503
   std::atomic<uint64_t> requests_served{0};
   // HttpServer::drain(): new requests get 503, running ones go on.

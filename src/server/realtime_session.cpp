@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
 #include "server/api_error.h"
@@ -27,6 +29,24 @@ namespace {
 std::atomic<uint64_t> g_next_session{1};
 
 constexpr size_t kReadChunk = 64 << 10;  // bytes per read of a message
+constexpr size_t kDrainChunk = 64 << 10;  // bytes per read while lingering
+constexpr uint64_t kRefusedBudgetFactor = 4;  // x body_limit: the refused-input budget
+constexpr double kPaceAfterFactor = 2;         // x body_limit: the debt past which reading waits
+// A waiting read waits until the debt is this much under that: about 16
+// wake-ups a second at the default limit, each reading ~64 KiB.
+constexpr double kPaceQuantum = 64 << 10;
+
+// A server's close frame (RFC 6455 sections 5.2 and 5.5.1: FIN and opcode
+// 0x8, unmasked, the status code in network byte order, then the reason).
+std::string close_frame(uint16_t code, std::string_view reason) {
+  std::string f;
+  f += static_cast<char>(0x88);
+  f += static_cast<char>(2 + reason.size());  // reason is a short literal: <= 123 bytes
+  f += static_cast<char>(code >> 8);
+  f += static_cast<char>(code & 0xff);
+  f += reason;
+  return f;
+}
 
 }  // namespace
 
@@ -62,7 +82,8 @@ RealtimeSession::RealtimeSession(tcp::socket socket, ServerContext& ctx)
       backend_(ctx.router.backend()),
       engine_session_(g_next_session.fetch_add(1, std::memory_order_relaxed)),
       id_(fmt::format("sess_{}", engine_session_)),
-      conv_(backend_) {}
+      conv_(backend_),
+      timer_(ws_.get_executor()) {}
 
 RealtimeSession::~RealtimeSession() = default;
 
@@ -102,6 +123,7 @@ void RealtimeSession::start(http::request<http::string_body> req) {
 
 void RealtimeSession::shutdown() {
   net::post(executor(), [self = shared_from_this()] {
+    if (self->lingering_) return self->end_linger();
     // The server is going away: no final event will be waited for.
     if (self->relay_) self->relay_->detach();
     if (self->running_) {  // fail(), now or after the close, then ends the engine session
@@ -128,30 +150,67 @@ void RealtimeSession::on_accept(beast::error_code ec) {
 }
 
 void RealtimeSession::do_read() {
-  if (failed_) return;
+  if (failed_ || cut_off_) return;
+  if (debt_ > 0) {
+    settle_debt();
+    const double rate = static_cast<double>(ctx_.opts.body_limit);  // bytes a second
+    const double limit = kPaceAfterFactor * rate;
+    if (debt_ > limit) {
+      const double wait_s = (debt_ - std::max(0.0, limit - std::min(kPaceQuantum, rate / 4))) / rate;
+      timer_.expires_after(
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wait_s)));
+      timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+        if (!ec) self->do_read();
+      });
+      return;
+    }
+  }
   ws_.async_read_some(rbuf_, kReadChunk,
-                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+                      [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_read(ec, n); });
 }
 
-void RealtimeSession::on_read(beast::error_code ec) {
+void RealtimeSession::settle_debt() {
+  const auto now = std::chrono::steady_clock::now();
+  const double paid = std::chrono::duration<double>(now - debt_at_).count() * static_cast<double>(ctx_.opts.body_limit);
+  debt_ = std::max(0.0, debt_ - paid);
+  debt_at_ = now;
+}
+
+void RealtimeSession::on_read(beast::error_code ec, size_t n) {
   if (failed_) return;
   // Closed by the peer, a ping unanswered, a reset: the session ends.
   if (ec) return fail();
+  if (std::exchange(message_done_, false)) message_bytes_ = message_charged_ = 0;  // a new message
+  message_bytes_ += n;
+  if (debt_ > 0) {
+    debt_ += static_cast<double>(n);
+    message_charged_ += n;
+  }
   // The message limit is ours, not Beast's read_message_max: Beast 1.74
   // closes the socket without draining what the peer still sends, which
   // resets the connection and can destroy the close frame before the peer
-  // reads it. The rest of an oversized message is discarded instead, and
-  // the session goes on.
-  if (rbuf_.size() > ctx_.opts.body_limit) {
+  // reads it. An oversized message is refused once it passes the limit, the
+  // rest of it discarded as it comes (and counted as refused), and the
+  // session goes on.
+  if (oversized_) {
+    rbuf_.consume(rbuf_.size());
+    refused_bytes_ += n;
+    if (refused_bytes_ > kRefusedBudgetFactor * ctx_.opts.body_limit) cut_off();
+  } else if (rbuf_.size() > ctx_.opts.body_limit) {
     oversized_ = true;
     rbuf_.consume(rbuf_.size());
+    refuse(realtime::error_event("message_too_large",
+                                 fmt::format("A message exceeds the limit of {} bytes.", ctx_.opts.body_limit)),
+           message_bytes_);
   }
   if (!ws_.is_message_done()) return do_read();
+  message_done_ = true;
+  const size_t message_bytes = message_bytes_;
   if (oversized_) {
-    send(realtime::error_event("message_too_large",
-                               fmt::format("A message exceeds the limit of {} bytes.", ctx_.opts.body_limit)));
+    // Refused above.
   } else if (!ws_.got_text()) {
-    send(realtime::error_event("binary_not_supported", "Binary messages are not supported; send JSON text."));
+    refuse(realtime::error_event("binary_not_supported", "Binary messages are not supported; send JSON text."),
+           message_bytes);
   } else if (!close_after_output_) {
     const auto data = rbuf_.cdata();
     const std::string_view text(static_cast<const char*>(data.data()), data.size());
@@ -176,14 +235,15 @@ bool RealtimeSession::refuse_unparsed(std::string_view text) {
   try {
     check_input_room(*bytes);
   } catch (const EventError& e) {
-    send(realtime::error_event(e.code, e.message, "input.append"));
+    refuse(realtime::error_event(e.code, e.message, "input.append"), text.size());
     return true;
   }
   return false;  // it fits: parsed in full, and appended
 }
 
 void RealtimeSession::parse_off_thread(std::string text) {
-  auto job = [self = shared_from_this(), text = std::move(text)]() mutable {
+  const size_t message_bytes = text.size();
+  auto job = [self = shared_from_this(), text = std::move(text), message_bytes]() mutable {
     auto ev = std::make_shared<std::optional<realtime::ClientEvent>>();
     auto error = std::make_shared<std::optional<EventError>>();
     try {
@@ -193,10 +253,12 @@ void RealtimeSession::parse_off_thread(std::string text) {
     }
     std::string().swap(text);
     RealtimeSession& s = *self;
-    gated_post(*s.ctx_.gate, s.executor(), [self = std::move(self), ev, error] {
+    gated_post(*s.ctx_.gate, s.executor(), [self = std::move(self), ev, error, message_bytes] {
       if (self->failed_) return;
-      if (*error) self->send(realtime::error_event((*error)->code, (*error)->message, (*error)->event));
-      else if (!self->close_after_output_) self->dispatch(std::move(**ev));
+      if (*error)
+        self->refuse(realtime::error_event((*error)->code, (*error)->message, (*error)->event), message_bytes);
+      else if (!self->close_after_output_)
+        self->dispatch(std::move(**ev), message_bytes);
       self->do_read();
     });
   };
@@ -211,12 +273,12 @@ void RealtimeSession::handle_event(std::string_view text) {
   try {
     ev = realtime::parse_client_event(text);
   } catch (const EventError& e) {
-    return send(realtime::error_event(e.code, e.message, e.event));
+    return refuse(realtime::error_event(e.code, e.message, e.event), text.size());
   }
-  dispatch(std::move(ev));
+  dispatch(std::move(ev), text.size());
 }
 
-void RealtimeSession::dispatch(realtime::ClientEvent ev) {
+void RealtimeSession::dispatch(realtime::ClientEvent ev, size_t message_bytes) {
   const std::string type = ev.type_name;
   try {
     switch (ev.type) {
@@ -251,8 +313,35 @@ void RealtimeSession::dispatch(realtime::ClientEvent ev) {
         return;
     }
   } catch (const EventError& e) {
-    send(realtime::error_event(e.code, e.message, e.event.empty() ? type : e.event));
+    refuse(realtime::error_event(e.code, e.message, e.event.empty() ? type : e.event), message_bytes);
   }
+}
+
+void RealtimeSession::refuse(std::string error_event, size_t message_bytes) {
+  send(std::move(error_event));
+  settle_debt();
+  debt_ += static_cast<double>(message_bytes - std::min(message_bytes, message_charged_));
+  message_charged_ = std::max(message_charged_, message_bytes);
+  refused_bytes_ += message_bytes;
+  if (refused_bytes_ > kRefusedBudgetFactor * ctx_.opts.body_limit) cut_off();
+}
+
+void RealtimeSession::cut_off() {
+  if (cut_off_ || failed_) return;
+  cut_off_ = true;  // do_read() reads no more
+  ctx_.realtime_cut_off.fetch_add(1, std::memory_order_relaxed);
+  if (ctx_.opts.log)
+    ctx_.opts.log(fmt::format("realtime {} cut off: {} bytes of refused messages (input_flood, 1008)", id_,
+                              refused_bytes_));
+  send(realtime::error_event(
+      "input_flood", fmt::format("This session sent {} bytes of messages that were refused, over the limit of {}: "
+                                 "it is closed (1008). Open a new session.",
+                                 refused_bytes_, kRefusedBudgetFactor * ctx_.opts.body_limit)));
+  close_code_ = websocket::close_code::policy_error;
+  close_after_output_ = true;
+  redirect_pending_ = false;
+  if (running_) return handle_->cancel();  // its response.done goes out first, then the close
+  if (!writing_ && !preparing_) begin_close();
 }
 
 void RealtimeSession::update_session(const json& s) {
@@ -470,11 +559,58 @@ void RealtimeSession::on_write(beast::error_code ec) {
 
 void RealtimeSession::begin_close() {
   if (closing_ || failed_) return;
+  if (cut_off_) return linger_close();
   closing_ = true;
   ws_.async_close(close_code_, [self = shared_from_this()](beast::error_code) {
     self->closing_ = false;
     self->fail();
   });
+}
+
+void RealtimeSession::linger_close() {
+  closing_ = true;
+  lingering_ = true;
+  // Beast's idle timer would write pings; the stream is not used again.
+  websocket::stream_base::timeout none{};
+  none.handshake_timeout = websocket::stream_base::none();
+  none.idle_timeout = websocket::stream_base::none();
+  none.keep_alive_pings = false;
+  ws_.set_option(none);
+  auto frame = std::make_shared<const std::string>(close_frame(static_cast<uint16_t>(close_code_), "input flood"));
+  net::async_write(beast::get_lowest_layer(ws_).socket(), net::buffer(*frame),
+                   [self = shared_from_this(), frame](beast::error_code ec, size_t) {
+                     if (!self->lingering_) return;
+                     if (ec) return self->end_linger();
+                     beast::error_code ignored;
+                     beast::get_lowest_layer(self->ws_).socket().shutdown(tcp::socket::shutdown_send, ignored);
+                     self->timer_.expires_after(kLingerTime);
+                     self->timer_.async_wait([self](beast::error_code e) {
+                       if (!e && self->lingering_) self->end_linger();
+                     });
+                     self->drain_buf_ = std::make_unique_for_overwrite<char[]>(kDrainChunk);
+                     self->linger_read();
+                   });
+}
+
+void RealtimeSession::linger_read() {
+  beast::get_lowest_layer(ws_).socket().async_read_some(
+      net::buffer(drain_buf_.get(), kDrainChunk),
+      [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_linger_read(ec, n); });
+}
+
+void RealtimeSession::on_linger_read(beast::error_code ec, size_t n) {
+  if (!lingering_) return;
+  drained_ += n;
+  // The peer's EOF (it read the close frame), an error, or enough drained.
+  if (ec || drained_ >= kLingerMaxDrain) return end_linger();
+  linger_read();
+}
+
+void RealtimeSession::end_linger() {
+  lingering_ = false;
+  closing_ = false;
+  timer_.cancel();
+  fail();  // closes the socket
 }
 
 void RealtimeSession::fail() {
@@ -484,6 +620,7 @@ void RealtimeSession::fail() {
   }
   failed_ = true;
   redirect_pending_ = false;
+  timer_.cancel();  // a paced read's wait
   // A running response is cancelled; its final event ends the engine
   // session (ending it now could race with the KV being kept at its end).
   if (running_) handle_->cancel();

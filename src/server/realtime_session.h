@@ -26,6 +26,24 @@
 // or a redirect gets response_in_progress, a cancel no_response), so an I/O
 // thread never tokenizes a large input.
 //
+// Refused input is paced, then cut off. The bytes of every client message
+// answered with an `error` (an input too large for the context, a message
+// over body_limit -- refused as soon as it passes the limit, its rest
+// counted as it comes --, an invalid or refused event) are the session's
+// debt, which is paid back at body_limit bytes a second (1 MiB/s by
+// default). While in debt, every byte read adds to it, and while it is over
+// 2 x body_limit, reading waits: a refused message or two cost nothing
+// more, but a client that keeps sending is read at 1 MiB/s, a few 64 KiB
+// at a time, so its reading is spread thinly over time instead of taking
+// an I/O thread's core in bursts. Once the refused messages pass
+// kRefusedBudgetFactor x body_limit (4 MiB) in all,
+// the session gets an `error` input_flood, its running response is
+// cancelled, and once its output is written it is closed with 1008 (policy
+// violation) by linger_close(): the close frame is written without waiting
+// for the peer's, and what the peer still sends is discarded below the
+// WebSocket layer. A flooding client thus costs a bounded amount of
+// reading, at a bounded rate.
+//
 // Liveness: a read is always pending; after ws_ping_interval of silence the
 // server pings, and a peer silent for another interval is disconnected.
 // A connection that goes away (error, close, timeout) cancels its running
@@ -39,6 +57,7 @@
 #include <optional>
 #include <string>
 
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
@@ -68,7 +87,8 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
  private:
   void on_accept(boost::beast::error_code ec);
   void do_read();
-  void on_read(boost::beast::error_code ec);
+  void settle_debt();  // pays back the debt for the time since it was last settled
+  void on_read(boost::beast::error_code ec, size_t n);
   void handle_event(std::string_view text);
   // A message of TokenizerPool::kOffThreadBytes or more is parsed on the
   // pool (a 900 KB input.append costs milliseconds of JSON parsing, which
@@ -80,7 +100,20 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   // true comes back. A refused flood then costs the I/O thread one pass
   // over each message instead of a JSON parse on the cores the streams use.
   bool refuse_unparsed(std::string_view text);
-  void dispatch(realtime::ClientEvent ev);
+  // `message_bytes`: the size of the message the event came in, counted
+  // against the refused-input budget when the event is refused.
+  void dispatch(realtime::ClientEvent ev, size_t message_bytes);
+  // Sends `error_event` in answer to a client message of `message_bytes`
+  // and counts them against the budget; cut_off() once it is spent.
+  void refuse(std::string error_event, size_t message_bytes);
+  void cut_off();
+  // After a cut-off, once the output is written: close frame 1008, half-close,
+  // and drain the socket below the WebSocket layer for at most kLinger or
+  // kMaxDrain bytes (as HttpSession::linger_close), then fail().
+  void linger_close();
+  void linger_read();
+  void on_linger_read(boost::beast::error_code ec, size_t n);
+  void end_linger();
   void update_session(const nlohmann::json& s);
   void append_input(realtime::InputItem item);  // throws EventError input_too_large
   // Throws EventError input_too_large when `item_bytes` more input would not fit.
@@ -111,6 +144,17 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   Backend& backend_;
   boost::beast::flat_buffer rbuf_;
   bool oversized_ = false;  // the message being read is over body_limit: discarded
+  size_t message_bytes_ = 0;  // of the message being read, or the last one read
+  uint64_t refused_bytes_ = 0;  // of the messages answered with an error
+  double debt_ = 0;             // bytes (see "Refused input is paced")
+  std::chrono::steady_clock::time_point debt_at_;
+  size_t message_charged_ = 0;  // bytes of the message being read (or last read) added to debt_
+  bool message_done_ = false;   // the last message was read to its end: the next read starts one
+  bool cut_off_ = false;        // input_flood sent: nothing more is read
+  bool lingering_ = false;
+  uint64_t drained_ = 0;        // bytes discarded while lingering
+  std::unique_ptr<char[]> drain_buf_;
+  boost::asio::steady_timer timer_;  // a paced read's wait, then the linger
   const uint64_t engine_session_;
   const std::string id_;
 
