@@ -121,6 +121,32 @@ TEST(SpecPrediction, GuessesFollowSkippedAndInsertedTokens) {
   EXPECT_EQ(t.accepted(), 1);  // the counts are the rule's: [13, 77, 15] never realigned
 }
 
+// A run of one repeated token with two of P's tokens replaced inside it:
+// several alignments fit the run equally well, and the proposal must still
+// be at the right place when the run ends (the counting rule's 3-gram
+// resync alone realigns inside the run, too far on).
+TEST(SpecPrediction, ProposalsKeepTheirPlaceThroughARunOfOneToken) {
+  const std::vector<int32_t> p = {1, 2, 9, 9, 50, 9, 9, 9, 51, 9, 9, 9, 3, 4, 5, 6};
+  std::vector<int32_t> truth = p;
+  truth[4] = truth[8] = 9;  // the output replaces 50 and 51
+  spec::PredictionTracker t(p);
+  std::vector<int32_t> out, proposal;
+  for (size_t i = 0; i < 12; ++i) {
+    out.push_back(truth[i]);
+    t.on_token(out);
+  }
+  EXPECT_EQ(t.propose(3, proposal), 3);
+  EXPECT_EQ(proposal, (std::vector<int32_t>{3, 4, 5}));
+  // A prediction that does not fit at all stops proposing after two tokens.
+  spec::PredictionTracker g({70, 71, 72, 73, 74, 75});
+  out = {1};
+  g.on_token(out);
+  EXPECT_GT(g.propose(2, proposal), 0);
+  out.push_back(2);
+  g.on_token(out);
+  EXPECT_EQ(g.propose(2, proposal), 0);
+}
+
 // The adaptive draft length (engine/spec/step_cost.h): measured step costs
 // and an acceptance rate give the k that makes the step fastest.
 TEST(SpecStepCost, TheDraftLengthIsTheOneThatMakesTheStepFastest) {

@@ -1,19 +1,68 @@
 #include "engine/spec/prediction.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace nexus::spec {
 
-size_t PredictionTracker::find(int32_t id, size_t from, size_t to) const {
-  to = std::min(to, p_.size());
-  for (size_t j = from; j < to; ++j)
-    if (p_[j] == id) return j;
-  return p_.size();
+namespace {
+
+constexpr int32_t kUnreachable = INT32_MAX / 2;
+
+}  // namespace
+
+PredictionTracker::PredictionTracker(std::vector<int32_t> prediction)
+    : p_(std::move(prediction)), d_(p_.size() + 1), nd_(p_.size() + 1) {
+  hi_ = std::min(p_.size(), kBand);
+  for (size_t j = 0; j <= hi_; ++j) d_[j] = static_cast<int32_t>(j);  // P[0, j) skipped
+}
+
+void PredictionTracker::align(int32_t id) {
+  const size_t nlo = lo_, nhi = std::min(hi_ + 1, p_.size());
+  const auto d = [&](size_t j) { return j >= lo_ && j <= hi_ ? d_[j] : kUnreachable; };
+  int32_t best = kUnreachable;
+  size_t best_j = nlo;
+  bool best_match = false;
+  for (size_t j = nlo; j <= nhi; ++j) {
+    int32_t v = d(j) + 1;                        // id inserted
+    if (j > nlo) v = std::min(v, nd_[j - 1] + 1);  // P[j - 1] skipped
+    bool match = false;
+    if (j > 0) {
+      const bool same = p_[j - 1] == id;
+      const int32_t diag = d(j - 1) + (same ? 0 : 1);  // matched, or P[j - 1] replaced
+      match = same && diag <= v;
+      v = std::min(v, diag);
+    }
+    nd_[j] = v;
+    // Least cost; among equals a match (the nearest), else the farthest (a
+    // token of P replaced rather than one inserted before it).
+    if (v < best || (v == best && match && !best_match) || (v == best && !match && !best_match)) {
+      best = v;
+      best_j = j;
+      best_match = match;
+    }
+  }
+  d_.swap(nd_);
+  lo_ = std::max(nlo, best_j > kBand ? best_j - kBand : 0);
+  hi_ = std::min(nhi, best_j + kBand);
+  best_ = best_j;
+  prev_matched_ = last_matched_;
+  last_matched_ = best_match;
+}
+
+void PredictionTracker::restart_at(size_t j) {
+  const int32_t cost = d_[best_];
+  lo_ = j;
+  hi_ = std::min(p_.size(), j + kBand);
+  for (size_t i = lo_; i <= hi_; ++i) d_[i] = cost + static_cast<int32_t>(i - j);
+  best_ = j;
+  last_matched_ = prev_matched_ = true;
 }
 
 void PredictionTracker::on_token(std::span<const int32_t> output) {
   if (output.empty()) return;
   const int32_t id = output.back();
+  align(id);
   if (aligned_) {
     if (pos_ < p_.size() && p_[pos_] == id) {
       ++pos_;
@@ -21,16 +70,6 @@ void PredictionTracker::on_token(std::span<const int32_t> output) {
       return;
     }
     aligned_ = false;  // the search for a new alignment starts at pos_
-    const size_t j = find(id, pos_, pos_ + kGuessWindow);
-    guess_ = j < p_.size() ? j + 1 : pos_ + 1;
-    guess_live_ = true;
-  } else if (guess_ < p_.size() && p_[guess_] == id) {
-    ++guess_;
-    guess_live_ = true;
-  } else {
-    const size_t j = find(id, pos_, guess_ + kGuessWindow);
-    guess_live_ = j < p_.size();
-    guess_ = guess_live_ ? j + 1 : guess_ + 1;
   }
   const size_t m = std::min<size_t>(kResync, output.size());
   const int32_t* tail = output.data() + (output.size() - m);
@@ -39,17 +78,16 @@ void PredictionTracker::on_token(std::span<const int32_t> output) {
     pos_ = from + m;
     accepted_ += static_cast<int32_t>(m);
     aligned_ = true;
+    if (pos_ < lo_ || pos_ > hi_) restart_at(pos_);
     return;
   }
 }
 
 int32_t PredictionTracker::propose(int32_t k, std::vector<int32_t>& out) const {
   out.clear();
-  if (!aligned_ && !guess_live_) return 0;
-  const size_t from = aligned_ ? pos_ : guess_;
-  if (k < 1 || from >= p_.size()) return 0;
-  const size_t to = std::min(p_.size(), from + static_cast<size_t>(k));
-  out.assign(p_.begin() + static_cast<std::ptrdiff_t>(from), p_.begin() + static_cast<std::ptrdiff_t>(to));
+  if (k < 1 || best_ >= p_.size() || !(last_matched_ || prev_matched_)) return 0;
+  const size_t to = std::min(p_.size(), best_ + static_cast<size_t>(k));
+  out.assign(p_.begin() + static_cast<std::ptrdiff_t>(best_), p_.begin() + static_cast<std::ptrdiff_t>(to));
   return static_cast<int32_t>(out.size());
 }
 

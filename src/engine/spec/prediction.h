@@ -15,23 +15,26 @@
 //     last ended, so the search only moves forward through P). Found, those
 //     m tokens count as matched and the tracker is aligned at P[j].
 //   - accepted_prediction_tokens = tokens matched; rejected = |P| - accepted.
-// The proposal, while aligned at P[i], is P[i, i + k). While not aligned it
-// follows a guess of where the output went on in P, so that an edit costs
-// one verify step instead of kResync plain ones before the rule realigns:
-//   - when the alignment ends at P[i] on a token t, the guess is the
-//     position after the first t in P[i, i + kGuessWindow) (t was P's, and
-//     output skipped to it), else i + 1 (t replaced P[i]);
-//   - each further output token t: the guess moves one on when it is P's
-//     token there, else to after the first t in P[i, guess + kGuessWindow),
-//     else one on;
-//   - the proposal is P[guess, guess + k), but only while the last output
-//     token backed the guess (the alignment just ended, t was P's token at
-//     the guess, or t was found): after a token found nowhere near, nothing
-//     is proposed from P, so a prediction that does not fit (garbage) stops
-//     proposing at once and the other proposers (draft model, n-gram) step in.
-// Guesses change only what is proposed (every proposal is verified), never
-// the counts. Whether the tokens were proposed (speculation may be off for
-// the step) does not change the counts either.
+// The proposal follows an edit-distance alignment of the output with P,
+// whatever the counts say, so that an edit costs one verify step instead of
+// kResync plain ones before the rule realigns, and a run of one repeated
+// token (common in code and in small models' output), where several
+// alignments fit equally well, does not lose the right one:
+//   - D[j] is the least number of edits (a token of P replaced or skipped, a
+//     token inserted) that turns P[0, j) into the output so far, kept for j
+//     within kBand of the best position (Levenshtein's distance, updated by
+//     one row per output token: Wagner and Fischer, 1974);
+//   - the proposal starts at the best position: the least D[j]; among equals
+//     the nearest one reached by matching the newest token, else the
+//     farthest (a token of P replaced rather than one inserted); when the
+//     rule realigns past the band (a large part of P skipped), the
+//     alignment restarts there;
+//   - it is made only while the newest token or the one before it matched
+//     P there, so a prediction that does not fit (garbage) stops proposing
+//     after two tokens and the other proposers (draft model, n-gram) step in.
+// The alignment changes only what is proposed (every proposal is verified),
+// never the counts. Whether the tokens were proposed (speculation may be off
+// for the step) does not change the counts either.
 #pragma once
 
 #include <cstdint>
@@ -43,15 +46,15 @@ namespace nexus::spec {
 class PredictionTracker {
  public:
   static constexpr int32_t kResync = 3;       // m's upper bound in the rule above
-  static constexpr size_t kGuessWindow = 8;    // how far past the guess a token is looked for
+  static constexpr size_t kBand = 64;          // positions kept on either side of the best
 
-  explicit PredictionTracker(std::vector<int32_t> prediction) : p_(std::move(prediction)) {}
+  explicit PredictionTracker(std::vector<int32_t> prediction);
 
   // The output's newest token; `output`: every output token so far, that
   // one included (its last element).
   void on_token(std::span<const int32_t> output);
-  // Appends to `out` (cleared first) up to k tokens of the prediction: from
-  // the alignment, else from the guess (above). Returns out.size().
+  // Appends to `out` (cleared first) up to k tokens of the prediction, from
+  // the best position of the alignment (above). Returns out.size().
   int32_t propose(int32_t k, std::vector<int32_t>& out) const;
 
   int32_t size() const { return static_cast<int32_t>(p_.size()); }
@@ -60,13 +63,19 @@ class PredictionTracker {
   bool aligned() const { return aligned_; }
 
  private:
-  // The first j in [from, min(to, |P|)) with P[j] == id, or |P|.
-  size_t find(int32_t id, size_t from, size_t to) const;
-
   std::vector<int32_t> p_;
+  // One row of the alignment for output token `id`.
+  void align(int32_t id);
+  // Restarts the alignment at P[j], at the current best cost.
+  void restart_at(size_t j);
+
   size_t pos_ = 0;  // aligned: the next token expected; not: where the search starts
-  size_t guess_ = 0;  // not aligned: where the output is guessed to go on in P
-  bool guess_live_ = false;  // the last output token backed the guess
+  // The alignment: d_[j] for j in [lo_, hi_] (others: unreachable).
+  std::vector<int32_t> d_, nd_;
+  size_t lo_ = 0, hi_ = 0, best_ = 0;
+  // The newest output token, and the one before it, matched P at the best
+  // position (before any output: both).
+  bool last_matched_ = true, prev_matched_ = true;
   int32_t accepted_ = 0;
   bool aligned_ = true;
 };
