@@ -3,7 +3,9 @@
 // -mavx512dq -mavx512vnni (src/CMakeLists.txt).
 //
 // Each step covers a quad of blocks (4q .. 4q + 3) of one weight row against
-// up to four tokens. The weight's 4 x 32 values go into two 512-bit
+// the tokens of one tile: all of them up to 8 (a speculative verify run: the
+// row is unpacked once, not once per four tokens and once per token left
+// over), else four at a time. The weight's 4 x 32 values go into two 512-bit
 // registers, A = values 0..15 of the four blocks and B = values 16..31, so
 // that int32 lanes 4k .. 4k + 3 of both belong to block k:
 //   weight: Q4_0: four 16-byte loads of the nibbles, AND / shift+AND for the
@@ -62,7 +64,8 @@ struct alignas(64) QuadAct {
 };
 static_assert(sizeof(QuadAct) == 256);
 
-constexpr int kTokens = 4;      // tokens per tile
+constexpr int kTokens = 4;      // tokens per tile in a long run
+constexpr int kMaxTile = 8;     // a run of up to this many tokens is one tile (16 accumulators)
 
 // How far ahead of the loads the weight stream is prefetched into L1 (l1)
 // and, further ahead, into L2 (l2). In decode the kernel is about as fast as
@@ -233,6 +236,23 @@ void tile(const typename W::Consts& c, const uint8_t* row, int64_t n_blocks, con
   for (int t = 0; t < T; ++t) y[t * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(even[t], odd[t]));
 }
 
+// tile<W, n> for n in [0, kMaxTile] (0: nothing).
+template <class W>
+void tile_n(int n, const typename W::Consts& c, const uint8_t* row, int64_t n_blocks, const QuadAct* a, int64_t n_quads,
+            float* y, int64_t ldy) {
+  switch (n) {
+    case 0: return;
+    case 1: return tile<W, 1>(c, row, n_blocks, a, n_quads, y, ldy);
+    case 2: return tile<W, 2>(c, row, n_blocks, a, n_quads, y, ldy);
+    case 3: return tile<W, 3>(c, row, n_blocks, a, n_quads, y, ldy);
+    case 4: return tile<W, 4>(c, row, n_blocks, a, n_quads, y, ldy);
+    case 5: return tile<W, 5>(c, row, n_blocks, a, n_quads, y, ldy);
+    case 6: return tile<W, 6>(c, row, n_blocks, a, n_quads, y, ldy);
+    case 7: return tile<W, 7>(c, row, n_blocks, a, n_quads, y, ldy);
+    default: return tile<W, 8>(c, row, n_blocks, a, n_quads, y, ldy);
+  }
+}
+
 template <class W>
 void quant_rows512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, int64_t n_blocks, const BlockQ8Act* x,
                    int64_t n_tokens, float* y, int64_t ldy) {
@@ -247,9 +267,13 @@ void quant_rows512(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1, i
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* row = w + r * row_bytes;
       float* yr = y + t0 * ldy + r;
+      // Up to kMaxTile tokens in one tile, so the row is unpacked once (a
+      // speculative verify run of 2-8 tokens); more in tiles of kTokens,
+      // the rest in one tile.
       int64_t t = 0;
-      for (; t + kTokens <= nt; t += kTokens) tile<W, kTokens>(c, row, n_blocks, a + t * n_quads, n_quads, yr + t * ldy, ldy);
-      for (; t < nt; ++t) tile<W, 1>(c, row, n_blocks, a + t * n_quads, n_quads, yr + t * ldy, ldy);
+      if (nt > kMaxTile)
+        for (; t + kTokens <= nt; t += kTokens) tile<W, kTokens>(c, row, n_blocks, a + t * n_quads, n_quads, yr + t * ldy, ldy);
+      tile_n<W>(static_cast<int>(nt - t), c, row, n_blocks, a + t * n_quads, n_quads, yr + t * ldy, ldy);
     }
   }
 }
