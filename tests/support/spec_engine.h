@@ -30,13 +30,14 @@ using Result = EventCollector;
 // The alignment rule of engine/spec/prediction.h, written again from its
 // text: prediction tokens the output matched.
 inline int32_t reference_accepted(const std::vector<int32_t>& p, const std::vector<int32_t>& out) {
-  size_t pos = 0;
+  size_t pos = 0, counted = 0;  // counted: output tokens up to the last one counted
   bool aligned = true;
   int32_t accepted = 0;
   for (size_t n = 1; n <= out.size(); ++n) {
     if (aligned && pos < p.size() && p[pos] == out[n - 1]) {
       ++pos;
       ++accepted;
+      counted = n;
       continue;
     }
     aligned = false;
@@ -45,7 +46,8 @@ inline int32_t reference_accepted(const std::vector<int32_t>& p, const std::vect
       const auto tail = out.begin() + static_cast<std::ptrdiff_t>(n - m);
       if (std::equal(tail, tail + static_cast<std::ptrdiff_t>(m), p.begin() + static_cast<std::ptrdiff_t>(j - m))) {
         pos = j;
-        accepted += static_cast<int32_t>(m);
+        accepted += static_cast<int32_t>(std::min(m, n - counted));  // an output token counts once
+        counted = n;
         aligned = true;
         break;
       }

@@ -8,13 +8,18 @@ namespace nexus::spec {
 namespace {
 
 constexpr int32_t kUnreachable = INT32_MAX / 2;
+// Edit costs: a token of P replaced costs less than one skipped or inserted,
+// so where both fit -- a changed token inside a run of one repeated token,
+// where skipping P's changed token also matches the next one -- the
+// alignment keeps to the diagonal, as a replaced token is the commoner edit.
+constexpr int32_t kReplace = 2, kSkipOrInsert = 3;
 
 }  // namespace
 
 PredictionTracker::PredictionTracker(std::vector<int32_t> prediction)
     : p_(std::move(prediction)), d_(p_.size() + 1), nd_(p_.size() + 1) {
   hi_ = std::min(p_.size(), kBand);
-  for (size_t j = 0; j <= hi_; ++j) d_[j] = static_cast<int32_t>(j);  // P[0, j) skipped
+  for (size_t j = 0; j <= hi_; ++j) d_[j] = kSkipOrInsert * static_cast<int32_t>(j);  // P[0, j) skipped
 }
 
 void PredictionTracker::align(int32_t id) {
@@ -24,12 +29,12 @@ void PredictionTracker::align(int32_t id) {
   size_t best_j = nlo;
   bool best_match = false;
   for (size_t j = nlo; j <= nhi; ++j) {
-    int32_t v = d(j) + 1;                        // id inserted
-    if (j > nlo) v = std::min(v, nd_[j - 1] + 1);  // P[j - 1] skipped
+    int32_t v = d(j) + kSkipOrInsert;                        // id inserted
+    if (j > nlo) v = std::min(v, nd_[j - 1] + kSkipOrInsert);  // P[j - 1] skipped
     bool match = false;
     if (j > 0) {
       const bool same = p_[j - 1] == id;
-      const int32_t diag = d(j - 1) + (same ? 0 : 1);  // matched, or P[j - 1] replaced
+      const int32_t diag = d(j - 1) + (same ? 0 : kReplace);  // matched, or P[j - 1] replaced
       match = same && diag <= v;
       v = std::min(v, diag);
     }
@@ -54,7 +59,7 @@ void PredictionTracker::restart_at(size_t j) {
   const int32_t cost = d_[best_];
   lo_ = j;
   hi_ = std::min(p_.size(), j + kBand);
-  for (size_t i = lo_; i <= hi_; ++i) d_[i] = cost + static_cast<int32_t>(i - j);
+  for (size_t i = lo_; i <= hi_; ++i) d_[i] = cost + kSkipOrInsert * static_cast<int32_t>(i - j);
   best_ = j;
   last_matched_ = prev_matched_ = true;
 }
@@ -67,6 +72,7 @@ void PredictionTracker::on_token(std::span<const int32_t> output) {
     if (pos_ < p_.size() && p_[pos_] == id) {
       ++pos_;
       ++accepted_;
+      counted_ = output.size();
       return;
     }
     aligned_ = false;  // the search for a new alignment starts at pos_
@@ -76,7 +82,10 @@ void PredictionTracker::on_token(std::span<const int32_t> output) {
   for (size_t from = pos_; from + m <= p_.size(); ++from) {
     if (!std::equal(tail, tail + m, p_.data() + from)) continue;
     pos_ = from + m;
-    accepted_ += static_cast<int32_t>(m);
+    // Those m tokens less the ones counted before (an output token is
+    // counted once: the realignment may reuse the last match).
+    accepted_ += static_cast<int32_t>(std::min(m, output.size() - counted_));
+    counted_ = output.size();
     aligned_ = true;
     if (pos_ < lo_ || pos_ > hi_) restart_at(pos_);
     return;

@@ -13,7 +13,8 @@
 //     the tracker looks for the first j with P[j - m, j) equal to the last m
 //     output tokens and j - m >= i (i: the position where the alignment
 //     last ended, so the search only moves forward through P). Found, those
-//     m tokens count as matched and the tracker is aligned at P[j].
+//     m tokens count as matched, less any of them already counted (an output
+//     token counts once), and the tracker is aligned at P[j].
 //   - accepted_prediction_tokens = tokens matched; rejected = |P| - accepted.
 // The proposal follows an edit-distance alignment of the output with P,
 // whatever the counts say, so that an edit costs one verify step instead of
@@ -24,6 +25,9 @@
 //     token inserted) that turns P[0, j) into the output so far, kept for j
 //     within kBand of the best position (Levenshtein's distance, updated by
 //     one row per output token: Wagner and Fischer, 1974);
+//   - a replaced token costs 2, a skipped or inserted one 3: where both fit
+//     (a changed token inside a run of one repeated token, where skipping
+//     it also matches), the alignment keeps to the diagonal;
 //   - the proposal starts at the best position: the least D[j]; among equals
 //     the nearest one reached by matching the newest token, else the
 //     farthest (a token of P replaced rather than one inserted); when the
@@ -77,6 +81,7 @@ class PredictionTracker {
   // position (before any output: both).
   bool last_matched_ = true, prev_matched_ = true;
   int32_t accepted_ = 0;
+  size_t counted_ = 0;  // output tokens up to the last one counted as matched
   bool aligned_ = true;
 };
 
