@@ -31,6 +31,7 @@ std::atomic<uint64_t> g_next_session{1};
 constexpr size_t kReadChunk = 64 << 10;  // bytes per read of a message
 constexpr size_t kDrainChunk = 64 << 10;  // bytes per read while lingering
 constexpr uint64_t kRefusedBudgetFactor = 4;  // x body_limit: the refused-input budget
+constexpr double kRefusedForgetFactor = 60;    // the budget is paid back this many times slower than the debt
 constexpr double kPaceAfterFactor = 2;         // x body_limit: the debt past which reading waits
 // A waiting read waits until the debt is this much under that: about 16
 // wake-ups a second at the default limit, each reading ~64 KiB.
@@ -80,10 +81,10 @@ RealtimeSession::RealtimeSession(tcp::socket socket, ServerContext& ctx)
       ws_(std::move(socket)),
       ctx_(ctx),
       backend_(ctx.router.backend()),
+      timer_(ws_.get_executor()),
       engine_session_(g_next_session.fetch_add(1, std::memory_order_relaxed)),
       id_(fmt::format("sess_{}", engine_session_)),
-      conv_(backend_),
-      timer_(ws_.get_executor()) {}
+      conv_(backend_) {}
 
 RealtimeSession::~RealtimeSession() = default;
 
@@ -173,7 +174,14 @@ void RealtimeSession::settle_debt() {
   const auto now = std::chrono::steady_clock::now();
   const double paid = std::chrono::duration<double>(now - debt_at_).count() * static_cast<double>(ctx_.opts.body_limit);
   debt_ = std::max(0.0, debt_ - paid);
+  refused_ = std::max(0.0, refused_ - paid / kRefusedForgetFactor);
   debt_at_ = now;
+}
+
+void RealtimeSession::add_refused(size_t n) {
+  settle_debt();
+  refused_ += static_cast<double>(n);
+  if (refused_ > static_cast<double>(kRefusedBudgetFactor * ctx_.opts.body_limit)) cut_off();
 }
 
 void RealtimeSession::on_read(beast::error_code ec, size_t n) {
@@ -194,8 +202,7 @@ void RealtimeSession::on_read(beast::error_code ec, size_t n) {
   // session goes on.
   if (oversized_) {
     rbuf_.consume(rbuf_.size());
-    refused_bytes_ += n;
-    if (refused_bytes_ > kRefusedBudgetFactor * ctx_.opts.body_limit) cut_off();
+    add_refused(n);
   } else if (rbuf_.size() > ctx_.opts.body_limit) {
     oversized_ = true;
     rbuf_.consume(rbuf_.size());
@@ -322,8 +329,7 @@ void RealtimeSession::refuse(std::string error_event, size_t message_bytes) {
   settle_debt();
   debt_ += static_cast<double>(message_bytes - std::min(message_bytes, message_charged_));
   message_charged_ = std::max(message_charged_, message_bytes);
-  refused_bytes_ += message_bytes;
-  if (refused_bytes_ > kRefusedBudgetFactor * ctx_.opts.body_limit) cut_off();
+  add_refused(message_bytes);
 }
 
 void RealtimeSession::cut_off() {
@@ -331,12 +337,12 @@ void RealtimeSession::cut_off() {
   cut_off_ = true;  // do_read() reads no more
   ctx_.realtime_cut_off.fetch_add(1, std::memory_order_relaxed);
   if (ctx_.opts.log)
-    ctx_.opts.log(fmt::format("realtime {} cut off: {} bytes of refused messages (input_flood, 1008)", id_,
-                              refused_bytes_));
+    ctx_.opts.log(fmt::format("realtime {} cut off: {:.0f} bytes of refused messages (input_flood, 1008)", id_,
+                              refused_));
   send(realtime::error_event(
-      "input_flood", fmt::format("This session sent {} bytes of messages that were refused, over the limit of {}: "
-                                 "it is closed (1008). Open a new session.",
-                                 refused_bytes_, kRefusedBudgetFactor * ctx_.opts.body_limit)));
+      "input_flood", fmt::format("This session sent {:.0f} bytes of messages that were refused, over the limit of "
+                                 "{} (forgotten at {} bytes a minute): it is closed (1008). Open a new session.",
+                                 refused_, kRefusedBudgetFactor * ctx_.opts.body_limit, ctx_.opts.body_limit)));
   close_code_ = websocket::close_code::policy_error;
   close_after_output_ = true;
   redirect_pending_ = false;

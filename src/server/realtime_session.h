@@ -36,7 +36,9 @@
 // more, but a client that keeps sending is read at 1 MiB/s, a few 64 KiB
 // at a time, so its reading is spread thinly over time instead of taking
 // an I/O thread's core in bursts. Once the refused messages pass
-// kRefusedBudgetFactor x body_limit (4 MiB) in all,
+// kRefusedBudgetFactor x body_limit (4 MiB) -- a total forgotten 60 times
+// slower than the debt, at body_limit a minute, so a long session's
+// occasional refusal never adds up --
 // the session gets an `error` input_flood, its running response is
 // cancelled, and once its output is written it is closed with 1008 (policy
 // violation) by linger_close(): the close frame is written without waiting
@@ -87,7 +89,8 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
  private:
   void on_accept(boost::beast::error_code ec);
   void do_read();
-  void settle_debt();  // pays back the debt for the time since it was last settled
+  void settle_debt();  // pays back the debt (and forgets refused bytes) for the time since it was last settled
+  void add_refused(size_t n);  // n more bytes refused: cut_off() past the budget
   void on_read(boost::beast::error_code ec, size_t n);
   void handle_event(std::string_view text);
   // A message of TokenizerPool::kOffThreadBytes or more is parsed on the
@@ -145,7 +148,7 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   boost::beast::flat_buffer rbuf_;
   bool oversized_ = false;  // the message being read is over body_limit: discarded
   size_t message_bytes_ = 0;  // of the message being read, or the last one read
-  uint64_t refused_bytes_ = 0;  // of the messages answered with an error
+  double refused_ = 0;          // bytes of the messages answered with an error, less what was forgotten
   double debt_ = 0;             // bytes (see "Refused input is paced")
   std::chrono::steady_clock::time_point debt_at_;
   size_t message_charged_ = 0;  // bytes of the message being read (or last read) added to debt_
