@@ -161,7 +161,7 @@ void RealtimeSession::do_read() {
       timer_.expires_after(
           std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wait_s)));
       timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-        if (!ec) self->do_read();
+        if (!ec && !self->closing_) self->do_read();  // a close under way reads for itself
       });
       return;
     }
