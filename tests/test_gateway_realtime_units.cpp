@@ -8,9 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/realtime_transcript.h"
-#include "gateway/ws_frames.h"
+#include "server/ws_frames.h"
 
 using namespace nexus::gateway;
+using namespace nexus::server;
 using nlohmann::json;
 
 namespace {

@@ -188,9 +188,7 @@ void ProxySession::failover_failed() {
 
 void ProxySession::end_session(const std::string& code, const std::string& message) {
   out_ += error_frame(code, message);
-  std::string close_payload{static_cast<char>(1011 >> 8), static_cast<char>(1011 & 0xff)};
-  close_payload += "replica failed";
-  out_ += encode_ws_frame(WsOpcode::Close, close_payload);
+  out_ += encode_ws_close(1011, "replica failed");
   writing_ = true;
   net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
     self->writing_ = false;

@@ -37,9 +37,15 @@
 #include "gateway/gateway_context.h"
 #include "gateway/realtime_transcript.h"
 #include "gateway/stream_usage.h"
-#include "gateway/ws_frames.h"
+#include "server/ws_frames.h"
 
 namespace nexus::gateway {
+
+using server::encode_ws_close;
+using server::encode_ws_frame;
+using server::WsFrameReader;
+using server::WsMessage;
+using server::WsOpcode;
 
 class ProxySession : public std::enable_shared_from_this<ProxySession> {
  public:

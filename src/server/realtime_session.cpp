@@ -12,6 +12,7 @@
 #include "server/api_key.h"
 #include "server/prompt_builder.h"
 #include "server/realtime_input_probe.h"
+#include "server/ws_frames.h"
 
 namespace nexus::server {
 
@@ -30,24 +31,6 @@ std::atomic<uint64_t> g_next_session{1};
 
 constexpr size_t kReadChunk = 64 << 10;  // bytes per read of a message
 constexpr size_t kDrainChunk = 64 << 10;  // bytes per read while lingering
-constexpr uint64_t kRefusedBudgetFactor = 4;  // x body_limit: the refused-input budget
-constexpr double kRefusedForgetFactor = 60;    // the budget is paid back this many times slower than the debt
-constexpr double kPaceAfterFactor = 2;         // x body_limit: the debt past which reading waits
-// A waiting read waits until the debt is this much under that: about 16
-// wake-ups a second at the default limit, each reading ~64 KiB.
-constexpr double kPaceQuantum = 64 << 10;
-
-// A server's close frame (RFC 6455 sections 5.2 and 5.5.1: FIN and opcode
-// 0x8, unmasked, the status code in network byte order, then the reason).
-std::string close_frame(uint16_t code, std::string_view reason) {
-  std::string f;
-  f += static_cast<char>(0x88);
-  f += static_cast<char>(2 + reason.size());  // reason is a short literal: <= 123 bytes
-  f += static_cast<char>(code >> 8);
-  f += static_cast<char>(code & 0xff);
-  f += reason;
-  return f;
-}
 
 }  // namespace
 
@@ -81,6 +64,7 @@ RealtimeSession::RealtimeSession(tcp::socket socket, ServerContext& ctx)
       ws_(std::move(socket)),
       ctx_(ctx),
       backend_(ctx.router.backend()),
+      refused_input_(ctx.opts.body_limit),
       timer_(ws_.get_executor()),
       engine_session_(g_next_session.fetch_add(1, std::memory_order_relaxed)),
       id_(fmt::format("sess_{}", engine_session_)),
@@ -152,48 +136,22 @@ void RealtimeSession::on_accept(beast::error_code ec) {
 
 void RealtimeSession::do_read() {
   if (failed_ || cut_off_) return;
-  if (debt_ > 0) {
-    settle_debt();
-    const double rate = static_cast<double>(ctx_.opts.body_limit);  // bytes a second
-    const double limit = kPaceAfterFactor * rate;
-    if (debt_ > limit) {
-      const double wait_s = (debt_ - std::max(0.0, limit - std::min(kPaceQuantum, rate / 4))) / rate;
-      timer_.expires_after(
-          std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wait_s)));
-      timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-        if (!ec && !self->closing_) self->do_read();  // a close under way reads for itself
-      });
-      return;
-    }
+  if (const auto wait = refused_input_.wait_before_read(std::chrono::steady_clock::now()); wait.count() > 0) {
+    timer_.expires_after(wait);
+    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec && !self->closing_) self->do_read();  // a close under way reads for itself
+    });
+    return;
   }
   ws_.async_read_some(rbuf_, kReadChunk,
                       [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_read(ec, n); });
-}
-
-void RealtimeSession::settle_debt() {
-  const auto now = std::chrono::steady_clock::now();
-  const double paid = std::chrono::duration<double>(now - debt_at_).count() * static_cast<double>(ctx_.opts.body_limit);
-  debt_ = std::max(0.0, debt_ - paid);
-  refused_ = std::max(0.0, refused_ - paid / kRefusedForgetFactor);
-  debt_at_ = now;
-}
-
-void RealtimeSession::add_refused(size_t n) {
-  settle_debt();
-  refused_ += static_cast<double>(n);
-  if (refused_ > static_cast<double>(kRefusedBudgetFactor * ctx_.opts.body_limit)) cut_off();
 }
 
 void RealtimeSession::on_read(beast::error_code ec, size_t n) {
   if (failed_) return;
   // Closed by the peer, a ping unanswered, a reset: the session ends.
   if (ec) return fail();
-  if (std::exchange(message_done_, false)) message_bytes_ = message_charged_ = 0;  // a new message
-  message_bytes_ += n;
-  if (debt_ > 0) {
-    debt_ += static_cast<double>(n);
-    message_charged_ += n;
-  }
+  refused_input_.on_read(n);
   // The message limit is ours, not Beast's read_message_max: Beast 1.74
   // closes the socket without draining what the peer still sends, which
   // resets the connection and can destroy the close frame before the peer
@@ -202,22 +160,19 @@ void RealtimeSession::on_read(beast::error_code ec, size_t n) {
   // session goes on.
   if (oversized_) {
     rbuf_.consume(rbuf_.size());
-    add_refused(n);
+    if (refused_input_.refuse(std::chrono::steady_clock::now())) cut_off();
   } else if (rbuf_.size() > ctx_.opts.body_limit) {
     oversized_ = true;
     rbuf_.consume(rbuf_.size());
     refuse(realtime::error_event("message_too_large",
-                                 fmt::format("A message exceeds the limit of {} bytes.", ctx_.opts.body_limit)),
-           message_bytes_);
+                                 fmt::format("A message exceeds the limit of {} bytes.", ctx_.opts.body_limit)));
   }
   if (!ws_.is_message_done()) return do_read();
-  message_done_ = true;
-  const size_t message_bytes = message_bytes_;
+  refused_input_.end_message();
   if (oversized_) {
     // Refused above.
   } else if (!ws_.got_text()) {
-    refuse(realtime::error_event("binary_not_supported", "Binary messages are not supported; send JSON text."),
-           message_bytes);
+    refuse(realtime::error_event("binary_not_supported", "Binary messages are not supported; send JSON text."));
   } else if (!close_after_output_) {
     const auto data = rbuf_.cdata();
     const std::string_view text(static_cast<const char*>(data.data()), data.size());
@@ -242,15 +197,14 @@ bool RealtimeSession::refuse_unparsed(std::string_view text) {
   try {
     check_input_room(*bytes);
   } catch (const EventError& e) {
-    refuse(realtime::error_event(e.code, e.message, "input.append"), text.size());
+    refuse(realtime::error_event(e.code, e.message, "input.append"));
     return true;
   }
   return false;  // it fits: parsed in full, and appended
 }
 
 void RealtimeSession::parse_off_thread(std::string text) {
-  const size_t message_bytes = text.size();
-  auto job = [self = shared_from_this(), text = std::move(text), message_bytes]() mutable {
+  auto job = [self = shared_from_this(), text = std::move(text)]() mutable {
     auto ev = std::make_shared<std::optional<realtime::ClientEvent>>();
     auto error = std::make_shared<std::optional<EventError>>();
     try {
@@ -260,12 +214,10 @@ void RealtimeSession::parse_off_thread(std::string text) {
     }
     std::string().swap(text);
     RealtimeSession& s = *self;
-    gated_post(*s.ctx_.gate, s.executor(), [self = std::move(self), ev, error, message_bytes] {
+    gated_post(*s.ctx_.gate, s.executor(), [self = std::move(self), ev, error] {
       if (self->failed_) return;
-      if (*error)
-        self->refuse(realtime::error_event((*error)->code, (*error)->message, (*error)->event), message_bytes);
-      else if (!self->close_after_output_)
-        self->dispatch(std::move(**ev), message_bytes);
+      if (*error) self->refuse(realtime::error_event((*error)->code, (*error)->message, (*error)->event));
+      else if (!self->close_after_output_) self->dispatch(std::move(**ev));
       self->do_read();
     });
   };
@@ -280,12 +232,12 @@ void RealtimeSession::handle_event(std::string_view text) {
   try {
     ev = realtime::parse_client_event(text);
   } catch (const EventError& e) {
-    return refuse(realtime::error_event(e.code, e.message, e.event), text.size());
+    return refuse(realtime::error_event(e.code, e.message, e.event));
   }
-  dispatch(std::move(ev), text.size());
+  dispatch(std::move(ev));
 }
 
-void RealtimeSession::dispatch(realtime::ClientEvent ev, size_t message_bytes) {
+void RealtimeSession::dispatch(realtime::ClientEvent ev) {
   const std::string type = ev.type_name;
   try {
     switch (ev.type) {
@@ -320,16 +272,13 @@ void RealtimeSession::dispatch(realtime::ClientEvent ev, size_t message_bytes) {
         return;
     }
   } catch (const EventError& e) {
-    refuse(realtime::error_event(e.code, e.message, e.event.empty() ? type : e.event), message_bytes);
+    refuse(realtime::error_event(e.code, e.message, e.event.empty() ? type : e.event));
   }
 }
 
-void RealtimeSession::refuse(std::string error_event, size_t message_bytes) {
+void RealtimeSession::refuse(std::string error_event) {
   send(std::move(error_event));
-  settle_debt();
-  debt_ += static_cast<double>(message_bytes - std::min(message_bytes, message_charged_));
-  message_charged_ = std::max(message_charged_, message_bytes);
-  add_refused(message_bytes);
+  if (refused_input_.refuse(std::chrono::steady_clock::now())) cut_off();
 }
 
 void RealtimeSession::cut_off() {
@@ -338,11 +287,11 @@ void RealtimeSession::cut_off() {
   ctx_.realtime_cut_off.fetch_add(1, std::memory_order_relaxed);
   if (ctx_.opts.log)
     ctx_.opts.log(fmt::format("realtime {} cut off: {:.0f} bytes of refused messages (input_flood, 1008)", id_,
-                              refused_));
+                              refused_input_.refused()));
   send(realtime::error_event(
       "input_flood", fmt::format("This session sent {:.0f} bytes of messages that were refused, over the limit of "
                                  "{} (forgotten at {} bytes a minute): it is closed (1008). Open a new session.",
-                                 refused_, kRefusedBudgetFactor * ctx_.opts.body_limit, ctx_.opts.body_limit)));
+                                 refused_input_.refused(), refused_input_.budget(), ctx_.opts.body_limit)));
   close_code_ = websocket::close_code::policy_error;
   close_after_output_ = true;
   redirect_pending_ = false;
@@ -582,7 +531,7 @@ void RealtimeSession::linger_close() {
   none.idle_timeout = websocket::stream_base::none();
   none.keep_alive_pings = false;
   ws_.set_option(none);
-  auto frame = std::make_shared<const std::string>(close_frame(static_cast<uint16_t>(close_code_), "input flood"));
+  auto frame = std::make_shared<const std::string>(encode_ws_close(static_cast<uint16_t>(close_code_), "input flood"));
   net::async_write(beast::get_lowest_layer(ws_).socket(), net::buffer(*frame),
                    [self = shared_from_this(), frame](beast::error_code ec, size_t) {
                      if (!self->lingering_) return;

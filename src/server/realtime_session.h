@@ -26,25 +26,18 @@
 // or a redirect gets response_in_progress, a cancel no_response), so an I/O
 // thread never tokenizes a large input.
 //
-// Refused input is paced, then cut off. The bytes of every client message
-// answered with an `error` (an input too large for the context, a message
-// over body_limit -- refused as soon as it passes the limit, its rest
-// counted as it comes --, an invalid or refused event) are the session's
-// debt, which is paid back at body_limit bytes a second (1 MiB/s by
-// default). While in debt, every byte read adds to it, and while it is over
-// 2 x body_limit, reading waits: a refused message or two cost nothing
-// more, but a client that keeps sending is read at 1 MiB/s, a few 64 KiB
-// at a time, so its reading is spread thinly over time instead of taking
-// an I/O thread's core in bursts. Once the refused messages pass
-// kRefusedBudgetFactor x body_limit (4 MiB) -- a total forgotten 60 times
-// slower than the debt, at body_limit a minute, so a long session's
-// occasional refusal never adds up --
-// the session gets an `error` input_flood, its running response is
-// cancelled, and once its output is written it is closed with 1008 (policy
-// violation) by linger_close(): the close frame is written without waiting
-// for the peer's, and what the peer still sends is discarded below the
-// WebSocket layer. A flooding client thus costs a bounded amount of
-// reading, at a bounded rate.
+// Refused input is paced, then cut off (refused_input.h has the model):
+// every client message answered with an `error` (an input too large for
+// the context, a message over body_limit -- refused as soon as it passes
+// the limit --, an invalid or refused event) is counted; a client that keeps
+// sending them is read at body_limit bytes a second, and past 4 x
+// body_limit of them (forgotten at body_limit a minute) the session gets an
+// `error` input_flood, its running response is cancelled, and once its
+// output is written it is closed with 1008 (policy violation) by
+// linger_close(): the close frame is written without waiting for the
+// peer's, and what the peer still sends is discarded below the WebSocket
+// layer. A flooding client thus costs a bounded amount of reading, at a
+// bounded rate.
 //
 // Liveness: a read is always pending; after ws_ping_interval of silence the
 // server pings, and a peer silent for another interval is disconnected.
@@ -68,6 +61,7 @@
 #include "server/api_error.h"
 #include "server/http_session.h"
 #include "server/realtime_conversation.h"
+#include "server/refused_input.h"
 #include "server/ws_frame_guard.h"
 
 namespace nexus::server {
@@ -89,8 +83,6 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
  private:
   void on_accept(boost::beast::error_code ec);
   void do_read();
-  void settle_debt();  // pays back the debt (and forgets refused bytes) for the time since it was last settled
-  void add_refused(size_t n);  // n more bytes refused: cut_off() past the budget
   void on_read(boost::beast::error_code ec, size_t n);
   void handle_event(std::string_view text);
   // A message of TokenizerPool::kOffThreadBytes or more is parsed on the
@@ -103,12 +95,10 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   // true comes back. A refused flood then costs the I/O thread one pass
   // over each message instead of a JSON parse on the cores the streams use.
   bool refuse_unparsed(std::string_view text);
-  // `message_bytes`: the size of the message the event came in, counted
-  // against the refused-input budget when the event is refused.
-  void dispatch(realtime::ClientEvent ev, size_t message_bytes);
-  // Sends `error_event` in answer to a client message of `message_bytes`
-  // and counts them against the budget; cut_off() once it is spent.
-  void refuse(std::string error_event, size_t message_bytes);
+  void dispatch(realtime::ClientEvent ev);
+  // Sends `error_event` in answer to the message read last and counts it
+  // as refused (refused_input_); cut_off() once the budget is spent.
+  void refuse(std::string error_event);
   void cut_off();
   // After a cut-off, once the output is written: close frame 1008, half-close,
   // and drain the socket below the WebSocket layer for at most kLinger or
@@ -147,12 +137,7 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   Backend& backend_;
   boost::beast::flat_buffer rbuf_;
   bool oversized_ = false;  // the message being read is over body_limit: discarded
-  size_t message_bytes_ = 0;  // of the message being read, or the last one read
-  double refused_ = 0;          // bytes of the messages answered with an error, less what was forgotten
-  double debt_ = 0;             // bytes (see "Refused input is paced")
-  std::chrono::steady_clock::time_point debt_at_;
-  size_t message_charged_ = 0;  // bytes of the message being read (or last read) added to debt_
-  bool message_done_ = false;   // the last message was read to its end: the next read starts one
+  RefusedInput refused_input_;
   bool cut_off_ = false;        // input_flood sent: nothing more is read
   bool lingering_ = false;
   uint64_t drained_ = 0;        // bytes discarded while lingering

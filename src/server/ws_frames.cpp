@@ -1,8 +1,8 @@
-#include "gateway/ws_frames.h"
+#include "server/ws_frames.h"
 
 #include <algorithm>
 
-namespace nexus::gateway {
+namespace nexus::server {
 
 namespace {
 
@@ -107,6 +107,12 @@ bool WsFrameReader::feed(std::string_view bytes, const OnMessage& on_message) {
   return !failed_;
 }
 
+std::string encode_ws_close(uint16_t code, std::string_view reason) {
+  std::string payload{static_cast<char>(code >> 8), static_cast<char>(code & 0xff)};
+  payload += reason;
+  return encode_ws_frame(WsOpcode::Close, payload);
+}
+
 std::string encode_ws_frame(WsOpcode opcode, std::string_view payload, std::optional<uint32_t> mask) {
   std::string f;
   f.reserve(payload.size() + 14);
@@ -133,4 +139,4 @@ std::string encode_ws_frame(WsOpcode opcode, std::string_view payload, std::opti
   return f;
 }
 
-}  // namespace nexus::gateway
+}  // namespace nexus::server

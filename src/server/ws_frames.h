@@ -1,7 +1,9 @@
-// WebSocket framing for the gateway's realtime relay (RFC 6455 section 5):
-// a reader that observes a relayed byte stream frame by frame, and the
-// encoder of the frames the gateway writes itself (its events to a client,
-// its replay to a new replica). The relay still forwards the bytes as they
+// WebSocket framing (RFC 6455 section 5) for what Beast's stream does not
+// do: a reader that observes a relayed byte stream frame by frame (the
+// gateway's realtime relay), and the encoder of frames written outside
+// Beast (the gateway's own events to a client and its replay to a new
+// replica; the close frame of a realtime session the server cuts off,
+// realtime_session.h). The relay still forwards the bytes as they
 // arrive; the reader only watches them, so observing costs no latency.
 //
 // Frames with RSV bits set (a negotiated extension such as
@@ -17,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-namespace nexus::gateway {
+namespace nexus::server {
 
 enum class WsOpcode : uint8_t { Continuation = 0, Text = 1, Binary = 2, Close = 8, Ping = 9, Pong = 10 };
 
@@ -71,5 +73,8 @@ class WsFrameReader {
 // (client to server frames must be masked, RFC 6455 5.3) the payload is
 // masked with it; without, the frame is a server's (unmasked).
 std::string encode_ws_frame(WsOpcode opcode, std::string_view payload, std::optional<uint32_t> mask = std::nullopt);
+// A server's close frame: `code` in network byte order, then `reason` (RFC
+// 6455 section 5.5.1; a reason of at most 123 bytes keeps it a control frame).
+std::string encode_ws_close(uint16_t code, std::string_view reason);
 
-}  // namespace nexus::gateway
+}  // namespace nexus::server
