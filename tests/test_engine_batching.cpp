@@ -24,6 +24,7 @@
 #include "model/synth.h"
 #include "support/event_collector.h"
 #include "support/loaded_model.h"
+#include "support/requests.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -37,15 +38,7 @@ Loaded& load(const std::string& path) { return nexus::test::loaded_model(path); 
 
 using Result = nexus::test::EventCollector;
 
-GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority = kPriorityDefault) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.stop.max_tokens = max_tokens;
-  r.stop.ignore_eos = true;  // lengths as asked, so sequences overlap for many steps
-  r.priority = priority;
-  return r;
-}
+using test::greedy;
 
 // Submits every request at once, waits for all; returns each one's tokens.
 std::vector<std::vector<int32_t>> run_concurrently(Engine& e, const std::vector<GenerationRequest>& reqs,

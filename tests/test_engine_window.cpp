@@ -20,20 +20,14 @@
 #include "support/arch_ref.h"
 #include "support/event_collector.h"
 #include "support/loaded_model.h"
+#include "support/requests.h"
 #include "support/test_support.h"
 
 using namespace nexus;
 
 namespace {
 
-GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.stop.max_tokens = max_tokens;
-  r.stop.ignore_eos = true;
-  return r;
-}
+using test::greedy;
 
 std::shared_ptr<test::EventCollector> run(Engine& e, GenerationRequest r) {
   auto res = std::make_shared<test::EventCollector>();

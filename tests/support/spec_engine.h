@@ -19,10 +19,13 @@
 #include "engine/engine.h"
 #include "support/event_collector.h"
 #include "support/loaded_model.h"
+#include "support/requests.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nexus::test::spec_engine {
+
+using test::greedy;  // support/requests.h
 
 using Loaded = LoadedModel;
 using Result = EventCollector;
@@ -54,15 +57,6 @@ inline int32_t reference_accepted(const std::vector<int32_t>& p, const std::vect
     }
   }
   return accepted;
-}
-
-inline GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.stop.max_tokens = max_tokens;
-  r.stop.ignore_eos = true;
-  return r;
 }
 
 inline EngineOptions opts(SpecProposer proposer = SpecProposer::None) {
