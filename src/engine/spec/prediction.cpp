@@ -39,9 +39,9 @@ void PredictionTracker::align(int32_t id) {
       v = std::min(v, diag);
     }
     nd_[j] = v;
-    // Least cost; among equals a match (the nearest), else the farthest (a
-    // token of P replaced rather than one inserted before it).
-    if (v < best || (v == best && match && !best_match) || (v == best && !match && !best_match)) {
+    // Least cost; among equals the first match (the nearest), else the
+    // farthest (a token of P replaced rather than one inserted before it).
+    if (v < best || (v == best && !best_match)) {
       best = v;
       best_j = j;
       best_match = match;
