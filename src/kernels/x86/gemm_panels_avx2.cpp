@@ -8,8 +8,9 @@
 // as on its 8 FMAs).
 //
 // Tile: P panels x T tokens with P * T = 4, i.e. 8 accumulators, 8 FMA
-// chains in flight. Tokens go in blocks of 4, 2, 1; panels in groups of 8,
-// P at a time. Every (row, token) is the same chain, acc = fma(W[r, c],
+// chains in flight (3 tokens: one panel, 6). Tokens go in blocks of 4, then
+// one block of the 1 to 3 left (one pass over the weight each); panels in
+// groups of 8, P at a time. Every (row, token) is the same chain, acc = fma(W[r, c],
 // x[t, c], acc) for c = 0, 1, ..., n_cols - 1 from zero, in every tile shape
 // and in the AVX-512 kernel too: results depend neither on the batch, nor on
 // the panel range a thread was given, nor on which of the two kernels ran.
@@ -88,8 +89,12 @@ void gemm_f32_panels_avx2(const float* panels, int64_t p0, int64_t p1, int64_t n
     const int64_t g1 = std::min(g + kGroup, p1);
     int64_t t = 0;
     for (; t + 4 <= n_tokens; t += 4) token_block<4>(panels, g, g1, n_rows, n_cols, x, t, y, ldy);
-    if (t + 2 <= n_tokens) token_block<2>(panels, g, g1, n_rows, n_cols, x, t, y, ldy), t += 2;
-    if (t < n_tokens) token_block<1>(panels, g, g1, n_rows, n_cols, x, t, y, ldy);
+    switch (n_tokens - t) {
+      case 3: token_block<3>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
+      case 2: token_block<2>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
+      case 1: token_block<1>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
+      default: break;
+    }
   }
 }
 

@@ -8,12 +8,15 @@
 //
 // Tile: P panels x T tokens, at least 8 accumulators (8 FMA chains in
 // flight against a 4-cycle FMA latency at 2 FMAs per cycle): P * T = 8 for 1
-// and 2 tokens, 16 for 4 and 8, where a column costs P weight loads and T
+// and 2 tokens, 12 to 16 for 3 to 8, where a column costs P weight loads and T
 // broadcasts for P * T FMAs and 8 accumulators left the load ports, not the
 // FMAs, setting the pace (32000x64 at 8 tokens, 1 thread: 241 -> 204 us).
-// Tokens go in blocks of 8, 4, 2, 1; panels in groups of 8 (32 KiB of a
-// 64-column weight, kept in L1/L2 for every token block), P at a time, the
-// leftover one by one.
+// Tokens go in blocks of 8, then one block of the 1 to 7 left: one pass over
+// the weight per block, however many tokens it holds (a 6-token verify run as
+// 4 + 2 paid for two passes: the output layer of TinyLLama-v0 took longer for
+// 6 tokens than for 8). Panels go in groups of 8 (32 KiB of a 64-column
+// weight, kept in L1/L2 for every token block), P at a time, the leftover one
+// by one.
 // Every (row, token) is the same chain, acc = fma(W[r, c], x[t, c], acc) for
 // c = 0, 1, ..., n_cols - 1 from zero, in every tile shape: results never
 // depend on the batch or on the panel range a thread was given.
@@ -60,7 +63,7 @@ inline void tile(const float* panels, int64_t p, int64_t n_rows, int64_t n_cols,
 template <int T>
 inline void token_block(const float* panels, int64_t p0, int64_t p1, int64_t n_rows, int64_t n_cols, const float* x,
                         int64_t t0, float* y, int64_t ldy) {
-  constexpr int P = T >= 4 ? 16 / T : 8 / T;
+  constexpr int P = T >= 3 ? 16 / T : 8 / T;  // at most 16 accumulators + P columns + a broadcast: 32 registers
   int64_t p = p0;
   for (; p + P <= p1; p += P) tile<P, T>(panels, p, n_rows, n_cols, x, t0, y, ldy);
   for (; p < p1; ++p) tile<1, T>(panels, p, n_rows, n_cols, x, t0, y, ldy);
@@ -75,9 +78,16 @@ void gemm_f32_panels_avx512(const float* panels, int64_t p0, int64_t p1, int64_t
     const int64_t g1 = std::min(g + kGroup, p1);
     int64_t t = 0;
     for (; t + 8 <= n_tokens; t += 8) token_block<8>(panels, g, g1, n_rows, n_cols, x, t, y, ldy);
-    if (t + 4 <= n_tokens) token_block<4>(panels, g, g1, n_rows, n_cols, x, t, y, ldy), t += 4;
-    if (t + 2 <= n_tokens) token_block<2>(panels, g, g1, n_rows, n_cols, x, t, y, ldy), t += 2;
-    if (t < n_tokens) token_block<1>(panels, g, g1, n_rows, n_cols, x, t, y, ldy);
+    switch (n_tokens - t) {
+      case 7: token_block<7>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
+      case 6: token_block<6>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
+      case 5: token_block<5>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
+      case 4: token_block<4>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
+      case 3: token_block<3>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
+      case 2: token_block<2>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
+      case 1: token_block<1>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
+      default: break;
+    }
   }
 }
 
