@@ -174,7 +174,10 @@ TEST(SpecStepCost, TheDraftLengthIsTheOneThatMakesTheStepFastest) {
   EXPECT_EQ(cost.seconds(4), 0);
   EXPECT_EQ(spec::best_draft_length(0.9, 1, 5, cost), 5);  // nothing measured: try the longest
   // A step of n tokens: 10 ms + 2 ms per token beyond the first.
-  for (int32_t n : {1, 2, 4, 8, 16}) cost.record(n, 0.010 + 0.002 * (n - 1));
+  for (int32_t n : {1, 2, 4, 8, 16}) {
+    cost.record(n, 0.100);  // the first step of a size: not counted
+    cost.record(n, 0.010 + 0.002 * (n - 1));
+  }
   EXPECT_NEAR(cost.seconds(3), 0.014, 1e-12);   // interpolated
   EXPECT_NEAR(cost.seconds(10), 0.028, 1e-12);
   EXPECT_NEAR(cost.seconds(20), 0.044, 1e-12);  // past 16: + 10% of the one-token step per token
@@ -188,8 +191,11 @@ TEST(SpecStepCost, TheDraftLengthIsTheOneThatMakesTheStepFastest) {
   // With 8 sequences in the step a draft token costs the same 2 ms but adds
   // a smaller share: q = 0.5 no longer pays.
   EXPECT_EQ(spec::best_draft_length(0.5, 8, 5, cost), 0);
-  // The average follows the newest steps.
-  for (int i = 0; i < 50; ++i) cost.record(1, 0.020);
+  // One slow step moves the average by at most 10% (it counts as 1.5x the
+  // average), and the average follows the newest steps.
+  cost.record(1, 1.0);
+  EXPECT_NEAR(cost.seconds(1), 0.011, 1e-12);
+  for (int i = 0; i < 80; ++i) cost.record(1, 0.020);
   EXPECT_NEAR(cost.seconds(1), 0.020, 1e-6);
 }
 

@@ -171,13 +171,13 @@ class RequestHandle {
 // same vocabulary proposing greedily, with its own KV per sequence;
 // engine/spec/draft_model.h), then, with proposer = Ngram, prompt lookup
 // over the sequence's own text.
-// Adaptive (measured per sequence): the draft length follows the acceptance
-// (grows by one after a fully accepted draft, shrinks to accepted + 1
-// otherwise), and a sequence whose drafts keep failing (two in a row with
-// none accepted) pauses speculation for 8, 16, 32, then 64 steps. A step
-// with more than max_seqs running sequences speculates for none of them
-// (batched decode already amortises the weights; verify tokens would then
-// only add work).
+// Adaptive (docs/speculative.md "Adaptive"): the draft length is the one
+// that makes the step fastest given the sequence's measured acceptance of
+// the source and the measured step costs (Sequence::draft_length); 0 when
+// none pays, with a one-token probe after Sequence::kProbeSteps steps
+// without a draft. A step with more than max_seqs running sequences
+// speculates for none of them (batched decode already amortises the
+// weights; verify tokens would then only add work).
 enum class SpecProposer { None, Ngram };
 struct SpecOptions {
   SpecProposer proposer = SpecProposer::None;

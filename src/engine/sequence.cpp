@@ -131,7 +131,7 @@ namespace {
 // even odds.
 constexpr double kPriorAccepted[3] = {3, 1, 1};  // Prediction, Draft, Ngram
 constexpr double kPriorRejected[3] = {1, 1, 1};
-constexpr double kDecay = 0.7;  // the weight of earlier verify runs, per run
+constexpr double kDecay = 0.6;  // the weight of earlier verify runs, per run
 
 }  // namespace
 

@@ -94,7 +94,7 @@ class Sequence : public SchedSeq {
   // not verified a draft for kProbeSteps steps proposes one token anyway, so
   // an acceptance measured low is measured again.
   int32_t draft_length(DraftSource source, int32_t room, int32_t n_running, const spec::StepCost& cost);
-  static constexpr int32_t kProbeSteps = 16;
+  static constexpr int32_t kProbeSteps = 4;
   // Proposes at most k tokens from the prediction (source Prediction) or by
   // n-gram lookup over tokens (Ngram, up to opts.ngram) and sets them as
   // the draft. Returns n_draft (0: nothing proposed).

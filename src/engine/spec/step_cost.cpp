@@ -7,6 +7,9 @@ namespace nexus::spec {
 namespace {
 
 constexpr double kAlpha = 0.2;  // weight of the newest step in the average
+// A step counts as at most this many times the average: one slow step (the
+// OS took the core, a page fault) moves the average by at most 10%.
+constexpr double kMaxOutlier = 1.5;
 // A draft must promise this much over the step without it: the estimates
 // are averages of noisy steps, and a wrong "yes" costs more than a missed
 // small gain (the rule: speculation never makes things slower).
@@ -16,8 +19,15 @@ constexpr double kMinGain = 1.10;
 
 void StepCost::record(int32_t n_tokens, double seconds) {
   if (n_tokens < 1 || seconds <= 0) return;
-  double& e = ewma_[static_cast<size_t>(std::min(n_tokens, kMaxTokens))];
-  e = e == 0 ? seconds : e + kAlpha * (seconds - e);
+  const size_t n = static_cast<size_t>(std::min(n_tokens, kMaxTokens));
+  double& e = ewma_[n];
+  if (e > 0) {
+    e += kAlpha * (std::min(seconds, kMaxOutlier * e) - e);
+  } else if (seen_once_[n]) {
+    e = seconds;
+  } else {
+    seen_once_[n] = true;  // the first step of a size: one-off costs, not counted
+  }
 }
 
 double StepCost::seconds(int32_t n_tokens) const {

@@ -4,7 +4,12 @@
 // StepCost keeps, per number of tokens in a step (every run's tokens:
 // decodes, verify runs, prefill chunks), an exponential moving average of
 // the step's wall time (proposing, the forward pass, sampling, delivering
-// the tokens), recorded by the engine after each step. A
+// the tokens), recorded by the engine after each step. The first step of
+// each size is not counted: it pays one-off costs (the engine's buffers
+// grow into fresh pages: on TinyLLama-v0 the first 4- to 6-token steps took
+// 1.3-2.3x the later ones), and an average started there made that size
+// look too dear to be chosen again, so it was never measured again. A step
+// counts as at most 1.5x the average, for the same reason. A
 // speculative verify run adds its k draft tokens to the step, so the
 // step's cost moves from cost(n) to cost(n + k): what that costs is read
 // from this table, measured on this machine at this load, not assumed.
@@ -37,6 +42,7 @@ class StepCost {
 
  private:
   std::array<double, kMaxTokens + 1> ewma_{};  // 0: not measured
+  std::array<bool, kMaxTokens + 1> seen_once_{};  // its first step was seen (and not counted)
 };
 
 // The draft length in [0, k_max] (above). `q` in [0, 1]; n_running >= 1.
