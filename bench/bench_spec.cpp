@@ -1,9 +1,15 @@
 // Speculative decoding benchmark (docs/speculative.md), in-process, no HTTP:
 // each workload runs with speculation off and on, alternating, in the same
 // process; prints a Markdown table for docs/benchmarks.md.
-//   lookup-repeat  one greedy stream whose prompt is a seed text, the model's own
-//                  continuation of it and the seed again (so the answer repeats
-//                  the prompt), --spec ngram
+//   lookup-repeat  text that repeats its prompt, --spec ngram: one greedy
+//                  stream at a time on each of 3 prompts, each a seed ("Sue
+//                  ran to the tree. Sue ran to the tree.") and the model's
+//                  own first GENERATED tokens after it; the 3 seeds of 24
+//                  whose next GENERATED tokens repeat the text before them
+//                  most (the share of tokens that 3-gram lookup over the
+//                  text before each predicts; printed). TinyLLama-v0 never
+//                  copies a text it is given, but its stories fall into
+//                  repeating their own sentences: these are such texts.
 //   lookup-plain   one greedy stream on a prompt that does not, --spec ngram
 //   edit           one greedy stream with a prediction = its own greedy answer
 //                  with 10% of the tokens changed (the shape of a code edit)
@@ -14,7 +20,7 @@
 // Output tokens/s (generated tokens / wall time of the round) and ITL p99.
 //
 // usage: bench_spec [MODEL.gguf] [THREADS] [GENERATED] [ROUNDS] [DRAFT.gguf]
-//   default: ../shared/models/TinyLLama-v0.F32.gguf, 2 threads, 48 tokens, 5 rounds, no draft
+//   default: ../shared/models/TinyLLama-v0.F32.gguf, 2 threads, 48 tokens, 20 rounds, no draft
 //   (TinyLLama-v0's context is 128 tokens: 2 x GENERATED + a few must fit).
 #include <algorithm>
 #include <chrono>
@@ -24,11 +30,13 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
 #include "engine/spec/draft_model.h"
+#include "engine/spec/ngram.h"
 #include "gguf/gguf_file.h"
 #include "model/llama_model.h"
 #include "tokenizer/tokenizer.h"
@@ -73,6 +81,31 @@ Round run(Engine& e, const std::vector<GenerationRequest>& reqs) {
   return r;
 }
 
+// The requests one after another, each alone in the engine: one round.
+Round run_one_at_a_time(Engine& e, const std::vector<GenerationRequest>& reqs) {
+  Round all;
+  for (const GenerationRequest& req : reqs) {
+    Round r = run(e, {req});
+    all.seconds += r.seconds;
+    all.tokens += r.tokens;
+    all.itl.insert(all.itl.end(), r.itl.begin(), r.itl.end());
+    all.outputs.push_back(std::move(r.outputs[0]));
+  }
+  return all;
+}
+
+// The share of tokens[from, end) that 3-gram lookup over the tokens before
+// each predicts as its next token (spec::ngram_propose with k = 1).
+double lookup_hit_rate(const std::vector<int32_t>& tokens, size_t from) {
+  std::vector<int32_t> guess;
+  int hits = 0;
+  for (size_t i = from; i < tokens.size(); ++i) {
+    spec::ngram_propose(std::span(tokens.data(), i), 3, 1, guess);
+    hits += !guess.empty() && guess[0] == tokens[i];
+  }
+  return tokens.size() > from ? static_cast<double>(hits) / static_cast<double>(tokens.size() - from) : 0;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -98,7 +131,7 @@ int main(int argc, char** argv) {
   const std::string path = argc > 1 ? argv[1] : "../shared/models/TinyLLama-v0.F32.gguf";
   const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
   const int gen = argc > 3 ? std::atoi(argv[3]) : 48;
-  const int rounds = argc > 4 ? std::atoi(argv[4]) : 5;
+  const int rounds = argc > 4 ? std::atoi(argv[4]) : 20;
   GgufFile gguf(path);
   auto tok = Tokenizer::from_gguf(gguf);
   LlamaModel model(gguf);
@@ -117,19 +150,46 @@ int main(int argc, char** argv) {
     std::string name;
     std::vector<GenerationRequest> reqs;
     SpecProposer proposer;
-    bool draft = false;  // with the draft model (and no n-gram lookup)
+    bool draft = false;           // with the draft model (and no n-gram lookup)
+    bool one_at_a_time = false;   // the requests one after another, not at once
   };
   std::vector<Workload> workloads;
-  {  // lookup-repeat: seed text + the model's own greedy continuation of it, then the seed text again
+  {  // lookup-repeat (above): every seed's 2 x gen greedy tokens in one batch
     EngineOptions o;
     o.n_threads = threads;
     Engine e(model, *tok, o);
-    const std::vector<int32_t> seed = tok->encode("Once upon a time", true);
-    const std::vector<int32_t> cont = run(e, {greedy(seed, gen)}).outputs[0];
-    std::vector<int32_t> prompt = seed;
-    prompt.insert(prompt.end(), cont.begin(), cont.end());
-    prompt.insert(prompt.end(), seed.begin() + (tok->add_bos_default() ? 1 : 0), seed.end());
-    workloads.push_back({"lookup-repeat", {greedy(prompt, gen)}, SpecProposer::Ngram});
+    const char* names[] = {"Tom", "Sue", "Ben"};
+    const char* acts[] = {"had a", "ran to the", "saw a big", "liked the"};
+    const char* objs[] = {"tree", "ball"};
+    std::vector<std::vector<int32_t>> seeds;
+    std::vector<std::string> texts;
+    std::vector<GenerationRequest> reqs;
+    for (const char* n : names)
+      for (const char* a : acts)
+        for (const char* b : objs) {
+          const std::string sentence = std::string(n) + " " + a + " " + b + ".";
+          texts.push_back(sentence + " " + sentence);
+          seeds.push_back(tok->encode(texts.back(), true));
+          reqs.push_back(greedy(seeds.back(), 2 * gen));
+        }
+    const Round r = run(e, reqs);
+    std::vector<std::pair<double, size_t>> ranked;  // (hit rate of the second half, seed)
+    for (size_t i = 0; i < seeds.size(); ++i) {
+      std::vector<int32_t> all = seeds[i];
+      all.insert(all.end(), r.outputs[i].begin(), r.outputs[i].end());
+      ranked.emplace_back(lookup_hit_rate(all, seeds[i].size() + static_cast<size_t>(gen)), i);
+    }
+    std::sort(ranked.rbegin(), ranked.rend());
+    Workload w{"lookup-repeat", {}, SpecProposer::Ngram, false, true};
+    for (size_t j = 0; j < 3; ++j) {
+      const size_t i = ranked[j].second;
+      std::vector<int32_t> prompt = seeds[i];
+      prompt.insert(prompt.end(), r.outputs[i].begin(), r.outputs[i].begin() + gen);
+      w.reqs.push_back(greedy(prompt, gen));
+      std::fprintf(stderr, "lookup-repeat: \"%s\" + %d tokens: lookup predicts %.0f%% of the next %d\n",
+                   texts[i].c_str(), gen, 100 * ranked[j].first, gen);
+    }
+    workloads.push_back(std::move(w));
   }
   workloads.push_back({"lookup-plain", {greedy(tok->encode("Tom had a red truck", true), gen)}, SpecProposer::Ngram});
   {  // edit: the prediction is the greedy answer with 10% of the tokens changed
@@ -172,7 +232,7 @@ int main(int argc, char** argv) {
         else o.spec.max_seqs = 0;  // no speculation at all (not even the prediction)
         if (on && w.draft) o.spec.draft_model = draft.get();
         Engine e(model, *tok, o);
-        const Round r = run(e, w.reqs);
+        const Round r = w.one_at_a_time ? run_one_at_a_time(e, w.reqs) : run(e, w.reqs);
         if (round == 0) continue;  // warm-up
         tps[on].push_back(static_cast<double>(r.tokens) / r.seconds);
         itl[on].insert(itl[on].end(), r.itl.begin(), r.itl.end());
