@@ -172,7 +172,19 @@ TEST(SpecPrediction, ProposalsKeepTheirPlaceThroughARunOfOneToken) {
 TEST(SpecStepCost, TheDraftLengthIsTheOneThatMakesTheStepFastest) {
   spec::StepCost cost;
   EXPECT_EQ(cost.seconds(4), 0);
-  EXPECT_EQ(spec::best_draft_length(0.9, 1, 5, cost), 5);  // nothing measured: try the longest
+  EXPECT_EQ(spec::best_draft_length(0.9, 1, 5, cost), 0);  // the step without a draft first
+  {
+    spec::StepCost only_drafts;  // every step carried a draft: one-token steps never measured
+    for (int i = 0; i < 3; ++i) only_drafts.record(3, 0.030);
+    EXPECT_FALSE(only_drafts.measured(1));
+    EXPECT_EQ(spec::best_draft_length(0.9, 1, 5, only_drafts), 0);
+    only_drafts.record(1, 0.010);  // the first of a size: not counted
+    EXPECT_EQ(spec::best_draft_length(0.9, 1, 5, only_drafts), 0);
+    only_drafts.record(1, 0.010);
+    EXPECT_TRUE(only_drafts.measured(1));
+    // Now measured against: a 2-token draft that triples the step never pays.
+    EXPECT_EQ(spec::best_draft_length(0.9, 1, 2, only_drafts), 0);
+  }
   // A step of n tokens: 10 ms + 2 ms per token beyond the first.
   for (int32_t n : {1, 2, 4, 8, 16}) {
     cost.record(n, 0.100);  // the first step of a size: not counted

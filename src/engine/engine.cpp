@@ -114,7 +114,7 @@ struct Engine::Impl {
   BatchForward forward;
   const int32_t n_ctx;
   const SpecOptions spec;
-  spec::StepCost step_cost;  // forward-pass seconds by step size: what a draft adds to a step
+  spec::StepCost step_cost;  // whole-step seconds by step size: what a draft adds to a step
   const bool validate_kv;
   std::unique_ptr<spec::DraftModel> draft;  // --draft-model, or null
   struct SpecStats {

@@ -47,11 +47,15 @@ double StepCost::seconds(int32_t n_tokens) const {
   return c_lo + 0.1 * one * (n - lo);
 }
 
+bool StepCost::measured(int32_t n_tokens) const {
+  return ewma_[static_cast<size_t>(std::clamp(n_tokens, 1, kMaxTokens))] > 0;
+}
+
 int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCost& cost) {
   if (k_max < 1) return 0;
   const int32_t n = std::max(n_running, 1);
+  if (!cost.measured(n)) return 0;
   const double base = cost.seconds(n);
-  if (base <= 0) return k_max;
   double best_rate = n / base;
   int32_t best_k = 0;
   double expected = 1, qk = 1;  // E(q, k), q^k
