@@ -119,7 +119,11 @@ TEST_F(BenchE2E, BothTransportsReportEveryFieldAndConsistentCounts) {
     EXPECT_EQ(p["completed"], 6);
     EXPECT_EQ(p["requests"], 6);
     EXPECT_EQ(p["usage_missing"], 0);
-    EXPECT_EQ(p["connections_opened"], transport == "http" ? 6 : 2);
+    // Keep-alive: one connection per worker that got a request (a worker
+    // that starts late may find all 6 taken by the other: seen once in CI).
+    const int opened = p["connections_opened"].get<int>();
+    if (transport == "http") EXPECT_EQ(opened, 6);
+    else EXPECT_TRUE(opened == 1 || opened == 2) << opened;
     check_summary(p["ttft_ms"], 6);
     check_summary(p["e2e_ms"], 6);
     check_summary(p["tpot_ms"], 6);
@@ -153,8 +157,8 @@ TEST_F(BenchE2E, BothTransportsReportEveryFieldAndConsistentCounts) {
       EXPECT_NEAR(d["tpot_ms"].get<double>(), (d["e2e_ms"].get<double>() - d["ttft_ms"].get<double>()) / 7, 1e-6);
       reused += d["reused_connection"].get<bool>() ? 1 : 0;
     }
-    // Keep-alive: each of the 2 workers opened once and reused it after.
-    EXPECT_EQ(reused, transport == "http" ? 0u : 4u);
+    // Keep-alive: each worker opened once and reused it after.
+    EXPECT_EQ(reused, transport == "http" ? 0u : static_cast<size_t>(6 - opened));
     EXPECT_EQ(usage_sum, 6 * 8);
     EXPECT_EQ(p["completion_tokens"], 6 * 8);
     EXPECT_EQ(p["text_chunks"], chunks);
