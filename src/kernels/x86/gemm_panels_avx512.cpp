@@ -69,6 +69,11 @@ inline void token_block(const float* panels, int64_t p0, int64_t p1, int64_t n_r
   for (; p < p1; ++p) tile<1, T>(panels, p, n_rows, n_cols, x, t0, y, ldy);
 }
 
+// token_block<T> for T = 1..8, by T (index 0 unused).
+using TokenBlockFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*, int64_t, float*, int64_t);
+constexpr TokenBlockFn kTokenBlock[9] = {nullptr,        token_block<1>, token_block<2>, token_block<3>, token_block<4>,
+                                         token_block<5>, token_block<6>, token_block<7>, token_block<8>};
+
 }  // namespace
 
 void gemm_f32_panels_avx512(const float* panels, int64_t p0, int64_t p1, int64_t n_rows, int64_t n_cols,
@@ -76,18 +81,8 @@ void gemm_f32_panels_avx512(const float* panels, int64_t p0, int64_t p1, int64_t
   constexpr int64_t kGroup = 8;
   for (int64_t g = p0; g < p1; g += kGroup) {
     const int64_t g1 = std::min(g + kGroup, p1);
-    int64_t t = 0;
-    for (; t + 8 <= n_tokens; t += 8) token_block<8>(panels, g, g1, n_rows, n_cols, x, t, y, ldy);
-    switch (n_tokens - t) {
-      case 7: token_block<7>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
-      case 6: token_block<6>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
-      case 5: token_block<5>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
-      case 4: token_block<4>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
-      case 3: token_block<3>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
-      case 2: token_block<2>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
-      case 1: token_block<1>(panels, g, g1, n_rows, n_cols, x, t, y, ldy); break;
-      default: break;
-    }
+    for (int64_t t = 0; t < n_tokens; t += 8)
+      kTokenBlock[std::min<int64_t>(8, n_tokens - t)](panels, g, g1, n_rows, n_cols, x, t, y, ldy);
   }
 }
 
