@@ -276,7 +276,17 @@ TEST(EngineSpecDraft, ADraftOfAnotherVocabularyIsRefused) {
       "serve --port 0 --spec-max-seqs 0 -m " + nexus::test::shell_quote(stories_path) + " --draft-model " +
       nexus::test::shell_quote(stories_path));
   EXPECT_EQ(off.exit_code, 1) << off.err;
-  EXPECT_NE(off.err.find("--spec-max-seqs 0"), std::string::npos) << off.err;
+  EXPECT_NE(off.err.find("--draft-model with --spec-max-seqs 0"), std::string::npos) << off.err;
+  // So is prompt lookup, and an empty --draft-model (once silently no draft).
+  const nexus::test::CommandResult ngram_off = nexus::test::run_nexus(
+      "serve --port 0 --spec-max-seqs 0 --spec ngram -m " + nexus::test::shell_quote(stories_path));
+  EXPECT_EQ(ngram_off.exit_code, 1) << ngram_off.err;
+  EXPECT_NE(ngram_off.err.find("--spec ngram with --spec-max-seqs 0"), std::string::npos) << ngram_off.err;
+  const nexus::test::CommandResult empty = nexus::test::run_nexus(
+      "serve --port 0 -m " + nexus::test::shell_quote(stories_path) + " --draft-model ''");
+  EXPECT_NE(empty.exit_code, 0) << empty.err;
+  EXPECT_NE(empty.err.find("an empty path names no model"), std::string::npos) << empty.err;
+  EXPECT_EQ(empty.out.find("listening"), std::string::npos) << empty.out;
 }
 
 }  // namespace

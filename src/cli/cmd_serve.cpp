@@ -166,9 +166,14 @@ int serve(ServeArgs& a) {
   // before anything starts when its vocabulary is not the model's.
   std::optional<OpenedModel> draft_opened;
   std::unique_ptr<LlamaModel> draft;
-  if (!a.draft_model.empty() && a.spec_max_seqs == 0)
-    throw Error("--draft-model with --spec-max-seqs 0: the draft model would never run (and its KV pool would be "
-                "allocated for nothing); drop one of them");
+  // A proposer that --spec-max-seqs 0 would never run is a contradiction,
+  // refused like any other bad option (the draft's KV pool would also be
+  // allocated for nothing).
+  const std::pair<bool, const char*> proposers[] = {{!a.draft_model.empty(), "--draft-model"},
+                                                    {a.spec == "ngram", "--spec ngram"}};
+  for (const auto& [given, option] : proposers)
+    if (given && a.spec_max_seqs == 0)
+      throw Error(fmt::format("{} with --spec-max-seqs 0: it would never run; drop one of them", option));
   if (!a.draft_model.empty()) {
     // Every refusal names the option: "model file not found" alone would
     // read as the -m model's.
@@ -320,7 +325,8 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--draft-model", a->draft_model,
                  "speculative decoding with a draft model: a small GGUF of the same vocabulary (file, hf: or "
                  "ollama: as -m) proposes --spec-k tokens greedily; a request's \"prediction\" goes first, "
-                 "--spec ngram after it");
+                 "--spec ngram after it")
+      ->check([](const std::string& v) { return v.empty() ? std::string("an empty path names no model") : ""; });
   sub.add_option("--spec-max-seqs", a->spec_max_seqs,
                  "no speculation in a step with more running sequences than this (0: never speculate)")
       ->capture_default_str()
