@@ -211,6 +211,25 @@ TEST(SpecStepCost, TheDraftLengthIsTheOneThatMakesTheStepFastest) {
   EXPECT_NEAR(cost.seconds(1), 0.020, 1e-6);
 }
 
+// How often a sequence whose drafts do not pay probes with one token: at
+// most kProbeShare of the time goes to probes, however dear a probe is.
+TEST(SpecStepCost, ProbesCostASmallShareOfTheTime) {
+  spec::StepCost cost;
+  EXPECT_EQ(spec::probe_interval(1, cost), spec::kMinProbeSteps);  // nothing measured
+  auto measure = [&](int32_t n, double seconds) {
+    for (int i = 0; i < 2; ++i) cost.record(n, seconds);  // the first of a size is not counted
+  };
+  measure(1, 0.010);
+  EXPECT_EQ(spec::probe_interval(1, cost), spec::kMinProbeSteps);  // the probe's size guessed cheap
+  measure(2, 0.0101);  // a cheap probe (prompt lookup): the least interval
+  EXPECT_EQ(spec::probe_interval(1, cost), spec::kMinProbeSteps);
+  // With 2 running: a probe adding 9.5 x the share of a step is made every 10.
+  measure(3, 0.0101 * (1 + 9.5 * spec::kProbeShare));
+  EXPECT_EQ(spec::probe_interval(2, cost), 10);
+  measure(5, 1.0);  // probes 100 plain steps dear (2 sequences probing at once): capped
+  EXPECT_EQ(spec::probe_interval(3, cost), spec::kMaxProbeSteps);  // cost(4) interpolated
+}
+
 // The block manager under verify runs: a real token and a draft appended,
 // the rejected tail truncated before commit, many times over. Invariants
 // hold at every step, the kept tokens are exactly the accepted ones, no

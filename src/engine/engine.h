@@ -174,7 +174,7 @@ class RequestHandle {
 // Adaptive (docs/speculative.md "Adaptive"): the draft length is the one
 // that makes the step fastest given the sequence's measured acceptance of
 // the source and the measured step costs (Sequence::draft_length); 0 when
-// none pays, with a one-token probe after Sequence::kProbeSteps steps
+// none pays, with a one-token probe after spec::probe_interval steps
 // without a draft. A step with more than max_seqs running sequences
 // speculates for none of them (batched decode already amortises the
 // weights; verify tokens would then only add work).

@@ -141,7 +141,7 @@ int32_t Sequence::draft_length(DraftSource source, int32_t room, int32_t n_runni
   const Acceptance& a = acceptance_[i];
   const double q = (a.accepted + kPriorAccepted[i]) / (a.tried + kPriorAccepted[i] + kPriorRejected[i]);
   const int32_t k = spec::best_draft_length(q, n_running, room, cost);
-  return k == 0 && steps_since_verify_ >= kProbeSteps ? 1 : k;
+  return k == 0 && steps_since_verify_ >= spec::probe_interval(n_running, cost) ? 1 : k;
 }
 
 int32_t Sequence::propose(DraftSource source, const SpecOptions& opts, int32_t k) {

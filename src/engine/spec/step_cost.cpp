@@ -1,6 +1,7 @@
 #include "engine/spec/step_cost.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace nexus::spec {
 
@@ -69,6 +70,16 @@ int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const Step
     }
   }
   return best_k;
+}
+
+int32_t probe_interval(int32_t n_running, const StepCost& cost) {
+  const int32_t n = std::max(n_running, 1);
+  if (!cost.measured(n)) return kMinProbeSteps;
+  // cost(n + 1) may be estimated: sequences that probe together make larger
+  // steps, so with several running it is seldom measured itself.
+  const double base = cost.seconds(n), extra = cost.seconds(n + 1) - base;
+  const double steps = std::ceil(extra / (kProbeShare * base));
+  return static_cast<int32_t>(std::clamp<double>(steps, kMinProbeSteps, kMaxProbeSteps));
 }
 
 }  // namespace nexus::spec

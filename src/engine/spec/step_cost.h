@@ -56,4 +56,18 @@ class StepCost {
 // slow as its target ran at 0.34x.
 int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCost& cost);
 
+// How many steps a sequence whose drafts do not pay (best_draft_length 0)
+// decodes plainly before it proposes one token anyway, so that a low
+// acceptance is measured again: the extra cost of a one-token draft,
+// cost(n_running + 1) - cost(n_running), over kProbeShare of the plain step,
+// so that probing costs at most that share of the time; within
+// [kMinProbeSteps, kMaxProbeSteps] (the least while cost(n_running) is not
+// measured; cost(n_running + 1) may be an estimate, as seconds() gives). Prompt lookup's probe costs ~10% of a TinyLLama-v0 step: every
+// 4 steps. A draft model's (it catches up on the tokens it missed, then
+// runs) cost ~4 steps of a TinyLLama-v0 with a Q8_0 copy as draft: probed
+// every 4 steps, it ran at 0.47x.
+inline constexpr int32_t kMinProbeSteps = 4, kMaxProbeSteps = 256;
+inline constexpr double kProbeShare = 0.03;
+int32_t probe_interval(int32_t n_running, const StepCost& cost);
+
 }  // namespace nexus::spec
