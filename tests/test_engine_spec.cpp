@@ -211,6 +211,41 @@ TEST(SpecStepCost, TheDraftLengthIsTheOneThatMakesTheStepFastest) {
   EXPECT_NEAR(cost.seconds(1), 0.020, 1e-6);
 }
 
+// A draft model's own cost per proposed token (timed apart from the step)
+// counts against what its tokens save; an untimed one is tried at one token.
+TEST(SpecStepCost, AProposersOwnCostCountsAgainstItsTokens) {
+  spec::StepCost cost;
+  for (int32_t n : {1, 2, 4, 8}) {  // 10 ms + 2 ms per token beyond the first
+    cost.record(n, 0.100);
+    cost.record(n, 0.010 + 0.002 * (n - 1));
+  }
+  EXPECT_EQ(spec::best_draft_length(0.95, 1, 5, cost), 5);  // a lookup: free
+  EXPECT_EQ(spec::best_draft_length(0.95, 1, 5, cost, {.token_s = 0.001}), 5);  // a cheap draft still pays
+  // A draft pass as dear as the step: not even drafts always accepted pay
+  // (2 tokens in 22 ms at k = 1, 6 in 70 ms at k = 5), so no acceptance a
+  // probe could measure would change that.
+  EXPECT_EQ(spec::best_draft_length(1.0, 1, 5, cost, {.token_s = 0.010}), 0);
+  EXPECT_EQ(spec::best_draft_length(0.95, 1, 5, cost, {.known = false}), 1);  // not yet timed: one token
+  EXPECT_EQ(spec::best_draft_length(0.95, 1, 0, cost, {.known = false}), 0);
+  // Its probes come as far apart as its cost makes them: a one-token draft
+  // adds 2 ms to the step and 9.9 ms of draft: 3% of a 10 ms step if made
+  // every 40 steps (39.7, rounded up).
+  EXPECT_EQ(spec::probe_interval(1, cost, {.token_s = 0.0099}), 40);
+  // Catching up on the tokens missed takes its share of each step too: 0.1
+  // ms a token leaves 0.2 ms of the 0.3 ms budget per step, so every 60.
+  EXPECT_EQ(spec::probe_interval(1, cost, {.token_s = 0.0099, .catch_up_s = 0.0001}), 60);
+  // A catch-up of 3% of the step alone: no interval keeps probes within
+  // that share, so a sequence that turned the draft off never probes it.
+  EXPECT_EQ(spec::probe_interval(1, cost, {.token_s = 0.0099, .catch_up_s = 0.0003}), spec::kNeverProbe);
+  EXPECT_EQ(spec::probe_interval(1, cost, {.known = false}), spec::kMinProbeSteps);
+  // A StepCost that counts the first step of a size (DraftModel's: it paid
+  // the one-off costs in its warm-up).
+  spec::StepCost warmed(/*count_first=*/true);
+  warmed.record(3, 0.005);
+  EXPECT_TRUE(warmed.measured(3));
+  EXPECT_EQ(warmed.seconds(1), 0.005);  // below the smallest measured: its cost
+}
+
 // How often a sequence whose drafts do not pay probes with one token: at
 // most kProbeShare of the time goes to probes, however dear a probe is.
 TEST(SpecStepCost, ProbesCostASmallShareOfTheTime) {

@@ -60,6 +60,27 @@ TEST(EngineSpecDraft, SeededSamplingIsUnchangedAndReproducible) {
   }
 }
 
+// A new DraftModel has timed itself (a pass of one sequence and one of
+// max_seqs, after an untimed pass that pages its weights in): what a
+// proposed token costs is known before the first request, and the warm-up
+// leaves nothing in its pool, cached blocks included.
+TEST(EngineSpecDraft, ConstructionMeasuresTheDraftsCostAndLeavesThePoolEmpty) {
+  LOAD_STORIES(m);
+  ThreadPool pool(2);
+  spec::DraftModel d(m.model, pool, KvType::F16, 4, 128, 64);
+  for (int32_t n_seqs : {1, 4}) {
+    EXPECT_TRUE(d.pass_cost().measured(n_seqs)) << n_seqs;
+    const spec::ProposerCost c = d.token_cost(n_seqs);
+    EXPECT_TRUE(c.known) << n_seqs;
+    EXPECT_GT(c.token_s, 0) << n_seqs;
+  }
+  EXPECT_EQ(d.token_cost(2).token_s, d.pass_cost().seconds(2) / 2);  // interpolated, shared by 2
+  d.blocks().validate();
+  EXPECT_EQ(d.blocks().n_used(), 0);
+  EXPECT_EQ(d.blocks().n_cached(), 0);
+  EXPECT_EQ(d.blocks().n_sequences(), 0);
+}
+
 // A fresh DraftModel's proposal of k tokens after `tokens` (no KV kept).
 std::vector<int32_t> fresh_proposal(const Loaded& m, ThreadPool& pool, std::span<const int32_t> tokens, int32_t k) {
   spec::DraftModel d(m.model, pool, KvType::F16, 1, 128, 512);

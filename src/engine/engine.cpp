@@ -89,7 +89,8 @@ struct Engine::Impl {
   void accept(GenerationJob job);
   void reap_cancelled();
   void check_kv();
-  void propose_drafts();
+  // Returns the seconds the draft model's passes took (0 without them).
+  double propose_drafts();
   // The draft length to ask `source` for (SpecOptions::adaptive).
   int32_t draft_length(Sequence* s, DraftSource source, int32_t room, int32_t n_running);
   void step();
@@ -114,7 +115,7 @@ struct Engine::Impl {
   BatchForward forward;
   const int32_t n_ctx;
   const SpecOptions spec;
-  spec::StepCost step_cost;  // whole-step seconds by step size: what a draft adds to a step
+  spec::StepCost step_cost;  // step seconds by step size, the draft model's passes left out
   const bool validate_kv;
   std::unique_ptr<spec::DraftModel> draft;  // --draft-model, or null
   struct SpecStats {
@@ -334,10 +335,14 @@ void Engine::Impl::check_kv() {
 // first proposer that proposes wins: the prediction, the draft model (one
 // batched call for every sequence it proposes for), n-gram lookup.
 int32_t Engine::Impl::draft_length(Sequence* s, DraftSource source, int32_t room, int32_t n_running) {
-  return spec.adaptive ? s->draft_length(source, room, n_running, step_cost) : room;
+  if (!spec.adaptive) return room;
+  // The draft model's passes are its own cost; the other sources' is a
+  // lookup inside the step.
+  const spec::ProposerCost own = source == DraftSource::Draft ? draft->token_cost(n_running) : spec::ProposerCost{};
+  return s->draft_length(source, room, n_running, step_cost, own);
 }
 
-void Engine::Impl::propose_drafts() {
+double Engine::Impl::propose_drafts() {
   const int32_t n_running = static_cast<int32_t>(sched.running().size());
   const bool busy = n_running > spec.max_seqs;
   draft_seqs.clear();
@@ -365,11 +370,12 @@ void Engine::Impl::propose_drafts() {
     if (spec.proposer == SpecProposer::Ngram)
       s->propose(DraftSource::Ngram, spec, draft_length(s, DraftSource::Ngram, room, n_running));
   }
-  if (draft_seqs.empty()) return;
+  if (draft_seqs.empty()) return 0;
   draft_reqs.clear();
   if (draft_out.size() < draft_seqs.size()) draft_out.resize(draft_seqs.size());
   for (size_t i = 0; i < draft_seqs.size(); ++i)
     draft_reqs.push_back({draft_seqs[i]->arrival, draft_seqs[i]->tokens, draft_k[i], &draft_out[i]});
+  const Clock::time_point start = Clock::now();
   try {
     draft->propose(draft_reqs);
   } catch (const std::exception& e) {
@@ -378,8 +384,9 @@ void Engine::Impl::propose_drafts() {
       s->fail(std::string("internal error in the draft model: ") + e.what());
       retire(s);
     }
-    return;
+    return 0;
   }
+  const double draft_s = std::chrono::duration<double>(Clock::now() - start).count();
   // A sequence the draft model has nothing for (no room, catching up) may
   // still find an n-gram.
   for (size_t i = 0; i < draft_seqs.size(); ++i) {
@@ -387,13 +394,15 @@ void Engine::Impl::propose_drafts() {
     if (s->set_draft(DraftSource::Draft, draft_out[i]) == 0 && spec.proposer == SpecProposer::Ngram)
       s->propose(DraftSource::Ngram, spec, draft_length(s, DraftSource::Ngram, draft_k[i], n_running));
   }
+  return draft_s;
 }
 
 void Engine::Impl::step() {
   // The whole step is what a draft token adds to (its forward-pass share,
-  // its logits row sampled, its events): timed from here to the end.
+  // its logits row sampled, its events): timed from here to the end, less
+  // the draft model's passes (timed as their own cost: DraftModel::pass_cost).
   const Clock::time_point step_start = Clock::now();
-  propose_drafts();
+  const double draft_s = propose_drafts();
   StepPlan plan = sched.plan();
   const Clock::time_point start = Clock::now();
   for (SchedSeq* s : plan.admitted) static_cast<Sequence*>(s)->on_admitted(start);
@@ -526,7 +535,7 @@ void Engine::Impl::step() {
     s->finish(FinishReason::Length);
     retire(s);
   }
-  step_cost.record(step_tokens, std::chrono::duration<double>(Clock::now() - step_start).count());
+  step_cost.record(step_tokens, std::chrono::duration<double>(Clock::now() - step_start).count() - draft_s);
 }
 
 void Engine::Impl::note_verified(DraftSource source, int32_t proposed, int32_t accepted) {

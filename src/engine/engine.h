@@ -194,7 +194,9 @@ struct SpecOptions {
   // the tokenizers' agreement is the caller's check
   // (spec::check_same_vocabulary). Its KV is its own pool, outside
   // kv_memory, with room for min(EngineOptions::max_seqs, max(max_seqs, 1))
-  // full contexts of the draft (at most a quarter of available RAM).
+  // full contexts of the draft (at most a quarter of available RAM). The
+  // engine's constructor times a few draft passes (DraftModel's warm-up), so
+  // that a draft that would not pay is never tried.
   const LlamaModel* draft_model = nullptr;
 };
 

@@ -89,11 +89,14 @@ class Sequence : public SchedSeq {
   int32_t draft_room(const SpecOptions& opts, int32_t n_ctx);
   // How many of those `room` tokens to ask `source` for: the length that
   // makes the step fastest (spec::best_draft_length) given this sequence's
-  // measured acceptance of that source's drafts and the measured step costs,
-  // with n_running sequences in the step. 0: none pays. A sequence that has
+  // measured acceptance of that source's drafts, the measured step costs
+  // with n_running sequences in the step and what the source itself costs
+  // (`own`: a draft model's passes). 0: none pays. A sequence that has
   // not verified a draft for spec::probe_interval steps proposes one token
-  // anyway, so an acceptance measured low is measured again.
-  int32_t draft_length(DraftSource source, int32_t room, int32_t n_running, const spec::StepCost& cost);
+  // anyway, so an acceptance measured low is measured again, unless drafts
+  // always accepted would not pay either.
+  int32_t draft_length(DraftSource source, int32_t room, int32_t n_running, const spec::StepCost& cost,
+                       spec::ProposerCost own);
   // Proposes at most k tokens from the prediction (source Prediction) or by
   // n-gram lookup over tokens (Ngram, up to opts.ngram) and sets them as
   // the draft. Returns n_draft (0: nothing proposed).

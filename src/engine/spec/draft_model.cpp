@@ -1,6 +1,7 @@
 #include "engine/spec/draft_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include <fmt/format.h>
@@ -52,7 +53,9 @@ DraftModel::DraftModel(const LlamaModel& model, ThreadPool& pool, KvType kv_type
                        int32_t max_batch_tokens)
     : DraftModel(model, pool, kv_type, std::min(n_ctx, model.config().n_ctx_train), max_batch_tokens,
                  draft_pool_sizes(model.config(), kv_type, max_seqs, std::min(n_ctx, model.config().n_ctx_train),
-                                  max_batch_tokens)) {}
+                                  max_batch_tokens)) {
+  warm_up(std::max(1, max_seqs));
+}
 
 DraftModel::DraftModel(const LlamaModel& model, ThreadPool& pool, KvType kv_type, int32_t n_ctx,
                        int32_t max_batch_tokens, KvPoolSizes sizes)
@@ -73,6 +76,59 @@ BlockManager::SeqId DraftModel::entry(uint64_t seq, std::span<const int32_t> tok
     blocks_.match_prefix(it->second.kv, tokens);  // what other sequences' drafts computed
   }
   return it->second.kv;
+}
+
+void DraftModel::warm_up(int32_t max_seqs) {
+  // Token 0 (any id does) at every position: the K/V is never committed, so
+  // never reused. Each sequence reserves len positions and one more for the
+  // timed passes.
+  const int32_t len = std::clamp(max_batch_tokens_ / max_seqs, 1, std::max(1, n_ctx_ - 1));
+  const std::vector<int32_t> zeros(static_cast<size_t>(len) + 1, 0);
+  std::vector<BlockManager::SeqId> kv;
+  for (int32_t i = 0; i < max_seqs; ++i) {
+    kv.push_back(blocks_.create());
+    if (!blocks_.append(kv.back(), zeros)) {
+      blocks_.release(kv.back());
+      kv.pop_back();
+      break;
+    }
+  }
+  // One run per sequence of the first n_seqs, each with its logits row.
+  auto pass = [&](size_t n_seqs, int32_t n_past, std::span<const int32_t> tokens) {
+    runs_.clear();
+    for (size_t i = 0; i < n_seqs; ++i) {
+      SeqRun& run = runs_.emplace_back();
+      run.tokens = tokens;
+      run.n_past = n_past;
+      run.block_table = blocks_.block_table(kv[i]);
+      run.swa_block_table = blocks_.swa_block_table(kv[i]);
+      run.want_logits = true;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    forward_.forward(runs_);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  if (!kv.empty()) {
+    const std::span<const int32_t> all(zeros);
+    const std::span<const int32_t> prompt = all.first(static_cast<size_t>(len));
+    pass(kv.size(), 0, prompt);  // pages in, grows the buffers: not timed
+    // A catch-up pass (every sequence's len tokens again), then a proposing
+    // pass of one sequence and of all (one token each).
+    pass_cost_.record(len * static_cast<int32_t>(kv.size()), pass(kv.size(), 0, prompt));
+    for (const size_t n_seqs : {size_t{1}, kv.size()})
+      pass_cost_.record(static_cast<int32_t>(n_seqs), pass(n_seqs, len, all.subspan(static_cast<size_t>(len))));
+  }
+  for (BlockManager::SeqId id : kv) blocks_.release(id);
+}
+
+ProposerCost DraftModel::token_cost(int32_t n_seqs) const {
+  const int32_t n = std::max(n_seqs, 1);
+  const double pass_s = pass_cost_.seconds(n);
+  // The catch-up: what each further token per sequence adds to the pass,
+  // read over kCatchUp tokens each.
+  constexpr int32_t kCatchUp = 16;
+  const double catch_up_s = (pass_cost_.seconds(n * (1 + kCatchUp)) - pass_s) / (n * kCatchUp);
+  return {pass_s / n, std::max(0.0, catch_up_s), pass_s > 0};
 }
 
 void DraftModel::release(uint64_t seq) {
@@ -126,8 +182,11 @@ void DraftModel::propose(std::span<Request> reqs) {
   }
   try {
     while (!live_.empty()) {
+      const auto start = std::chrono::steady_clock::now();
+      int32_t pass_tokens = 0;
       runs_.clear();
       for (const Live& l : live_) {
+        pass_tokens += static_cast<int32_t>(l.run.size());
         SeqRun& run = runs_.emplace_back();
         run.tokens = l.run;
         run.n_past = l.n_past;
@@ -150,6 +209,7 @@ void DraftModel::propose(std::span<Request> reqs) {
         if (append(l.kv, l.run)) live_[kept++] = l;
       }
       live_.resize(kept);
+      pass_cost_.record(pass_tokens, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
   } catch (...) {
     for (Request& r : reqs) {

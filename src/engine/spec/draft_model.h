@@ -17,6 +17,18 @@
 // sequence with more to catch up advances by a chunk and proposes nothing
 // in that step.
 //
+// Every pass is timed (its wall time, by its tokens: pass_cost()), so the
+// engine weighs the draft's own cost against what its tokens save, apart
+// from its own step's cost (docs/speculative.md "Adaptive"). The constructor
+// warms the draft up (warm_up): one pass pages its weights in and grows its
+// buffers to their largest, then that pass again, a proposing pass of one
+// sequence and one of max_seqs are timed, so the draft's cost (of
+// proposing and of catching up) is measured before the first
+// request (a fresh engine that had to try the draft to learn it paid one
+// slow pass per sequence: 0.86x over 4 streams' first 48 tokens, with a
+// draft 3.5 times as slow as the target). Every later pass counts too, the
+// first of each size included: the one-off costs are paid.
+//
 // Not thread-safe: the engine thread owns it.
 #pragma once
 
@@ -28,6 +40,7 @@
 
 #include "engine/block_manager.h"
 #include "engine/kv_pool_sizes.h"
+#include "engine/spec/step_cost.h"
 #include "model/batch_forward.h"
 #include "model/kv_cache.h"
 
@@ -74,6 +87,14 @@ class DraftModel {
   // unknown ids are ignored.
   void release(uint64_t seq);
 
+  // Seconds per draft pass by its tokens (every request's in the pass).
+  const StepCost& pass_cost() const { return pass_cost_; }
+  // What one proposed token costs each of n_seqs sequences proposing
+  // together (a pass of n_seqs tokens, shared), and each token one of them
+  // catches up on (what 16 more tokens each add to that pass, per token);
+  // unknown until a pass has been measured (never, after the constructor).
+  ProposerCost token_cost(int32_t n_seqs) const;
+
   const BlockManager& blocks() const { return blocks_; }
   const KvCache& cache() const { return cache_; }
   int32_t n_ctx() const { return n_ctx_; }
@@ -99,6 +120,9 @@ class DraftModel {
   // the pool is full. False when that is not enough.
   bool append(BlockManager::SeqId kv, std::span<const int32_t> tokens);
   bool evict_one();
+  // The passes above, on sequences of token 0 (released after, nothing
+  // committed, so nothing cached).
+  void warm_up(int32_t max_seqs);
 
   const LlamaModel& model_;
   const int32_t max_batch_tokens_;
@@ -108,6 +132,7 @@ class DraftModel {
   BatchForward forward_;
   std::unordered_map<uint64_t, Entry> seqs_;
   uint64_t n_calls_ = 0;
+  StepCost pass_cost_{/*count_first=*/true};
   std::vector<Live> live_;
   std::vector<SeqRun> runs_;
 };

@@ -22,9 +22,10 @@ void StepCost::record(int32_t n_tokens, double seconds) {
   if (n_tokens < 1 || seconds <= 0) return;
   const size_t n = static_cast<size_t>(std::min(n_tokens, kMaxTokens));
   double& e = ewma_[n];
+  largest_ = std::max(largest_, static_cast<int32_t>(n));
   if (e > 0) {
     e += kAlpha * (std::min(seconds, kMaxOutlier * e) - e);
-  } else if (seen_once_[n]) {
+  } else if (seen_once_[n] || count_first_) {
     e = seconds;
   } else {
     seen_once_[n] = true;  // the first step of a size: one-off costs, not counted
@@ -36,11 +37,11 @@ double StepCost::seconds(int32_t n_tokens) const {
   if (ewma_[static_cast<size_t>(n)] > 0) return ewma_[static_cast<size_t>(n)];
   int32_t lo = n - 1, hi = n + 1;
   while (lo >= 1 && ewma_[static_cast<size_t>(lo)] == 0) --lo;
-  while (hi <= kMaxTokens && ewma_[static_cast<size_t>(hi)] == 0) ++hi;
-  if (lo < 1 && hi > kMaxTokens) return 0;
+  while (hi <= largest_ && ewma_[static_cast<size_t>(hi)] == 0) ++hi;
+  if (lo < 1 && hi > largest_) return 0;
   if (lo < 1) return ewma_[static_cast<size_t>(hi)];  // (a step is never cheaper with fewer tokens)
   const double c_lo = ewma_[static_cast<size_t>(lo)];
-  if (hi <= kMaxTokens) {
+  if (hi <= largest_) {
     const double c_hi = ewma_[static_cast<size_t>(hi)];
     return c_lo + (c_hi - c_lo) * (n - lo) / static_cast<double>(hi - lo);
   }
@@ -52,7 +53,9 @@ bool StepCost::measured(int32_t n_tokens) const {
   return ewma_[static_cast<size_t>(std::clamp(n_tokens, 1, kMaxTokens))] > 0;
 }
 
-int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCost& cost) {
+int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCost& cost,
+                          ProposerCost proposer) {
+  if (!proposer.known) k_max = std::min(k_max, 1);
   if (k_max < 1) return 0;
   const int32_t n = std::max(n_running, 1);
   if (!cost.measured(n)) return 0;
@@ -63,7 +66,7 @@ int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const Step
   for (int32_t k = 1; k <= k_max; ++k) {
     qk *= q;
     expected += qk;
-    const double rate = (n - 1 + expected) / cost.seconds(n + k);
+    const double rate = (n - 1 + expected) / (cost.seconds(n + k) + k * proposer.token_s);
     if (rate > best_rate * (best_k == 0 ? kMinGain : 1.0)) {
       best_rate = rate;
       best_k = k;
@@ -72,13 +75,17 @@ int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const Step
   return best_k;
 }
 
-int32_t probe_interval(int32_t n_running, const StepCost& cost) {
+int32_t probe_interval(int32_t n_running, const StepCost& cost, ProposerCost proposer) {
   const int32_t n = std::max(n_running, 1);
-  if (!cost.measured(n)) return kMinProbeSteps;
-  // cost(n + 1) may be estimated: sequences that probe together make larger
-  // steps, so with several running it is seldom measured itself.
-  const double base = cost.seconds(n), extra = cost.seconds(n + 1) - base;
-  const double steps = std::ceil(extra / (kProbeShare * base));
+  // Either cost may be estimated: sequences that probe together make larger
+  // steps, so with several running cost(n + 1) is seldom measured itself,
+  // and when a sequence ends, cost(n - 1) may never have been.
+  const double base = cost.seconds(n);
+  if (base <= 0 || !proposer.known) return kMinProbeSteps;
+  const double budget = kProbeShare * base;  // probing's seconds per step
+  if (proposer.catch_up_s >= budget) return kNeverProbe;
+  const double fixed = cost.seconds(n + 1) - base + proposer.token_s;
+  const double steps = std::ceil(fixed / (budget - proposer.catch_up_s));
   return static_cast<int32_t>(std::clamp<double>(steps, kMinProbeSteps, kMaxProbeSteps));
 }
 

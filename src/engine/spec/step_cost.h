@@ -4,7 +4,9 @@
 // StepCost keeps, per number of tokens in a step (every run's tokens:
 // decodes, verify runs, prefill chunks), an exponential moving average of
 // the step's wall time (proposing, the forward pass, sampling, delivering
-// the tokens), recorded by the engine after each step. The first step of
+// the tokens; a draft model's passes are not in it, they have their own
+// StepCost by pass size: DraftModel::pass_cost), recorded by the engine
+// after each step. The first step of
 // each size is not counted: it pays one-off costs (the engine's buffers
 // grow into fresh pages: on TinyLLama-v0 the first 4- to 6-token steps took
 // 1.3-2.3x the later ones), and an average started there made that size
@@ -18,12 +20,14 @@
 // token the model's own choice with probability q, independently), a verify
 // run of k draft tokens emits E(q, k) = 1 + q + ... + q^k tokens on average
 // (the accepted ones, then the model's next). The step's n_running
-// sequences emit n_running - 1 + E tokens in cost(n_running + k) seconds;
-// the k chosen maximises that rate, 0 (no draft) when none beats the step
-// without it by 10%. Sizes never measured are estimated: interpolated between the
-// nearest measured ones, or above the largest, its cost plus 10% of the
-// one-token step per extra token (a guess that errs towards trying: the
-// next such step measures it).
+// sequences emit n_running - 1 + E tokens in cost(n_running + k) seconds,
+// plus what the proposer itself takes for k tokens (a draft model's k
+// passes, timed apart from the step: ProposerCost); the k chosen maximises
+// that rate, 0 (no draft) when none beats the step without it by 10%.
+// Sizes never measured are estimated: interpolated between the nearest
+// measured ones, or above the largest, its cost plus 10% of the one-token
+// step per extra token (a guess that errs towards trying: the next such step
+// measures it).
 #pragma once
 
 #include <array>
@@ -35,6 +39,10 @@ class StepCost {
  public:
   static constexpr int32_t kMaxTokens = 512;  // larger steps are recorded as this size
 
+  // count_first: the first step of each size counts too (for a caller that
+  // paid the one-off costs before timing: DraftModel warms up).
+  explicit StepCost(bool count_first = false) : count_first_(count_first) {}
+
   // A step of n_tokens (>= 1) whose forward pass took `seconds`.
   void record(int32_t n_tokens, double seconds);
   // The estimated seconds of a step of n_tokens; 0 while nothing is measured.
@@ -45,6 +53,24 @@ class StepCost {
  private:
   std::array<double, kMaxTokens + 1> ewma_{};  // 0: not measured
   std::array<bool, kMaxTokens + 1> seen_once_{};  // its first step was seen (and not counted)
+  bool count_first_;
+  int32_t largest_ = 0;  // the largest size recorded: no measured size above it
+};
+
+// What a proposer costs by itself, apart from the engine's step: seconds per
+// proposed token (0: n-gram lookup and a client's prediction, whose cost is
+// a lookup inside the step); seconds per token of the sequence it must
+// catch up on after steps without a draft (a draft model's KV follows the
+// sequence only when it proposes); or not yet known (a draft model never
+// timed). An unknown cost is tried at one token (best_draft_length proposes
+// at most one): that measures it at the price of one draft pass, where the
+// longest draft, guessed free, cost a fresh engine k passes per step until
+// measured (a Q8_0 TinyLLama-v0 drafting for the F32 one, its passes 3.5x
+// the target's step, ran at 0.55-0.73x in bench_spec's 48-token rounds).
+struct ProposerCost {
+  double token_s = 0;
+  double catch_up_s = 0;
+  bool known = true;
 };
 
 // The draft length in [0, k_max] (above). `q` in [0, 1]; n_running >= 1.
@@ -54,20 +80,25 @@ class StepCost {
 // as they did, so a draft looked free: when every step carried one (a draft
 // model, accepted or not), it was never measured, and a draft model twice as
 // slow as its target ran at 0.34x.
-int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCost& cost);
+int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCost& cost,
+                          ProposerCost proposer = {});
 
 // How many steps a sequence whose drafts do not pay (best_draft_length 0)
 // decodes plainly before it proposes one token anyway, so that a low
-// acceptance is measured again: the extra cost of a one-token draft,
-// cost(n_running + 1) - cost(n_running), over kProbeShare of the plain step,
-// so that probing costs at most that share of the time; within
-// [kMinProbeSteps, kMaxProbeSteps] (the least while cost(n_running) is not
-// measured; cost(n_running + 1) may be an estimate, as seconds() gives). Prompt lookup's probe costs ~10% of a TinyLLama-v0 step: every
-// 4 steps. A draft model's (it catches up on the tokens it missed, then
-// runs) cost ~4 steps of a TinyLLama-v0 with a Q8_0 copy as draft: probed
-// every 4 steps, it ran at 0.47x.
+// acceptance is measured again: a probe after g plain steps adds to the
+// step cost(n_running + 1) - cost(n_running), the proposer's token and its
+// catch-up on the g tokens it missed; g is the least that keeps probing
+// within kProbeShare of the plain step's time, in [kMinProbeSteps,
+// kMaxProbeSteps] (the least while no step or the proposer's cost is
+// measured; cost(n_running) and cost(n_running + 1) may be estimates, as
+// seconds() gives). kNeverProbe when the catch-up alone takes more than
+// that share of each step: no interval keeps probing within it (a random
+// d256 llama drafting for its F32 original with 4 streams: a probe every 5
+// steps cost 14 times what it was counted, and the streams ran at 0.83x).
+// Prompt lookup's probe costs ~10% of a TinyLLama-v0 step: every 4 steps.
 inline constexpr int32_t kMinProbeSteps = 4, kMaxProbeSteps = 256;
+inline constexpr int32_t kNeverProbe = INT32_MAX;
 inline constexpr double kProbeShare = 0.03;
-int32_t probe_interval(int32_t n_running, const StepCost& cost);
+int32_t probe_interval(int32_t n_running, const StepCost& cost, ProposerCost proposer = {});
 
 }  // namespace nexus::spec
