@@ -129,7 +129,7 @@ namespace {
 // Prior pseudo-counts of the acceptance rate: a client's prediction is
 // meant to be mostly right (3 of 4), and so is a draft model, chosen to
 // agree with its model (at even odds, a random d256 llama drafting for its
-// F32 original was never tried, though it accepts 0.7 and ran at 1.18x);
+// F32 original was never tried, though it accepts 0.6 and pays 1.2x);
 // n-grams start at even odds.
 constexpr double kPriorAccepted[3] = {3, 3, 1};  // Prediction, Draft, Ngram
 constexpr double kPriorRejected[3] = {1, 1, 1};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace nexus::spec {
 
@@ -20,28 +21,29 @@ constexpr double kMinGain = 1.10;
 
 void StepCost::record(int32_t n_tokens, double seconds) {
   if (n_tokens < 1 || seconds <= 0) return;
-  const size_t n = static_cast<size_t>(std::min(n_tokens, kMaxTokens));
-  double& e = ewma_[n];
-  largest_ = std::max(largest_, static_cast<int32_t>(n));
+  const int32_t n = std::min(n_tokens, kMaxTokens);
+  double& e = ewma_[static_cast<size_t>(n)];
   if (e > 0) {
     e += kAlpha * (std::min(seconds, kMaxOutlier * e) - e);
-  } else if (seen_once_[n] || count_first_) {
+  } else if (seen_once_[static_cast<size_t>(n)] || count_first_) {
     e = seconds;
+    measured_.insert(std::lower_bound(measured_.begin(), measured_.end(), n), n);
   } else {
-    seen_once_[n] = true;  // the first step of a size: one-off costs, not counted
+    seen_once_[static_cast<size_t>(n)] = true;  // the first step of a size: one-off costs, not counted
   }
 }
 
 double StepCost::seconds(int32_t n_tokens) const {
   const int32_t n = std::clamp(n_tokens, 1, kMaxTokens);
   if (ewma_[static_cast<size_t>(n)] > 0) return ewma_[static_cast<size_t>(n)];
-  int32_t lo = n - 1, hi = n + 1;
-  while (lo >= 1 && ewma_[static_cast<size_t>(lo)] == 0) --lo;
-  while (hi <= largest_ && ewma_[static_cast<size_t>(hi)] == 0) ++hi;
-  if (lo < 1 && hi > largest_) return 0;
-  if (lo < 1) return ewma_[static_cast<size_t>(hi)];  // (a step is never cheaper with fewer tokens)
+  if (measured_.empty()) return 0;
+  // The nearest measured sizes below and above n.
+  const auto above = std::lower_bound(measured_.begin(), measured_.end(), n);
+  if (above == measured_.begin()) return ewma_[static_cast<size_t>(*above)];  // (never dearer with fewer tokens)
+  const int32_t lo = *std::prev(above);
   const double c_lo = ewma_[static_cast<size_t>(lo)];
-  if (hi <= largest_) {
+  if (above != measured_.end()) {
+    const int32_t hi = *above;
     const double c_hi = ewma_[static_cast<size_t>(hi)];
     return c_lo + (c_hi - c_lo) * (n - lo) / static_cast<double>(hi - lo);
   }

@@ -32,6 +32,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 namespace nexus::spec {
 
@@ -54,7 +55,7 @@ class StepCost {
   std::array<double, kMaxTokens + 1> ewma_{};  // 0: not measured
   std::array<bool, kMaxTokens + 1> seen_once_{};  // its first step was seen (and not counted)
   bool count_first_;
-  int32_t largest_ = 0;  // the largest size recorded: no measured size above it
+  std::vector<int32_t> measured_;  // the sizes with an average, ascending (seconds() searches them)
 };
 
 // What a proposer costs by itself, apart from the engine's step: seconds per
