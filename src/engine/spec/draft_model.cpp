@@ -81,8 +81,11 @@ BlockManager::SeqId DraftModel::entry(uint64_t seq, std::span<const int32_t> tok
 void DraftModel::warm_up(int32_t max_seqs) {
   // Token 0 (any id does) at every position: the K/V is never committed, so
   // never reused. Each sequence reserves len positions and one more for the
-  // timed passes.
-  const int32_t len = std::clamp(max_batch_tokens_ / max_seqs, 1, std::max(1, n_ctx_ - 1));
+  // timed passes. At most 32 each: enough for token_cost's catch-up reading
+  // (17 tokens each), and a start that stays short with a large draft and a
+  // large --max-batch-tokens.
+  constexpr int32_t kMaxLen = 32;
+  const int32_t len = std::clamp(std::min(max_batch_tokens_ / max_seqs, kMaxLen), 1, std::max(1, n_ctx_ - 1));
   const std::vector<int32_t> zeros(static_cast<size_t>(len) + 1, 0);
   std::vector<BlockManager::SeqId> kv;
   for (int32_t i = 0; i < max_seqs; ++i) {

@@ -20,14 +20,15 @@
 // Every pass is timed (its wall time, by its tokens: pass_cost()), so the
 // engine weighs the draft's own cost against what its tokens save, apart
 // from its own step's cost (docs/speculative.md "Adaptive"). The constructor
-// warms the draft up (warm_up): one pass pages its weights in and grows its
-// buffers to their largest, then that pass again, a proposing pass of one
-// sequence and one of max_seqs are timed, so the draft's cost (of
-// proposing and of catching up) is measured before the first
-// request (a fresh engine that had to try the draft to learn it paid one
-// slow pass per sequence: 0.86x over 4 streams' first 48 tokens, with a
-// draft 3.5 times as slow as the target). Every later pass counts too, the
-// first of each size included: the one-off costs are paid.
+// warms the draft up (warm_up): one pass of max_seqs sequences of up to 32
+// tokens pages its weights in and grows its buffers, then that pass again,
+// a proposing pass of one sequence and one of max_seqs are timed, so the
+// draft's cost (of proposing and of catching up) is measured before the
+// first request. A fresh engine that learnt it by trying the draft ran 4
+// streams at 0.44-0.46x over their first 48 tokens, with a draft 3.5 times
+// as slow as the model. Every later pass counts too, the first of each size
+// included: the one-off costs are paid (a catch-up larger than the warm-up
+// still grows the buffers: one sample of that size is then high).
 //
 // Not thread-safe: the engine thread owns it.
 #pragma once
