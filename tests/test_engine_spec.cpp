@@ -170,29 +170,32 @@ TEST(SpecPrediction, ProposalsKeepTheirPlaceThroughARunOfOneToken) {
 // The adaptive draft length (engine/spec/step_cost.h): measured step costs
 // and an acceptance rate give the k that makes the step fastest.
 TEST(SpecStepCost, TheDraftLengthIsTheOneThatMakesTheStepFastest) {
-  spec::StepCost cost;
-  EXPECT_EQ(cost.seconds(4), 0);
+  spec::StepCosts cost;
+  EXPECT_EQ(cost.plain.seconds(4), 0);
   EXPECT_EQ(spec::best_draft_length(0.9, 1, 5, cost), 0);  // the step without a draft first
   {
-    spec::StepCost only_drafts;  // every step carried a draft: one-token steps never measured
-    for (int i = 0; i < 3; ++i) only_drafts.record(3, 0.030);
-    EXPECT_FALSE(only_drafts.measured(1));
+    spec::StepCosts only_drafts;  // every step carried a draft: one-token steps never measured
+    for (int i = 0; i < 3; ++i) {
+      only_drafts.record(1, 2, 0.020, /*verifies=*/true);
+      only_drafts.record(1, 3, 0.030, /*verifies=*/true);
+    }
+    EXPECT_FALSE(only_drafts.plain.measured(1));
     EXPECT_EQ(spec::best_draft_length(0.9, 1, 5, only_drafts), 0);
-    only_drafts.record(1, 0.010);  // the first of a size: not counted
+    only_drafts.record(1, 1, 0.010, false);  // the first of a size: not counted
     EXPECT_EQ(spec::best_draft_length(0.9, 1, 5, only_drafts), 0);
-    only_drafts.record(1, 0.010);
-    EXPECT_TRUE(only_drafts.measured(1));
-    // Now measured against: a 2-token draft that triples the step never pays.
+    only_drafts.record(1, 1, 0.010, false);
+    EXPECT_TRUE(only_drafts.plain.measured(1));
+    // Now measured against: drafts that double or triple the step never pay.
     EXPECT_EQ(spec::best_draft_length(0.9, 1, 2, only_drafts), 0);
   }
   // A step of n tokens: 10 ms + 2 ms per token beyond the first.
   for (int32_t n : {1, 2, 4, 8, 16}) {
-    cost.record(n, 0.100);  // the first step of a size: not counted
-    cost.record(n, 0.010 + 0.002 * (n - 1));
+    cost.plain.record(n, 0.100);  // the first step of a size: not counted
+    cost.plain.record(n, 0.010 + 0.002 * (n - 1));
   }
-  EXPECT_NEAR(cost.seconds(3), 0.014, 1e-12);   // interpolated
-  EXPECT_NEAR(cost.seconds(10), 0.028, 1e-12);
-  EXPECT_NEAR(cost.seconds(20), 0.044, 1e-12);  // past 16: + 10% of the one-token step per token
+  EXPECT_NEAR(cost.plain.seconds(3), 0.014, 1e-12);   // interpolated
+  EXPECT_NEAR(cost.plain.seconds(10), 0.028, 1e-12);
+  EXPECT_NEAR(cost.plain.seconds(20), 0.044, 1e-12);  // past 16: + 10% of the one-token step per token
   // High acceptance: the longest draft; none at all when it would not pay.
   EXPECT_EQ(spec::best_draft_length(0.95, 1, 5, cost), 5);
   EXPECT_EQ(spec::best_draft_length(0.1, 1, 5, cost), 0);
@@ -205,19 +208,19 @@ TEST(SpecStepCost, TheDraftLengthIsTheOneThatMakesTheStepFastest) {
   EXPECT_EQ(spec::best_draft_length(0.5, 8, 5, cost), 0);
   // One slow step moves the average by at most 10% (it counts as 1.5x the
   // average), and the average follows the newest steps.
-  cost.record(1, 1.0);
-  EXPECT_NEAR(cost.seconds(1), 0.011, 1e-12);
-  for (int i = 0; i < 80; ++i) cost.record(1, 0.020);
-  EXPECT_NEAR(cost.seconds(1), 0.020, 1e-6);
+  cost.plain.record(1, 1.0);
+  EXPECT_NEAR(cost.plain.seconds(1), 0.011, 1e-12);
+  for (int i = 0; i < 80; ++i) cost.plain.record(1, 0.020);
+  EXPECT_NEAR(cost.plain.seconds(1), 0.020, 1e-6);
 }
 
 // A draft model's own cost per proposed token (timed apart from the step)
 // counts against what its tokens save; an untimed one is tried at one token.
 TEST(SpecStepCost, AProposersOwnCostCountsAgainstItsTokens) {
-  spec::StepCost cost;
+  spec::StepCosts cost;
   for (int32_t n : {1, 2, 4, 8}) {  // 10 ms + 2 ms per token beyond the first
-    cost.record(n, 0.100);
-    cost.record(n, 0.010 + 0.002 * (n - 1));
+    cost.plain.record(n, 0.100);
+    cost.plain.record(n, 0.010 + 0.002 * (n - 1));
   }
   EXPECT_EQ(spec::best_draft_length(0.95, 1, 5, cost), 5);  // a lookup: free
   EXPECT_EQ(spec::best_draft_length(0.95, 1, 5, cost, {.token_s = 0.001}), 5);  // a cheap draft still pays
@@ -246,23 +249,52 @@ TEST(SpecStepCost, AProposersOwnCostCountsAgainstItsTokens) {
   EXPECT_EQ(warmed.seconds(1), 0.005);  // below the smallest measured: its cost
 }
 
+// Verify steps are timed apart from plain steps of the same size: they ran
+// dearer (after a draft model's passes), and in one table made the plain
+// step of several streams look dearer than a verify step one token larger.
+TEST(SpecStepCost, VerifyStepsAreTimedApart) {
+  spec::StepCosts cost;
+  auto measure = [&](int32_t runs, int32_t n, double seconds, bool verifies) {
+    for (int i = 0; i < 2; ++i) cost.record(runs, n, seconds, verifies);  // the first of a size is not counted
+  };
+  measure(1, 1, 0.000430, false);
+  measure(4, 4, 0.000600, false);  // 4 streams decoding
+  measure(1, 4, 0.000480, true);   // one stream verifying 3 draft tokens
+  measure(4, 5, 0.000632, true);   // 4 streams, one verifying 1
+  EXPECT_DOUBLE_EQ(cost.plain.seconds(4), 0.000600);
+  EXPECT_DOUBLE_EQ(cost.with_verify(1, 4), 0.000480);
+  EXPECT_DOUBLE_EQ(cost.with_verify(4, 5), 0.000632);
+  EXPECT_DOUBLE_EQ(cost.with_verify(2, 4), cost.plain.seconds(4));  // not measured with 2 runs
+  // 4 streams, a draft model charging 0.139 ms a token, acceptance 0.75:
+  // (3 + 1.75) / (0.632 + 0.139) ms is below 4 / 0.6 ms.
+  EXPECT_EQ(spec::best_draft_length(0.75, 4, 5, cost, {.token_s = 0.000139}), 0);
+  // A verify step measured cheaper than the plain step without it (noise)
+  // counts as the plain step: with q = 0.3 a free draft gives 4.3 tokens in
+  // 0.6 ms, not enough; at 0.5 ms it would have looked worth it.
+  for (int i = 0; i < 40; ++i) cost.record(4, 5, 0.000500, true);
+  EXPECT_EQ(spec::best_draft_length(0.3, 4, 1, cost), 0);
+}
+
 // How often a sequence whose drafts do not pay probes with one token: at
 // most kProbeShare of the time goes to probes, however dear a probe is.
 TEST(SpecStepCost, ProbesCostASmallShareOfTheTime) {
-  spec::StepCost cost;
+  spec::StepCosts cost;
   EXPECT_EQ(spec::probe_interval(1, cost), spec::kMinProbeSteps);  // nothing measured
-  auto measure = [&](int32_t n, double seconds) {
-    for (int i = 0; i < 2; ++i) cost.record(n, seconds);  // the first of a size is not counted
+  auto measure = [&](int32_t runs, int32_t n, double seconds, bool verifies) {
+    for (int i = 0; i < 2; ++i) cost.record(runs, n, seconds, verifies);  // the first of a size is not counted
   };
-  measure(1, 0.010);
+  measure(1, 1, 0.010, false);
   EXPECT_EQ(spec::probe_interval(1, cost), spec::kMinProbeSteps);  // the probe's size guessed cheap
-  measure(2, 0.0101);  // a cheap probe (prompt lookup): the least interval
+  measure(1, 2, 0.0101, true);  // a cheap probe (prompt lookup): the least interval
   EXPECT_EQ(spec::probe_interval(1, cost), spec::kMinProbeSteps);
   // With 2 running: a probe adding 9.5 x the share of a step is made every 10.
-  measure(3, 0.0101 * (1 + 9.5 * spec::kProbeShare));
+  measure(2, 2, 0.0101, false);
+  measure(2, 3, 0.0101 * (1 + 9.5 * spec::kProbeShare), true);
   EXPECT_EQ(spec::probe_interval(2, cost), 10);
-  measure(5, 1.0);  // probes 100 plain steps dear (2 sequences probing at once): capped
-  EXPECT_EQ(spec::probe_interval(3, cost), spec::kMaxProbeSteps);  // cost(4) interpolated
+  // With 3 (cost(3) estimated from the plain steps of 2): probes 100 plain
+  // steps dear (2 sequences probing at once) are capped.
+  measure(3, 4, 1.0, true);
+  EXPECT_EQ(spec::probe_interval(3, cost), spec::kMaxProbeSteps);
 }
 
 // The block manager under verify runs: a real token and a draft appended,

@@ -7,6 +7,7 @@
 // draft models included, are test_engine_spec.cpp's SpecOnModel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <string>
@@ -68,13 +69,15 @@ TEST(EngineSpecDraft, ConstructionMeasuresTheDraftsCostAndLeavesThePoolEmpty) {
   LOAD_STORIES(m);
   ThreadPool pool(2);
   spec::DraftModel d(m.model, pool, KvType::F16, 4, 128, 64);
-  for (int32_t n_seqs : {1, 4}) {
-    EXPECT_TRUE(d.pass_cost().measured(n_seqs)) << n_seqs;
-    const spec::ProposerCost c = d.token_cost(n_seqs);
-    EXPECT_TRUE(c.known) << n_seqs;
-    EXPECT_GT(c.token_s, 0) << n_seqs;
-  }
-  EXPECT_EQ(d.token_cost(2).token_s, d.pass_cost().seconds(2) / 2);  // interpolated, shared by 2
+  for (int32_t n_seqs : {1, 4}) EXPECT_TRUE(d.pass_cost().measured(n_seqs)) << n_seqs;
+  // The first sequence proposing pays a whole pass; each one joining it,
+  // what it adds to the pass.
+  const spec::ProposerCost alone = d.token_cost(0);
+  EXPECT_TRUE(alone.known);
+  EXPECT_EQ(alone.token_s, d.pass_cost().seconds(1));
+  EXPECT_GT(alone.token_s, 0);
+  EXPECT_EQ(d.token_cost(3).token_s, std::max(0.0, d.pass_cost().seconds(4) - d.pass_cost().seconds(3)));
+  EXPECT_GE(alone.catch_up_s, 0);
   d.blocks().validate();
   EXPECT_EQ(d.blocks().n_used(), 0);
   EXPECT_EQ(d.blocks().n_cached(), 0);

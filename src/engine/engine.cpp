@@ -115,7 +115,7 @@ struct Engine::Impl {
   BatchForward forward;
   const int32_t n_ctx;
   const SpecOptions spec;
-  spec::StepCost step_cost;  // step seconds by step size, the draft model's passes left out
+  spec::StepCosts step_cost;  // step seconds by step size, the draft model's passes left out
   const bool validate_kv;
   std::unique_ptr<spec::DraftModel> draft;  // --draft-model, or null
   struct SpecStats {
@@ -336,9 +336,20 @@ void Engine::Impl::check_kv() {
 // batched call for every sequence it proposes for), n-gram lookup.
 int32_t Engine::Impl::draft_length(Sequence* s, DraftSource source, int32_t room, int32_t n_running) {
   if (!spec.adaptive) return room;
-  // The draft model's passes are its own cost; the other sources' is a
-  // lookup inside the step.
-  const spec::ProposerCost own = source == DraftSource::Draft ? draft->token_cost(n_running) : spec::ProposerCost{};
+  // The draft model's passes are their own cost, shared with the sequences
+  // that chose the draft before this one in this step; the other sources'
+  // is a lookup inside the step.
+  spec::ProposerCost own;
+  if (source == DraftSource::Draft) {
+    own = draft->token_cost(static_cast<int32_t>(draft_seqs.size()));
+    // Its catch-up on the tokens the draft has not seen (beyond the pending
+    // one), spread over the steps it may serve: at most kCatchUpSteps, so a
+    // draft that stays in use briefly (another request arrives, and with 2
+    // running it no longer pays) is not started far behind.
+    constexpr int32_t kCatchUpSteps = 16;
+    const int32_t behind = draft->behind(s->arrival, s->tokens) - 1;
+    own.setup_s = std::max(behind, 0) * own.catch_up_s / std::clamp(s->tokens_left(), 1, kCatchUpSteps);
+  }
   return s->draft_length(source, room, n_running, step_cost, own);
 }
 
@@ -535,7 +546,8 @@ void Engine::Impl::step() {
     s->finish(FinishReason::Length);
     retire(s);
   }
-  step_cost.record(step_tokens, std::chrono::duration<double>(Clock::now() - step_start).count() - draft_s);
+  step_cost.record(static_cast<int32_t>(runs.size()), step_tokens,
+                   std::chrono::duration<double>(Clock::now() - step_start).count() - draft_s, verifies);
 }
 
 void Engine::Impl::note_verified(DraftSource source, int32_t proposed, int32_t accepted) {

@@ -137,7 +137,7 @@ constexpr double kDecay = 0.6;  // the weight of earlier verify runs, per run
 
 }  // namespace
 
-int32_t Sequence::draft_length(DraftSource source, int32_t room, int32_t n_running, const spec::StepCost& cost,
+int32_t Sequence::draft_length(DraftSource source, int32_t room, int32_t n_running, const spec::StepCosts& cost,
                                spec::ProposerCost own) {
   if (source == DraftSource::None || room < 1) return 0;
   const size_t i = static_cast<size_t>(source) - 1;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -95,7 +96,7 @@ class Sequence : public SchedSeq {
   // not verified a draft for spec::probe_interval steps proposes one token
   // anyway, so an acceptance measured low is measured again, unless drafts
   // always accepted would not pay either.
-  int32_t draft_length(DraftSource source, int32_t room, int32_t n_running, const spec::StepCost& cost,
+  int32_t draft_length(DraftSource source, int32_t room, int32_t n_running, const spec::StepCosts& cost,
                        spec::ProposerCost own);
   // Proposes at most k tokens from the prediction (source Prediction) or by
   // n-gram lookup over tokens (Ngram, up to opts.ngram) and sets them as
@@ -137,6 +138,8 @@ class Sequence : public SchedSeq {
   // Gap between the last two tokens (seconds); valid after the second token.
   double last_itl() const { return last_itl_; }
   int32_t n_generated() const { return n_generated_; }
+  // Tokens it may still generate (max_tokens less those generated).
+  int32_t tokens_left() const { return std::max(0, job_.req.stop.max_tokens - n_generated_); }
 
  private:
   void deliver_final(GenerationEvent& ev, FinishReason reason);

@@ -33,6 +33,15 @@ int32_t argmax(std::span<const float> row) {
 
 std::string shown(const std::string& text) { return fmt::format("'{}'", text); }
 
+// How many tokens the draft KV (`have`) keeps of `tokens`: their common
+// prefix, short of the last token (the pending one, always run).
+size_t common_prefix(std::span<const int32_t> have, std::span<const int32_t> tokens) {
+  const size_t limit = tokens.empty() ? 0 : tokens.size() - 1;
+  size_t n = 0;
+  while (n < have.size() && n < limit && have[n] == tokens[n]) ++n;
+  return n;
+}
+
 }  // namespace
 
 void check_same_vocabulary(const Tokenizer& target, const Tokenizer& draft) {
@@ -124,14 +133,20 @@ void DraftModel::warm_up(int32_t max_seqs) {
   for (BlockManager::SeqId id : kv) blocks_.release(id);
 }
 
-ProposerCost DraftModel::token_cost(int32_t n_seqs) const {
-  const int32_t n = std::max(n_seqs, 1);
-  const double pass_s = pass_cost_.seconds(n);
-  // The catch-up: what each further token per sequence adds to the pass,
-  // read over kCatchUp tokens each.
+ProposerCost DraftModel::token_cost(int32_t others) const {
+  const int32_t m = std::max(others, 0);
+  const double pass_s = pass_cost_.seconds(m + 1) - (m > 0 ? pass_cost_.seconds(m) : 0.0);
+  // The catch-up: what each further token adds to a pass, read over
+  // kCatchUp tokens.
   constexpr int32_t kCatchUp = 16;
-  const double catch_up_s = (pass_cost_.seconds(n * (1 + kCatchUp)) - pass_s) / (n * kCatchUp);
-  return {pass_s / n, std::max(0.0, catch_up_s), pass_s > 0};
+  const double catch_up_s = (pass_cost_.seconds(1 + kCatchUp) - pass_cost_.seconds(1)) / kCatchUp;
+  return {std::max(0.0, pass_s), std::max(0.0, catch_up_s), pass_cost_.seconds(1) > 0};
+}
+
+int32_t DraftModel::behind(uint64_t seq, std::span<const int32_t> tokens) const {
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return static_cast<int32_t>(tokens.size());
+  return static_cast<int32_t>(tokens.size() - common_prefix(blocks_.tokens(it->second.kv), tokens));
 }
 
 void DraftModel::release(uint64_t seq) {
@@ -172,10 +187,7 @@ void DraftModel::propose(std::span<Request> reqs) {
     const BlockManager::SeqId kv = entry(r.seq, r.tokens);
     // Keep what the tokens still start with (a rejected draft's tail goes),
     // and at least the pending token to run.
-    const std::span<const int32_t> have = blocks_.tokens(kv);
-    const auto limit = static_cast<size_t>(len - 1);
-    size_t common = 0;
-    while (common < have.size() && common < limit && have[common] == r.tokens[common]) ++common;
+    const size_t common = common_prefix(blocks_.tokens(kv), r.tokens);
     const int32_t n_past = blocks_.truncate(kv, static_cast<int32_t>(common));
     const int32_t n = std::min(len - n_past, budget);
     const std::span<const int32_t> run = r.tokens.subspan(static_cast<size_t>(n_past), static_cast<size_t>(n));

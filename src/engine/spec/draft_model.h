@@ -90,11 +90,19 @@ class DraftModel {
 
   // Seconds per draft pass by its tokens (every request's in the pass).
   const StepCost& pass_cost() const { return pass_cost_; }
-  // What one proposed token costs each of n_seqs sequences proposing
-  // together (a pass of n_seqs tokens, shared), and each token one of them
-  // catches up on (what 16 more tokens each add to that pass, per token);
-  // unknown until a pass has been measured (never, after the constructor).
-  ProposerCost token_cost(int32_t n_seqs) const;
+  // What a sequence's proposed token costs when `others` sequences already
+  // propose in the same passes: what it adds to each pass, pass(others + 1)
+  // - pass(others) -- the first pays a whole pass of its own --; and what a
+  // token it catches up on adds (read over 16 tokens). Unknown until a pass
+  // has been measured (never, after the constructor). Charging the first
+  // sequence the whole pass matters: with 4 running, requests arriving
+  // apart often had one sequence proposing alone, and a cost shared by 4
+  // made a d256 llama's Q4_0 draft look cheap enough to run at 0.74-0.88x.
+  ProposerCost token_cost(int32_t others) const;
+  // How many of `tokens` (a request's, the pending one last) the draft would
+  // run before proposing for `seq`: those after the longest prefix its KV
+  // holds (all of them for a sequence it has not seen).
+  int32_t behind(uint64_t seq, std::span<const int32_t> tokens) const;
 
   const BlockManager& blocks() const { return blocks_; }
   const KvCache& cache() const { return cache_; }

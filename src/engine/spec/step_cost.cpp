@@ -8,7 +8,13 @@ namespace nexus::spec {
 
 namespace {
 
-constexpr double kAlpha = 0.2;  // weight of the newest step in the average
+// Weight of the newest step in the average: 0.2 when it is dearer, 0.5 when
+// it is cheaper. Time the OS gives to other threads (the server's I/O, a
+// client on the same cores) only ever adds to a step, and which sizes are
+// measured at such moments is not random (a lone stream decodes plainly
+// while the next request is being read), so the average leans towards the
+// cheaper steps: the cost the step itself needs.
+constexpr double kAlphaUp = 0.2, kAlphaDown = 0.5;
 // A step counts as at most this many times the average: one slow step (the
 // OS took the core, a page fault) moves the average by at most 10%.
 constexpr double kMaxOutlier = 1.5;
@@ -24,7 +30,7 @@ void StepCost::record(int32_t n_tokens, double seconds) {
   const int32_t n = std::min(n_tokens, kMaxTokens);
   double& e = ewma_[static_cast<size_t>(n)];
   if (e > 0) {
-    e += kAlpha * (std::min(seconds, kMaxOutlier * e) - e);
+    e += (seconds < e ? kAlphaDown : kAlphaUp) * (std::min(seconds, kMaxOutlier * e) - e);
   } else if (seen_once_[static_cast<size_t>(n)] || count_first_) {
     e = seconds;
     measured_.insert(std::lower_bound(measured_.begin(), measured_.end(), n), n);
@@ -55,20 +61,22 @@ bool StepCost::measured(int32_t n_tokens) const {
   return ewma_[static_cast<size_t>(std::clamp(n_tokens, 1, kMaxTokens))] > 0;
 }
 
-int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCost& cost,
+int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCosts& cost,
                           ProposerCost proposer) {
   if (!proposer.known) k_max = std::min(k_max, 1);
   if (k_max < 1) return 0;
   const int32_t n = std::max(n_running, 1);
-  if (!cost.measured(n)) return 0;
-  const double base = cost.seconds(n);
+  if (!cost.plain_fresh(n)) return 0;
+  const double base = cost.plain.seconds(n);
   double best_rate = n / base;
   int32_t best_k = 0;
   double expected = 1, qk = 1;  // E(q, k), q^k
   for (int32_t k = 1; k <= k_max; ++k) {
     qk *= q;
     expected += qk;
-    const double rate = (n - 1 + expected) / (cost.seconds(n + k) + k * proposer.token_s);
+    // (never cheaper than the step without the draft, whatever the noise)
+    const double step = std::max(cost.with_verify(n, n + k), base);
+    const double rate = (n - 1 + expected) / (step + k * proposer.token_s + proposer.setup_s);
     if (rate > best_rate * (best_k == 0 ? kMinGain : 1.0)) {
       best_rate = rate;
       best_k = k;
@@ -77,16 +85,16 @@ int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const Step
   return best_k;
 }
 
-int32_t probe_interval(int32_t n_running, const StepCost& cost, ProposerCost proposer) {
+int32_t probe_interval(int32_t n_running, const StepCosts& cost, ProposerCost proposer) {
   const int32_t n = std::max(n_running, 1);
   // Either cost may be estimated: sequences that probe together make larger
   // steps, so with several running cost(n + 1) is seldom measured itself,
   // and when a sequence ends, cost(n - 1) may never have been.
-  const double base = cost.seconds(n);
+  const double base = cost.plain.seconds(n);
   if (base <= 0 || !proposer.known) return kMinProbeSteps;
   const double budget = kProbeShare * base;  // probing's seconds per step
   if (proposer.catch_up_s >= budget) return kNeverProbe;
-  const double fixed = cost.seconds(n + 1) - base + proposer.token_s;
+  const double fixed = std::max(cost.with_verify(n, n + 1) - base, 0.0) + proposer.token_s;
   const double steps = std::ceil(fixed / (budget - proposer.catch_up_s));
   return static_cast<int32_t>(std::clamp<double>(steps, kMinProbeSteps, kMaxProbeSteps));
 }

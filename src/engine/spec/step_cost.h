@@ -30,6 +30,7 @@
 // measures it).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -58,6 +59,48 @@ class StepCost {
   std::vector<int32_t> measured_;  // the sizes with an average, ascending (seconds() searches them)
 };
 
+// The engine's step costs: steps without a verify run by their tokens, and
+// steps with one by their runs (sequences) and tokens. One table by tokens
+// held both, and a step's cost is not a function of its tokens alone: 2
+// sequences decoding (each thread runs one through every layer) took 580-750
+// us on a d256 llama where one sequence verifying 3 draft tokens (4 tokens)
+// took 580, and verify steps after a draft model's passes ran dearer than
+// plain ones of the same size. With the mixed table, 2 streams chose drafts
+// that only looked cheap and ran at 0.74x, 4 streams at 0.85x.
+//
+// A plain step of a size not measured for kRefreshSteps steps is measured
+// again (best_draft_length proposes nothing): while every step of a lone
+// stream carried a draft, its plain step's cost stayed what one step under
+// load had made it (864-938 us where it takes ~450), and the draft, though
+// it did not pay, looked worth it.
+struct StepCosts {
+  static constexpr int32_t kMaxRuns = 8;  // verify steps of more runs are recorded as this many
+  static constexpr int64_t kRefreshSteps = 64;
+  StepCost plain;                                 // steps without a verify run
+  std::array<StepCost, kMaxRuns + 1> verify;      // [runs]: steps with one or more
+  int64_t steps = 0;                              // recorded so far
+  std::array<int64_t, StepCost::kMaxTokens + 1> plain_at{};  // [tokens]: `steps` at its last plain step
+  void record(int32_t n_runs, int32_t n_tokens, double seconds, bool verifies) {
+    ++steps;
+    if (!verifies) plain_at[static_cast<size_t>(std::clamp(n_tokens, 1, StepCost::kMaxTokens))] = steps;
+    (verifies ? verify[runs_key(n_runs)] : plain).record(n_tokens, seconds);
+  }
+  // Whether the plain step of n_tokens is measured and was measured again
+  // within the last kRefreshSteps steps.
+  bool plain_fresh(int32_t n_tokens) const {
+    return plain.measured(n_tokens) &&
+           steps - plain_at[static_cast<size_t>(std::clamp(n_tokens, 1, StepCost::kMaxTokens))] <= kRefreshSteps;
+  }
+  // A step of n_runs sequences and n_tokens with a verify run: as measured,
+  // or while that size is not, as a plain step (interpolated as
+  // StepCost::seconds does).
+  double with_verify(int32_t n_runs, int32_t n_tokens) const {
+    const StepCost& v = verify[runs_key(n_runs)];
+    return v.measured(n_tokens) ? v.seconds(n_tokens) : plain.seconds(n_tokens);
+  }
+  static size_t runs_key(int32_t n_runs) { return static_cast<size_t>(std::clamp(n_runs, 1, kMaxRuns)); }
+};
+
 // What a proposer costs by itself, apart from the engine's step: seconds per
 // proposed token (0: n-gram lookup and a client's prediction, whose cost is
 // a lookup inside the step); seconds per token of the sequence it must
@@ -68,9 +111,13 @@ class StepCost {
 // longest draft, guessed free, cost a fresh engine k passes per step until
 // measured (a Q8_0 TinyLLama-v0 drafting for the F32 one, its passes 3.5x
 // the target's step, ran at 0.55-0.73x in bench_spec's 48-token rounds).
+// setup_s: what this proposal costs before its first token, as a share of
+// each step (a draft model's catch-up on the tokens it has not seen, spread
+// over the steps it may serve: the caller's choice).
 struct ProposerCost {
   double token_s = 0;
   double catch_up_s = 0;
+  double setup_s = 0;
   bool known = true;
 };
 
@@ -81,7 +128,7 @@ struct ProposerCost {
 // as they did, so a draft looked free: when every step carried one (a draft
 // model, accepted or not), it was never measured, and a draft model twice as
 // slow as its target ran at 0.34x.
-int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCost& cost,
+int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const StepCosts& cost,
                           ProposerCost proposer = {});
 
 // How many steps a sequence whose drafts do not pay (best_draft_length 0)
@@ -100,6 +147,6 @@ int32_t best_draft_length(double q, int32_t n_running, int32_t k_max, const Step
 inline constexpr int32_t kMinProbeSteps = 4, kMaxProbeSteps = 256;
 inline constexpr int32_t kNeverProbe = INT32_MAX;
 inline constexpr double kProbeShare = 0.03;
-int32_t probe_interval(int32_t n_running, const StepCost& cost, ProposerCost proposer = {});
+int32_t probe_interval(int32_t n_running, const StepCosts& cost, ProposerCost proposer = {});
 
 }  // namespace nexus::spec
