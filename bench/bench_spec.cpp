@@ -127,7 +127,22 @@ GenerationRequest greedy(std::vector<int32_t> prompt, int32_t n) {
 
 }  // namespace
 
+int bench(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
+    std::printf("usage: bench_spec [MODEL.gguf] [THREADS] [GENERATED] [ROUNDS] [DRAFT.gguf]\n");
+    return 0;
+  }
+  try {
+    return bench(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_spec: %s\n", e.what());
+    return 1;
+  }
+}
+
+int bench(int argc, char** argv) {
   const std::string path = argc > 1 ? argv[1] : "../shared/models/TinyLLama-v0.F32.gguf";
   const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
   const int gen = argc > 3 ? std::atoi(argv[3]) : 48;
