@@ -78,6 +78,7 @@ TEST(EngineSpecDraft, ConstructionMeasuresTheDraftsCostAndLeavesThePoolEmpty) {
   EXPECT_GT(alone.token_s, 0);
   EXPECT_EQ(d.token_cost(3).token_s, std::max(0.0, d.pass_cost().seconds(4) - d.pass_cost().seconds(3)));
   EXPECT_GE(alone.catch_up_s, 0);
+  EXPECT_EQ(alone.setup_s, 0);  // the caller's to set
   d.blocks().validate();
   EXPECT_EQ(d.blocks().n_used(), 0);
   EXPECT_EQ(d.blocks().n_cached(), 0);

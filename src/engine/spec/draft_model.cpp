@@ -140,7 +140,9 @@ ProposerCost DraftModel::token_cost(int32_t others) const {
   // kCatchUp tokens.
   constexpr int32_t kCatchUp = 16;
   const double catch_up_s = (pass_cost_.seconds(1 + kCatchUp) - pass_cost_.seconds(1)) / kCatchUp;
-  return {std::max(0.0, pass_s), std::max(0.0, catch_up_s), pass_cost_.seconds(1) > 0};
+  return {.token_s = std::max(0.0, pass_s),
+          .catch_up_s = std::max(0.0, catch_up_s),
+          .known = pass_cost_.seconds(1) > 0};
 }
 
 int32_t DraftModel::behind(uint64_t seq, std::span<const int32_t> tokens) const {
