@@ -1,33 +1,32 @@
 // The measured cost of engine steps, and the draft length it makes worth
 // proposing (docs/speculative.md, "Adaptive").
 //
-// StepCost keeps, per number of tokens in a step (every run's tokens:
-// decodes, verify runs, prefill chunks), an exponential moving average of
-// the step's wall time (proposing, the forward pass, sampling, delivering
-// the tokens; a draft model's passes are not in it, they have their own
-// StepCost by pass size: DraftModel::pass_cost), recorded by the engine
-// after each step. The first step of
-// each size is not counted: it pays one-off costs (the engine's buffers
-// grow into fresh pages: on TinyLLama-v0 the first 4- to 6-token steps took
-// 1.3-2.3x the later ones), and an average started there made that size
-// look too dear to be chosen again, so it was never measured again. A step
-// counts as at most 1.5x the average, for the same reason. A
-// speculative verify run adds its k draft tokens to the step, so the
-// step's cost moves from cost(n) to cost(n + k): what that costs is read
-// from this table, measured on this machine at this load, not assumed.
+// StepCost keeps, per step size in tokens, a moving average of the step's
+// wall time (proposing, the forward pass, sampling, delivering the tokens;
+// a draft model's passes are not in it, they have their own StepCost by pass
+// size: DraftModel::pass_cost). The engine keeps two kinds (StepCosts
+// below): plain steps, and steps with a verify run by their runs. The
+// average leans to the cheaper steps (a cheaper step weighs 0.5, a dearer
+// one 0.2): time the OS gives to other threads only ever adds to a step. The
+// first step of each size is not counted: it pays one-off costs (the
+// engine's buffers grow into fresh pages: on TinyLLama-v0 the first 4- to
+// 6-token steps took 1.3-2.3x the later ones), and an average started there
+// made that size look too dear to be chosen again, so it was never measured
+// again. A step counts as at most 1.5x the average, for the same reason.
 //
 // best_draft_length: with per-token acceptance probability q (each draft
 // token the model's own choice with probability q, independently), a verify
 // run of k draft tokens emits E(q, k) = 1 + q + ... + q^k tokens on average
 // (the accepted ones, then the model's next). The step's n_running
-// sequences emit n_running - 1 + E tokens in cost(n_running + k) seconds,
-// plus what the proposer itself takes for k tokens (a draft model's k
-// passes, timed apart from the step: ProposerCost); the k chosen maximises
-// that rate, 0 (no draft) when none beats the step without it by 10%.
-// Sizes never measured are estimated: interpolated between the nearest
-// measured ones, or above the largest, its cost plus 10% of the one-token
-// step per extra token (a guess that errs towards trying: the next such step
-// measures it).
+// sequences emit n_running - 1 + E tokens in verify(n_running runs,
+// n_running + k tokens) seconds (at least the plain step's), plus what the
+// proposer itself takes for k tokens and its catch-up's share (a draft
+// model's passes, timed apart from the step: ProposerCost); the k chosen
+// maximises that rate, 0 (no draft) when none beats the plain step by 10%.
+// Sizes never measured are estimated: a verify size as a plain step of its
+// tokens, a plain size interpolated between the nearest measured ones, or
+// above the largest, its cost plus 10% of the one-token step per extra
+// token (a guess that errs towards trying: the next such step measures it).
 #pragma once
 
 #include <algorithm>
@@ -122,9 +121,10 @@ struct ProposerCost {
 };
 
 // The draft length in [0, k_max] (above). `q` in [0, 1]; n_running >= 1.
-// 0 while the step without a draft (n_running tokens) is not measured: the
-// sequences then decode plainly until it is (two steps: the first of a size
-// is not counted). Estimated from the larger sizes instead, it looked as dear
+// 0 while the step without a draft (n_running tokens) is not measured, or
+// not measured again for kRefreshSteps steps: the sequences then decode
+// plainly until it is (two steps the first time: the first of a size is not
+// counted). Estimated from the larger sizes instead, it looked as dear
 // as they did, so a draft looked free: when every step carried one (a draft
 // model, accepted or not), it was never measured, and a draft model twice as
 // slow as its target ran at 0.34x.
