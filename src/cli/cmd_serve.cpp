@@ -324,8 +324,8 @@ std::function<int()> setup(CLI::App& sub) {
       ->check(range(1, 64));
   sub.add_option("--draft-model", a->draft_model,
                  "speculative decoding with a draft model: a small GGUF of the same vocabulary (file, hf: or "
-                 "ollama: as -m) proposes --spec-k tokens greedily; a request's \"prediction\" goes first, "
-                 "--spec ngram after it")
+                 "ollama: as -m) proposes up to --spec-k tokens greedily, none while it would not pay (timed at "
+                 "startup); a request's \"prediction\" goes first, --spec ngram after it")
       ->check([](const std::string& v) { return v.empty() ? std::string("an empty path names no model") : ""; });
   sub.add_option("--spec-max-seqs", a->spec_max_seqs,
                  "no speculation in a step with more running sequences than this (0: never speculate)")

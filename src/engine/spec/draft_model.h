@@ -22,8 +22,8 @@
 // from its own step's cost (docs/speculative.md "Adaptive"). The constructor
 // warms the draft up (warm_up): one pass of max_seqs sequences of up to 32
 // tokens pages its weights in and grows its buffers, then that pass again,
-// a proposing pass of one sequence and one of max_seqs are timed, so the
-// draft's cost (of proposing and of catching up) is measured before the
+// a proposing pass of one sequence and one of max_seqs are timed (the
+// fastest of 5 runs each), so the draft's cost (of proposing and of catching up) is measured before the
 // first request. A fresh engine that learnt it by trying the draft ran 4
 // streams at 0.44-0.46x over their first 48 tokens, with a draft 3.5 times
 // as slow as the model. Every later pass counts too, the first of each size
