@@ -25,6 +25,7 @@
 #include "engine/block_manager.h"
 #include "engine/engine.h"
 #include "engine/spec/draft_model.h"
+#include "engine/spec/draft_veto.h"
 #include "engine/spec/ngram.h"
 #include "engine/spec/prediction.h"
 #include "engine/spec/step_cost.h"
@@ -273,6 +274,25 @@ TEST(SpecStepCost, VerifyStepsAreTimedApart) {
   // 0.6 ms, not enough; at 0.5 ms it would have looked worth it.
   for (int i = 0; i < 40; ++i) cost.record(4, 5, 0.000500, true);
   EXPECT_EQ(spec::best_draft_length(0.3, 4, 1, cost), 0);
+}
+
+// The draft model's decisions checked against their outcome: a count whose
+// drafted steps emit fewer tokens per second than its plain steps vetoes the
+// draft for kVetoSteps steps, then judges it again on new steps.
+TEST(SpecDraftVeto, VetoesTheDraftWhereItsStepsAreSlower) {
+  spec::DraftVeto veto;
+  auto steps = [&](int32_t n, bool drafted, int32_t emitted, double seconds, int32_t count) {
+    for (int32_t i = 0; i < count; ++i) veto.record(n, drafted, emitted, seconds);
+  };
+  steps(2, false, 2, 0.0005, spec::DraftVeto::kMinSteps);  // 4000 tokens/s plain
+  steps(2, true, 3, 0.0010, spec::DraftVeto::kMinSteps - 1);  // 3000 drafted: too few steps yet
+  EXPECT_FALSE(veto.vetoed(2));
+  steps(2, true, 3, 0.0010, 1);
+  EXPECT_FALSE(veto.vetoed(1));  // by count: 1 is not 2
+  for (int32_t i = 0; i < spec::DraftVeto::kVetoSteps; ++i) EXPECT_TRUE(veto.vetoed(2)) << i;
+  EXPECT_FALSE(veto.vetoed(2));  // judged again: needs kMinSteps new drafted steps
+  steps(2, true, 5, 0.0010, spec::DraftVeto::kMinSteps);  // 5000 tokens/s: the draft pays
+  EXPECT_FALSE(veto.vetoed(2));
 }
 
 // How often a sequence whose drafts do not pay probes with one token: at

@@ -18,6 +18,7 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/spec/draft_model.h"
+#include "engine/spec/draft_veto.h"
 #include "grammar/automaton_cache.h"
 #include "grammar/loop_index.h"
 #include "grammar/vocab_trie.h"
@@ -116,6 +117,7 @@ struct Engine::Impl {
   const int32_t n_ctx;
   const SpecOptions spec;
   spec::StepCosts step_cost;  // step seconds by step size, the draft model's passes left out
+  spec::DraftVeto draft_veto;  // the draft model's realized rate against plain steps
   const bool validate_kv;
   std::unique_ptr<spec::DraftModel> draft;  // --draft-model, or null
   struct SpecStats {
@@ -356,6 +358,9 @@ int32_t Engine::Impl::draft_length(Sequence* s, DraftSource source, int32_t room
 double Engine::Impl::propose_drafts() {
   const int32_t n_running = static_cast<int32_t>(sched.running().size());
   const bool busy = n_running > spec.max_seqs;
+  // The draft model, unless its steps emitted fewer tokens per second than
+  // plain ones at this count (spec::DraftVeto).
+  const bool use_draft = draft && !busy && !(spec.adaptive && draft_veto.vetoed(n_running));
   draft_seqs.clear();
   draft_k.clear();
   for (SchedSeq* r : sched.running()) {
@@ -371,7 +376,7 @@ double Engine::Impl::propose_drafts() {
     if (const int32_t k = draft_length(s, DraftSource::Prediction, room, n_running);
         k > 0 && s->propose(DraftSource::Prediction, spec, k) > 0)
       continue;
-    if (draft) {
+    if (use_draft) {
       if (const int32_t k = draft_length(s, DraftSource::Draft, room, n_running); k > 0) {
         draft_seqs.push_back(s);
         draft_k.push_back(k);
@@ -425,7 +430,9 @@ void Engine::Impl::step() {
   if (plan.runs.empty()) return;
   runs.clear();
   bool verifies = false;
+  bool decodes_only = true;  // every run a decode or a verify run (no prefill chunk)
   for (const ScheduledRun& r : plan.runs) {
+    decodes_only = decodes_only && r.completes && r.n_tokens == 1 + r.n_draft;
     SeqRun& run = runs.emplace_back();
     run.tokens = std::span<const int32_t>(r.seq->tokens.data() + r.n_past, static_cast<size_t>(r.n_tokens));
     run.n_past = r.n_past;
@@ -546,8 +553,13 @@ void Engine::Impl::step() {
     s->finish(FinishReason::Length);
     retire(s);
   }
-  step_cost.record(static_cast<int32_t>(runs.size()), step_tokens,
-                   std::chrono::duration<double>(Clock::now() - step_start).count() - draft_s, verifies);
+  const double total_s = std::chrono::duration<double>(Clock::now() - step_start).count();
+  step_cost.record(static_cast<int32_t>(runs.size()), step_tokens, total_s - draft_s, verifies);
+  if (draft && decodes_only && (draft_s > 0 || !verifies)) {
+    int32_t emitted = 0;
+    for (const Sampled& x : sampled) emitted += static_cast<int32_t>(x.ids.size());
+    draft_veto.record(static_cast<int32_t>(runs.size()), draft_s > 0, emitted, total_s);
+  }
 }
 
 void Engine::Impl::note_verified(DraftSource source, int32_t proposed, int32_t accepted) {
