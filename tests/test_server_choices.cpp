@@ -47,12 +47,16 @@ class ServerChoices : public EngineServer {
     bool done = false;
     for (const std::string& ev : events.value_or(std::vector<std::string>{})) {
       if (ev == "[DONE]") { done = true; continue; }
+      // (value(), not operator[]: a const json's operator[] on a missing key
+      // is undefined -- the role and the finish chunks' delta has no
+      // "content", and ASan caught the read)
       const json c = json::parse(ev);
-      if (c["choices"].empty()) { *usage = c["usage"]; continue; }
-      for (const json& ch : c["choices"]) {
-        const int i = ch["index"].get<int>();
-        if (!ch["finish_reason"].is_null()) ++finishes[i];
-        const json& piece = chat ? ch["delta"]["content"] : ch["text"];
+      const json choices = c.value("choices", json::array());
+      if (choices.empty()) { *usage = c.value("usage", json()); continue; }
+      for (const json& ch : choices) {
+        const int i = ch.value("index", -1);
+        if (!ch.value("finish_reason", json()).is_null()) ++finishes[i];
+        const json piece = chat ? ch.value("delta", json::object()).value("content", json()) : ch.value("text", json());
         if (piece.is_string()) texts[i] += piece.get<std::string>();
       }
     }
