@@ -18,7 +18,7 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/spec/draft_model.h"
-#include "engine/spec/draft_veto.h"
+#include "engine/speculator.h"
 #include "grammar/automaton_cache.h"
 #include "grammar/loop_index.h"
 #include "grammar/vocab_trie.h"
@@ -77,12 +77,13 @@ struct Engine::Impl {
         sched(blocks, o.max_seqs, o.max_batch_tokens),
         forward(model, cache, o.n_threads, std::min(ctx, cache.n_blocks() * cache.block_size())),
         n_ctx(std::min(ctx, cache.n_blocks() * cache.block_size())),
-        spec(o.spec),
         validate_kv(o.validate_kv),
-        draft(o.spec.draft_model ? std::make_unique<spec::DraftModel>(
-                                       *o.spec.draft_model, forward.pool(), o.kv_type,
-                                       std::min(o.max_seqs, std::max(1, o.spec.max_seqs)), n_ctx, o.max_batch_tokens)
-                                 : nullptr) {
+        speculator(o.spec, n_ctx,
+                   o.spec.draft_model ? std::make_unique<spec::DraftModel>(
+                                            *o.spec.draft_model, forward.pool(), o.kv_type,
+                                            std::min(o.max_seqs, std::max(1, o.spec.max_seqs)), n_ctx,
+                                            o.max_batch_tokens)
+                                      : nullptr) {
     sched.set_reclaim([this] { return release_oldest_session(); });
   }
 
@@ -90,10 +91,6 @@ struct Engine::Impl {
   void accept(GenerationJob job);
   void reap_cancelled();
   void check_kv();
-  // Returns the seconds the draft model's passes took (0 without them).
-  double propose_drafts();
-  // The draft length to ask `source` for (SpecOptions::adaptive).
-  int32_t draft_length(Sequence* s, DraftSource source, int32_t room, int32_t n_running);
   void step();
   void note_verified(DraftSource source, int32_t proposed, int32_t accepted);
   void retire(Sequence* s);
@@ -115,20 +112,13 @@ struct Engine::Impl {
   Scheduler sched;
   BatchForward forward;
   const int32_t n_ctx;
-  const SpecOptions spec;
-  spec::StepCosts step_cost;  // step seconds by step size, the draft model's passes left out
-  spec::DraftVeto draft_veto;  // the draft model's realized rate against plain steps
   const bool validate_kv;
-  std::unique_ptr<spec::DraftModel> draft;  // --draft-model, or null
+  Speculator speculator;
+  std::vector<Sequence*> draft_failed;  // step()'s scratch: sequences the draft model failed for
   struct SpecStats {
     int64_t proposed_prediction = 0, accepted_prediction = 0, proposed_draft = 0, accepted_draft = 0,
             proposed_ngram = 0, accepted_ngram = 0, verify_runs = 0;
   } spec_stats;
-  // propose_drafts()' scratch: the sequences the draft model proposes for.
-  std::vector<spec::DraftModel::Request> draft_reqs;
-  std::vector<Sequence*> draft_seqs;
-  std::vector<int32_t> draft_k;
-  std::vector<std::vector<int32_t>> draft_out;
   std::vector<std::unique_ptr<Sequence>> seqs;
   std::vector<SeqRun> runs;
   struct Sampled {  // a sequence whose run completed in this step
@@ -303,7 +293,7 @@ void Engine::Impl::reap_cancelled() {
 
 void Engine::Impl::retire(Sequence* s) {
   if (s->n_cached_first < 0) leave_queue(1);  // left without ever being admitted
-  if (draft) draft->release(s->arrival);
+  speculator.release(s->arrival);
   const uint64_t session = s->session();
   if (session != 0) {
     if (const BlockManager::SeqId kv = sched.detach(s)) {
@@ -322,7 +312,7 @@ void Engine::Impl::retire(Sequence* s) {
 void Engine::Impl::check_kv() {
   try {
     blocks.validate();
-    if (draft) draft->blocks().validate();
+    if (const spec::DraftModel* d = speculator.draft()) d->blocks().validate();
   } catch (const std::exception& e) {
     while (!seqs.empty()) {
       Sequence* s = seqs.back().get();
@@ -332,100 +322,21 @@ void Engine::Impl::check_kv() {
   }
 }
 
-// Speculative decoding: drafts for the running sequences that are about to
-// decode (engine.h SpecOptions); none in a step with many sequences. The
-// first proposer that proposes wins: the prediction, the draft model (one
-// batched call for every sequence it proposes for), n-gram lookup.
-int32_t Engine::Impl::draft_length(Sequence* s, DraftSource source, int32_t room, int32_t n_running) {
-  if (!spec.adaptive) return room;
-  // The draft model's passes are their own cost, shared with the sequences
-  // that chose the draft before this one in this step; the other sources'
-  // is a lookup inside the step.
-  spec::ProposerCost own;
-  if (source == DraftSource::Draft) {
-    own = draft->token_cost(static_cast<int32_t>(draft_seqs.size()));
-    // Its catch-up on the tokens the draft has not seen (beyond the pending
-    // one), spread over the steps it may serve: at most kCatchUpSteps, so a
-    // draft that stays in use briefly (another request arrives, and with 2
-    // running it no longer pays) is not started far behind.
-    constexpr int32_t kCatchUpSteps = 16;
-    const int32_t behind = draft->behind(s->arrival, s->tokens) - 1;
-    own.setup_s = std::max(behind, 0) * own.catch_up_s / std::clamp(s->tokens_left(), 1, kCatchUpSteps);
-  }
-  return s->draft_length(source, room, n_running, step_cost, own);
-}
-
-double Engine::Impl::propose_drafts() {
-  const int32_t n_running = static_cast<int32_t>(sched.running().size());
-  const bool busy = n_running > spec.max_seqs;
-  // The draft model, unless its steps emitted fewer tokens per second than
-  // plain ones at this count (spec::DraftVeto).
-  const bool use_draft = draft && !busy && !(spec.adaptive && draft_veto.vetoed(n_running));
-  draft_seqs.clear();
-  draft_k.clear();
-  for (SchedSeq* r : sched.running()) {
-    auto* s = static_cast<Sequence*>(r);
-    if (busy) {
-      if (s->n_draft > 0) s->drop_draft();
-      continue;
-    }
-    // Each source in turn, asked for the length its measured acceptance
-    // makes pay at this step's size: the prediction, the draft model, n-grams.
-    const int32_t room = s->draft_room(spec, n_ctx);
-    if (room < 1) continue;
-    if (const int32_t k = draft_length(s, DraftSource::Prediction, room, n_running);
-        k > 0 && s->propose(DraftSource::Prediction, spec, k) > 0)
-      continue;
-    if (use_draft) {
-      if (const int32_t k = draft_length(s, DraftSource::Draft, room, n_running); k > 0) {
-        draft_seqs.push_back(s);
-        draft_k.push_back(k);
-        continue;
-      }
-    }
-    if (spec.proposer == SpecProposer::Ngram)
-      s->propose(DraftSource::Ngram, spec, draft_length(s, DraftSource::Ngram, room, n_running));
-  }
-  if (draft_seqs.empty()) return 0;
-  draft_reqs.clear();
-  if (draft_out.size() < draft_seqs.size()) draft_out.resize(draft_seqs.size());
-  for (size_t i = 0; i < draft_seqs.size(); ++i)
-    draft_reqs.push_back({draft_seqs[i]->arrival, draft_seqs[i]->tokens, draft_k[i], &draft_out[i]});
-  const Clock::time_point start = Clock::now();
-  try {
-    draft->propose(draft_reqs);
-  } catch (const std::exception& e) {
-    // Validation failed (a bug, not input): as in the target's forward pass.
-    for (Sequence* s : draft_seqs) {
-      s->fail(std::string("internal error in the draft model: ") + e.what());
-      retire(s);
-    }
-    return 0;
-  }
-  const double draft_s = std::chrono::duration<double>(Clock::now() - start).count();
-  // A sequence the draft model has nothing for (no room, catching up) may
-  // still find an n-gram.
-  for (size_t i = 0; i < draft_seqs.size(); ++i) {
-    Sequence* s = draft_seqs[i];
-    if (s->set_draft(DraftSource::Draft, draft_out[i]) == 0 && spec.proposer == SpecProposer::Ngram)
-      s->propose(DraftSource::Ngram, spec, draft_length(s, DraftSource::Ngram, draft_k[i], n_running));
-  }
-  return draft_s;
-}
-
 void Engine::Impl::step() {
   // The whole step is what a draft token adds to (its forward-pass share,
   // its logits row sampled, its events): timed from here to the end, less
   // the draft model's passes (timed as their own cost: DraftModel::pass_cost).
   const Clock::time_point step_start = Clock::now();
-  const double draft_s = propose_drafts();
+  draft_failed.clear();
+  const double draft_s = speculator.propose(sched.running(), draft_failed);
+  for (Sequence* s : draft_failed) retire(s);
   StepPlan plan = sched.plan();
   const Clock::time_point start = Clock::now();
   for (SchedSeq* s : plan.admitted) static_cast<Sequence*>(s)->on_admitted(start);
   if (!plan.admitted.empty()) leave_queue(static_cast<int32_t>(plan.admitted.size()));
   for (SchedSeq* s : plan.preempted) {
     metrics.add_preemption();
-    if (draft) draft->release(s->arrival);  // recomputed (mostly from its prefix cache) when it resumes
+    speculator.release(s->arrival);  // its draft KV: recomputed (mostly from its prefix cache) when it resumes
   }
   if (plan.runs.empty()) return;
   runs.clear();
@@ -553,13 +464,11 @@ void Engine::Impl::step() {
     s->finish(FinishReason::Length);
     retire(s);
   }
-  const double total_s = std::chrono::duration<double>(Clock::now() - step_start).count();
-  step_cost.record(static_cast<int32_t>(runs.size()), step_tokens, total_s - draft_s, verifies);
-  if (draft && decodes_only && (draft_s > 0 || !verifies)) {
-    int32_t emitted = 0;
-    for (const Sampled& x : sampled) emitted += static_cast<int32_t>(x.ids.size());
-    draft_veto.record(static_cast<int32_t>(runs.size()), draft_s > 0, emitted, total_s);
-  }
+  int32_t emitted = 0;
+  for (const Sampled& x : sampled) emitted += static_cast<int32_t>(x.ids.size());
+  speculator.record_step(static_cast<int32_t>(runs.size()), step_tokens,
+                         std::chrono::duration<double>(Clock::now() - step_start).count(), draft_s, verifies,
+                         decodes_only, emitted);
 }
 
 void Engine::Impl::note_verified(DraftSource source, int32_t proposed, int32_t accepted) {
@@ -613,10 +522,10 @@ void Engine::Impl::publish() {
   stats.spec_proposed_draft = spec_stats.proposed_draft;
   stats.spec_accepted_draft = spec_stats.accepted_draft;
   stats.spec_verify_runs = spec_stats.verify_runs;
-  if (draft) {
-    stats.draft_kv_blocks_total = draft->blocks().n_blocks();
-    stats.draft_kv_blocks_used = draft->blocks().n_used();
-    stats.draft_sequences = draft->blocks().n_sequences();
+  if (const spec::DraftModel* d = speculator.draft()) {
+    stats.draft_kv_blocks_total = d->blocks().n_blocks();
+    stats.draft_kv_blocks_used = d->blocks().n_used();
+    stats.draft_sequences = d->blocks().n_sequences();
   }
   metrics.set_gauges({.running_sequences = stats.running,
                       .waiting_requests = stats.waiting,
