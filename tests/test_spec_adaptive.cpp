@@ -124,23 +124,87 @@ TEST(SpecStepCost, VerifyStepsAreTimedApart) {
   EXPECT_EQ(spec::best_draft_length(0.3, 4, 1, cost), 0);
 }
 
-// The draft model's decisions checked against their outcome: a count whose
-// drafted steps emit fewer tokens per second than its plain steps vetoes the
-// draft for kVetoSteps steps, then judges it again on new steps.
+// The drafted steps at a count are held against the plain steps there,
+// summed over a window: a rate below plain's by more than 1/sqrt(n) after
+// n >= kMinJudgeSteps drafted steps vetoes the draft for kVetoSteps steps.
 TEST(SpecDraftVeto, VetoesTheDraftWhereItsStepsAreSlower) {
+  using V = spec::DraftVeto;
   spec::DraftVeto veto;
   auto steps = [&](int32_t n, bool drafted, int32_t emitted, double seconds, int32_t count) {
     for (int32_t i = 0; i < count; ++i) veto.record(n, drafted, emitted, seconds);
   };
-  steps(2, false, 2, 0.0005, spec::DraftVeto::kMinSteps);  // 4000 tokens/s plain
-  steps(2, true, 3, 0.0010, spec::DraftVeto::kMinSteps - 1);  // 3000 drafted: too few steps yet
+  steps(2, true, 1, 0.0010, V::kMaxJudgeSteps);  // 1000 tokens/s, but no plain steps to judge by
   EXPECT_FALSE(veto.vetoed(2));
-  steps(2, true, 3, 0.0010, 1);
+  steps(2, false, 4, 0.0010, V::kMinPlainSteps);  // 4000 tokens/s plain
+  // 2000 tokens/s drafted: half as fast, judged from kMinJudgeSteps on.
+  steps(2, true, 2, 0.0010, V::kMinJudgeSteps - 1);
+  EXPECT_FALSE(veto.vetoed(2));
+  steps(2, true, 2, 0.0010, 1);
   EXPECT_FALSE(veto.vetoed(1));  // by count: 1 is not 2
-  for (int32_t i = 0; i < spec::DraftVeto::kVetoSteps; ++i) EXPECT_TRUE(veto.vetoed(2)) << i;
-  EXPECT_FALSE(veto.vetoed(2));  // judged again: needs kMinSteps new drafted steps
-  steps(2, true, 5, 0.0010, spec::DraftVeto::kMinSteps);  // 5000 tokens/s: the draft pays
+  for (int32_t i = 0; i < V::kVetoSteps; ++i) EXPECT_TRUE(veto.vetoed(2)) << i;
+  EXPECT_FALSE(veto.vetoed(2));  // judged again on a new window
+  // 15% slower (3400 tokens/s): within the noise allowed for up to 44
+  // steps (1/sqrt(44) = 15.08%), over it at 45 (14.9%).
+  steps(2, true, 34, 0.0100, 44);
   EXPECT_FALSE(veto.vetoed(2));
+  steps(2, true, 34, 0.0100, 1);
+  EXPECT_TRUE(veto.vetoed(2));
+}
+
+// A window without a veto starts anew; one slow step in it does not veto.
+TEST(SpecDraftVeto, AWindowThatPaysIsNotVetoed) {
+  using V = spec::DraftVeto;
+  spec::DraftVeto veto;
+  for (int32_t i = 0; i < V::kMinPlainSteps; ++i) veto.record(1, false, 1, 0.0005);  // 2000 tokens/s
+  veto.record(1, true, 1, 0.0020);  // one step at 500 tokens/s
+  for (int32_t i = 1; i < V::kMaxJudgeSteps; ++i) veto.record(1, true, 2, 0.0009);  // 2222
+  EXPECT_FALSE(veto.vetoed(1));
+  // The next window starts empty: a slow start is judged on its own steps.
+  for (int32_t i = 0; i < V::kMinJudgeSteps; ++i) veto.record(1, true, 1, 0.0010);  // 1000
+  EXPECT_TRUE(veto.vetoed(1));
+}
+
+// A draft found slower each time it is judged again is vetoed twice as long
+// each time, up to kMaxVetoSteps; a window that pays starts that over.
+TEST(SpecDraftVeto, EachVetoInARowLastsTwiceAsLong) {
+  using V = spec::DraftVeto;
+  spec::DraftVeto veto;
+  for (int32_t i = 0; i < V::kMinPlainSteps; ++i) veto.record(4, false, 4, 0.001);  // 4000 tokens/s
+  auto vetoed_steps = [&] {
+    int32_t n = 0;
+    while (veto.vetoed(4)) ++n;
+    return n;
+  };
+  auto window = [&](int32_t emitted, int32_t count) {  // drafted steps of 1 ms
+    for (int32_t i = 0; i < count; ++i) veto.record(4, true, emitted, 0.001);
+  };
+  int32_t expected = V::kVetoSteps;
+  for (int round = 0; round < 7; ++round) {
+    window(2, V::kMinJudgeSteps);  // 2000 tokens/s: half as fast
+    EXPECT_EQ(vetoed_steps(), expected) << round;
+    expected = std::min(2 * expected, V::kMaxVetoSteps);
+  }
+  EXPECT_EQ(expected, V::kMaxVetoSteps);
+  window(5, V::kMaxJudgeSteps);  // 5000 tokens/s: pays
+  EXPECT_EQ(vetoed_steps(), 0);
+  window(2, V::kMinJudgeSteps);  // slower again: a short veto
+  EXPECT_EQ(vetoed_steps(), V::kVetoSteps);
+}
+
+// The draft model is judged at the most sequences that ran in the last
+// kWindow steps: a dip between requests keeps the count it dipped from.
+TEST(SpecLoadPeak, KeepsTheMostRunningOverTheWindow) {
+  spec::LoadPeak load;
+  EXPECT_EQ(load.step(2), 2);
+  EXPECT_EQ(load.step(3), 3);
+  for (int32_t i = 0; i < spec::LoadPeak::kWindow; ++i) EXPECT_EQ(load.step(1), 3) << i;
+  EXPECT_EQ(load.step(1), 1);  // alone for longer than the window: 1 it is
+  EXPECT_EQ(load.step(0), 1);
+  EXPECT_EQ(load.step(2), 2);  // a rise counts at once
+  for (int32_t i = 0; i < spec::LoadPeak::kWindow - 1; ++i) EXPECT_EQ(load.step(1), 2) << i;
+  EXPECT_EQ(load.step(2), 2);  // back before the window ended: it starts again
+  for (int32_t i = 0; i < spec::LoadPeak::kWindow; ++i) EXPECT_EQ(load.step(1), 2) << i;
+  EXPECT_EQ(load.step(1), 1);
 }
 
 // How often a sequence whose drafts do not pay probes with one token: at

@@ -36,9 +36,11 @@ int32_t Speculator::draft_length(Sequence* s, DraftSource source, int32_t room, 
 double Speculator::propose(const std::vector<SchedSeq*>& running, std::vector<Sequence*>& failed) {
   const int32_t n_running = static_cast<int32_t>(running.size());
   const bool busy = n_running > opts_.max_seqs;
-  // The draft model, unless its steps emitted fewer tokens per second than
-  // plain ones at this count (spec::DraftVeto).
-  const bool use_draft = draft_ && !busy && !(opts_.adaptive && veto_.vetoed(n_running));
+  const int32_t load = load_.step(n_running);
+  // The draft model is judged at the most sequences that ran lately
+  // (spec::LoadPeak), and used unless its steps emitted fewer tokens per
+  // second than plain ones at that count (spec::DraftVeto).
+  const bool use_draft = draft_ && !busy && !(opts_.adaptive && veto_.vetoed(load));
   seqs_.clear();
   k_.clear();
   for (SchedSeq* r : running) {
@@ -55,7 +57,7 @@ double Speculator::propose(const std::vector<SchedSeq*>& running, std::vector<Se
         k > 0 && s->propose(DraftSource::Prediction, opts_, k) > 0)
       continue;
     if (use_draft) {
-      if (const int32_t k = draft_length(s, DraftSource::Draft, room, n_running); k > 0) {
+      if (const int32_t k = draft_length(s, DraftSource::Draft, room, load); k > 0) {
         seqs_.push_back(s);
         k_.push_back(k);
         continue;

@@ -60,6 +60,7 @@ class Speculator {
   std::unique_ptr<spec::DraftModel> draft_;
   spec::StepCosts step_cost_;  // step seconds by step size, the draft model's passes left out
   spec::DraftVeto veto_;       // the draft model's realized rate against plain steps
+  spec::LoadPeak load_;        // the running count the draft model is judged at
   // propose()'s scratch: the sequences the draft model proposes for.
   std::vector<spec::DraftModel::Request> reqs_;
   std::vector<Sequence*> seqs_;

@@ -1,34 +1,55 @@
 #include "engine/spec/draft_veto.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace nexus::spec {
-
-namespace {
-
-constexpr double kAlpha = 0.1;  // weight of the newest step in a rate's average
-
-}  // namespace
 
 std::size_t DraftVeto::key(int32_t n_running) { return static_cast<std::size_t>(std::clamp(n_running, 1, kMaxRuns)); }
 
 void DraftVeto::record(int32_t n_running, bool drafted, int32_t emitted, double seconds) {
   if (seconds <= 0 || emitted < 0) return;
   Count& c = counts_[key(n_running)];
-  Rate& r = drafted ? c.drafted : c.plain;
-  const double rate = emitted / seconds;
-  r.tokens_per_s = r.steps == 0 ? rate : r.tokens_per_s + kAlpha * (rate - r.tokens_per_s);
-  ++r.steps;
-  if (drafted && c.drafted.steps >= kMinSteps && c.plain.steps >= kMinSteps &&
-      c.drafted.tokens_per_s < c.plain.tokens_per_s)
-    c.veto_left = kVetoSteps;
+  if (!drafted) {
+    constexpr double kFade = 1.0 - 1.0 / kPlainSteps;
+    c.plain.tokens = kFade * c.plain.tokens + emitted;
+    c.plain.seconds = kFade * c.plain.seconds + seconds;
+    ++c.plain.steps;
+    return;
+  }
+  if (c.veto_left > 0) return;
+  c.drafted.tokens += emitted;
+  c.drafted.seconds += seconds;
+  const int32_t n = ++c.drafted.steps;
+  if (n >= kMinJudgeSteps && c.plain.steps >= kMinPlainSteps) {
+    // Slower than plain by more than the window's noise allows.
+    const double margin = 1.0 / std::sqrt(static_cast<double>(n));
+    if (c.drafted.tokens * c.plain.seconds < (1.0 - margin) * c.plain.tokens * c.drafted.seconds) {
+      c.drafted = Sums{};
+      c.veto_left = c.veto_steps;
+      c.veto_steps = std::min(2 * c.veto_steps, kMaxVetoSteps);
+      return;
+    }
+  }
+  if (n >= kMaxJudgeSteps) {  // not slower: judged anew on the next window
+    c.drafted = Sums{};
+    c.veto_steps = kVetoSteps;
+  }
 }
 
 bool DraftVeto::vetoed(int32_t n_running) {
   Count& c = counts_[key(n_running)];
   if (c.veto_left == 0) return false;
-  if (--c.veto_left == 0) c.drafted = Rate{};  // judged again on new steps
+  --c.veto_left;
   return true;
+}
+
+int32_t LoadPeak::step(int32_t n_running) {
+  if (n_running >= peak_ || ++age_ > kWindow) {
+    peak_ = n_running;
+    age_ = 0;
+  }
+  return peak_;
 }
 
 }  // namespace nexus::spec

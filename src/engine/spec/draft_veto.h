@@ -12,9 +12,26 @@
 // while each decision promised a gain. This measures the outcome itself.
 //
 // Only steps of decodes and verify runs count (a prefill chunk in a step
-// changes its rate for reasons of its own). A veto lasts kVetoSteps steps at
-// that count, then the draft is judged again on new steps; kMinSteps of
-// each kind are needed before a veto.
+// changes its rate for reasons of its own). The drafted steps at a count
+// are summed in windows of up to kMaxJudgeSteps: once the window has n >=
+// kMinJudgeSteps steps, their tokens over their seconds are held against
+// the plain steps' (the last ~kPlainSteps of them at that count, at least
+// kMinPlainSteps), and a rate below plain's by more than 1/sqrt(n) vetoes
+// the draft at that count. A veto lasts kVetoSteps steps; each veto that
+// follows a judgement again lasts twice the one before, up to
+// kMaxVetoSteps; a window that ends without a veto starts that over.
+//
+// Why a margin that narrows with the window: with a client on the same
+// cores one step's rate varies by half, a 32-step window's by ~8%. An
+// average of per-step rates checked at every drafted step (the first
+// version) was crossed by noise sooner or later and vetoed a draft paying
+// 1.2x for one stream (whose steps' rate gains only ~8%: the rest is
+// fewer steps' work outside them, in the server and the client); a fixed
+// 32-step window still did, once per few thousand steps. A draft losing
+// 25% per step (the d256 pair with 2 streams) is vetoed after ~16-30
+// drafted steps.
+// Why doubling: with 4 streams the judgements every 256 steps took 1-2% of
+// the throughput.
 #pragma once
 
 #include <array>
@@ -26,8 +43,12 @@ namespace nexus::spec {
 class DraftVeto {
  public:
   static constexpr int32_t kMaxRuns = 8;  // counts above are recorded as this
-  static constexpr int32_t kMinSteps = 8;
+  static constexpr int32_t kMinJudgeSteps = 16;
+  static constexpr int32_t kMaxJudgeSteps = 256;
+  static constexpr int32_t kPlainSteps = 64;
+  static constexpr int32_t kMinPlainSteps = 8;
   static constexpr int32_t kVetoSteps = 256;
+  static constexpr int32_t kMaxVetoSteps = 16 * kVetoSteps;
 
   // A step of decodes and verify runs of n_running sequences: whether the
   // draft model proposed in it (else: no draft at all), the tokens it
@@ -38,16 +59,35 @@ class DraftVeto {
   bool vetoed(int32_t n_running);
 
  private:
-  struct Rate {
-    double tokens_per_s = 0;
+  struct Sums {
+    double tokens = 0, seconds = 0;
     int32_t steps = 0;
   };
   struct Count {
-    Rate drafted, plain;
-    int32_t veto_left = 0;  // steps the veto still lasts
+    Sums drafted;  // this window's drafted steps
+    Sums plain;    // plain steps, older ones fading (weight 1 - 1/kPlainSteps per newer step)
+    int32_t veto_left = 0;            // steps the veto still lasts
+    int32_t veto_steps = kVetoSteps;  // the next veto's length
   };
   static std::size_t key(int32_t n_running);
   std::array<Count, kMaxRuns + 1> counts_{};
+};
+
+// The count of running sequences the draft model is judged at (its veto and
+// its draft lengths): the most that ran in the last kWindow steps. A stream
+// alone for a moment between two requests of a loaded server is judged as
+// under that load: at 1 stream a draft paid (1.2x), so a lone stream caught
+// the draft up on its context and drafted until the next request arrived a
+// few steps later, work thrown away once 2 ran again (d256 llama and its
+// Q4_0 copy, `nexus serve` taking 1 stream, then 2: 0.93x at 2 before).
+class LoadPeak {
+ public:
+  static constexpr int32_t kWindow = 32;
+  // Counts a step of n_running sequences; returns the count to judge it at.
+  int32_t step(int32_t n_running);
+
+ private:
+  int32_t peak_ = 0, age_ = 0;
 };
 
 }  // namespace nexus::spec
