@@ -133,8 +133,6 @@ TEST(SpecDraftVeto, VetoesTheDraftWhereItsStepsAreSlower) {
   auto steps = [&](int32_t n, bool drafted, int32_t emitted, double seconds, int32_t count) {
     for (int32_t i = 0; i < count; ++i) veto.record(n, drafted, emitted, seconds);
   };
-  steps(2, true, 1, 0.0010, V::kMaxJudgeSteps);  // 1000 tokens/s, but no plain steps to judge by
-  EXPECT_FALSE(veto.vetoed(2));
   steps(2, false, 4, 0.0010, V::kMinPlainSteps);  // 4000 tokens/s plain
   // 2000 tokens/s drafted: half as fast, judged from kMinJudgeSteps on.
   steps(2, true, 2, 0.0010, V::kMinJudgeSteps - 1);
@@ -149,6 +147,26 @@ TEST(SpecDraftVeto, VetoesTheDraftWhereItsStepsAreSlower) {
   EXPECT_FALSE(veto.vetoed(2));
   steps(2, true, 34, 0.0100, 1);
   EXPECT_TRUE(veto.vetoed(2));
+}
+
+// With no plain steps at a count to judge by, the draft is vetoed there,
+// after kMinJudgeSteps drafted steps, for the kMinPlainSteps steps needed
+// to measure them; the window kept is judged at the next drafted step.
+TEST(SpecDraftVeto, MeasuresPlainStepsBeforeJudging) {
+  using V = spec::DraftVeto;
+  spec::DraftVeto veto;
+  auto steps = [&](bool drafted, int32_t emitted, int32_t count) {
+    for (int32_t i = 0; i < count; ++i) veto.record(2, drafted, emitted, 0.001);
+  };
+  steps(true, 1, V::kMinJudgeSteps - 1);  // 1000 tokens/s drafted
+  EXPECT_FALSE(veto.vetoed(2));
+  steps(true, 1, 1);
+  for (int32_t i = 0; i < V::kMinPlainSteps; ++i) EXPECT_TRUE(veto.vetoed(2)) << i;
+  EXPECT_FALSE(veto.vetoed(2));
+  steps(false, 4, V::kMinPlainSteps);  // 4000 tokens/s plain
+  steps(true, 1, 1);                   // the kept window is judged: vetoed
+  for (int32_t i = 0; i < V::kVetoSteps; ++i) EXPECT_TRUE(veto.vetoed(2)) << i;
+  EXPECT_FALSE(veto.vetoed(2));
 }
 
 // A window without a veto starts anew; one slow step in it does not veto.

@@ -21,7 +21,13 @@ void DraftVeto::record(int32_t n_running, bool drafted, int32_t emitted, double 
   c.drafted.tokens += emitted;
   c.drafted.seconds += seconds;
   const int32_t n = ++c.drafted.steps;
-  if (n >= kMinJudgeSteps && c.plain.steps >= kMinPlainSteps) {
+  if (n >= kMinJudgeSteps && c.plain.steps < kMinPlainSteps) {
+    // Nothing to judge by: plain steps are measured first (the window is
+    // kept and judged at the next drafted step).
+    c.veto_left = kMinPlainSteps - c.plain.steps;
+    return;
+  }
+  if (n >= kMinJudgeSteps) {
     // Slower than plain by more than the window's noise allows.
     const double margin = 1.0 / std::sqrt(static_cast<double>(n));
     if (c.drafted.tokens * c.plain.seconds < (1.0 - margin) * c.plain.tokens * c.drafted.seconds) {
