@@ -422,7 +422,10 @@ void Engine::Impl::step() {
   // prefix cache never hashes a rejected token.
   for (Sampled& x : sampled) {
     ScheduledRun& r = plan.runs[x.run];
-    if (r.n_draft == 0) continue;
+    if (r.n_draft == 0) {
+      if (!x.ids.empty()) x.seq->on_plain_token(x.ids[0]);
+      continue;
+    }
     Sequence* s = x.seq;
     const int32_t base = r.n_past + r.n_tokens - r.n_draft;
     int32_t accepted = 0;

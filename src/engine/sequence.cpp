@@ -144,7 +144,7 @@ int32_t Sequence::draft_length(DraftSource source, int32_t room, int32_t n_runni
   const Acceptance& a = acceptance_[i];
   const double q = (a.accepted + kPriorAccepted[i]) / (a.tried + kPriorAccepted[i] + kPriorRejected[i]);
   const int32_t k = spec::best_draft_length(q, n_running, room, cost, own);
-  if (k > 0) return k;
+  if (k > 0 || source == DraftSource::Ngram) return k;  // lookup's shadow measures it (shadow_ngram)
   // A one-token probe measures the acceptance again after probe_interval
   // steps; never when drafts always accepted would not pay either (a draft
   // model slower than the step).
@@ -165,9 +165,27 @@ int32_t Sequence::propose(DraftSource source, const SpecOptions& opts, int32_t k
 int32_t Sequence::set_draft(DraftSource source, std::span<const int32_t> draft) {
   if (n_draft != 0 || draft.empty()) return n_draft;
   draft_source_ = source;
+  shadow_token_ = -1;
   tokens.insert(tokens.end(), draft.begin(), draft.end());
   n_draft = static_cast<int32_t>(draft.size());
   return n_draft;
+}
+
+void Sequence::shadow_ngram(const SpecOptions& opts) {
+  shadow_token_ = -1;
+  if (n_draft != 0 || spec::ngram_propose(tokens, opts.ngram, 1, proposal_) == 0) return;
+  shadow_token_ = proposal_[0];
+  shadow_pos_ = tokens.size();
+}
+
+void Sequence::on_plain_token(int32_t id) {
+  if (shadow_token_ < 0) return;
+  if (shadow_pos_ == tokens.size()) {
+    Acceptance& a = acceptance_[static_cast<size_t>(DraftSource::Ngram) - 1];
+    a.accepted = kDecay * a.accepted + (id == shadow_token_ ? 1 : 0);
+    a.tried = kDecay * a.tried + 1;
+  }
+  shadow_token_ = -1;
 }
 
 void Sequence::on_verified(int32_t proposed, int32_t accepted) {

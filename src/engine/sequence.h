@@ -95,7 +95,8 @@ class Sequence : public SchedSeq {
   // (`own`: a draft model's passes). 0: none pays. A sequence that has
   // not verified a draft for spec::probe_interval steps proposes one token
   // anyway, so an acceptance measured low is measured again, unless drafts
-  // always accepted would not pay either.
+  // always accepted would not pay either; n-gram lookup never probes (its
+  // shadow measures it: shadow_ngram).
   int32_t draft_length(DraftSource source, int32_t room, int32_t n_running, const spec::StepCosts& cost,
                        spec::ProposerCost own);
   // Proposes at most k tokens from the prediction (source Prediction) or by
@@ -110,6 +111,15 @@ class Sequence : public SchedSeq {
   // `accepted` were the model's own choice: updates the acceptance of the
   // draft's source.
   void on_verified(int32_t proposed, int32_t accepted);
+  // N-gram lookup costs no model pass, so where it proposed nothing in this
+  // step (its drafts did not pay) its next token is looked up anyway and
+  // checked against the token the step samples (on_plain_token): its
+  // acceptance follows the text without probes. Text repeats in stretches;
+  // probed every few steps, a stretch was found late or not at all.
+  void shadow_ngram(const SpecOptions& opts);
+  // After a step without a draft sampled `id` for this sequence (before
+  // on_token): updates n-gram lookup's acceptance by its shadow's guess.
+  void on_plain_token(int32_t id);
 
   // Appends the sampled token `id` to tokens and delivers its event. n_ctx:
   // the context limit (tokens, prompt + output: the generation ends with
@@ -175,6 +185,9 @@ class Sequence : public SchedSeq {
   };
   std::array<Acceptance, 3> acceptance_{};
   int32_t steps_since_verify_ = 0;
+  // shadow_ngram()'s guess for position shadow_pos_ of tokens (-1: none).
+  int32_t shadow_token_ = -1;
+  size_t shadow_pos_ = 0;
   bool final_sent_ = false;
   std::vector<TokenLogprob> prompt_lp_;  // prompt_logprobs: one per prompt token
   bool prompt_lp_sent_ = false;

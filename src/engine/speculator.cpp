@@ -63,8 +63,9 @@ double Speculator::propose(const std::vector<SchedSeq*>& running, std::vector<Se
         continue;
       }
     }
-    if (opts_.proposer == SpecProposer::Ngram)
-      s->propose(DraftSource::Ngram, opts_, draft_length(s, DraftSource::Ngram, room, n_running));
+    if (opts_.proposer == SpecProposer::Ngram &&
+        s->propose(DraftSource::Ngram, opts_, draft_length(s, DraftSource::Ngram, room, n_running)) == 0)
+      s->shadow_ngram(opts_);
   }
   if (seqs_.empty()) return 0;
   reqs_.clear();
