@@ -302,6 +302,13 @@ TEST(EngineSpecDraft, ADraftOfAnotherVocabularyIsRefused) {
       nexus::test::shell_quote(stories_path));
   EXPECT_EQ(off.exit_code, 1) << off.err;
   EXPECT_NE(off.err.find("--draft-model with --spec-max-seqs 0"), std::string::npos) << off.err;
+  // A missing draft file is named as the draft's (not as -m's).
+  const nexus::test::CommandResult missing = nexus::test::run_nexus(
+      "serve --port 0 -m " + nexus::test::shell_quote(stories_path) + " --draft-model /nonexistent/draft.gguf");
+  EXPECT_EQ(missing.exit_code, 1) << missing.err;
+  EXPECT_NE(missing.err.find("--draft-model /nonexistent/draft.gguf: file not found"), std::string::npos)
+      << missing.err;
+  EXPECT_EQ(missing.err.find("-m PATH"), std::string::npos) << missing.err;
   // So is prompt lookup, and an empty --draft-model (once silently no draft).
   const nexus::test::CommandResult ngram_off = nexus::test::run_nexus(
       "serve --port 0 --spec-max-seqs 0 --spec ngram -m " + nexus::test::shell_quote(stories_path));

@@ -33,6 +33,7 @@
 #include "server/backend.h"
 #include "server/chat_template.h"
 #include "server/http_server.h"
+#include "store/model_ref.h"
 #include "template/jinja.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -179,6 +180,9 @@ int serve(ServeArgs& a) {
     // read as the -m model's.
     std::string why;
     try {
+      // (open_model's own wording tells to pass -m: not this option's.)
+      if (!store::is_model_ref(a.draft_model) && !std::filesystem::exists(a.draft_model))
+        throw Error("file not found");
       draft_opened = open_model(a.draft_model);
       const std::unique_ptr<Tokenizer> draft_tok = Tokenizer::from_gguf(*draft_opened->gguf);
       try {
