@@ -79,10 +79,10 @@ class DraftVeto {
 // The count of running sequences the draft model is judged at (its veto and
 // its draft lengths): the most that ran in the last kWindow steps. A stream
 // alone for a moment between two requests of a loaded server is judged as
-// under that load: at 1 stream a draft paid (1.2x), so a lone stream caught
-// the draft up on its context and drafted until the next request arrived a
-// few steps later, work thrown away once 2 ran again (d256 llama and its
-// Q4_0 copy, `nexus serve` taking 1 stream, then 2: 0.93x at 2 before).
+// under that load. Judged as alone (the d256 llama's Q4_0 copy pays 1.2x
+// for one stream), it caught the draft up on its context and drafted until
+// the next request arrived a few steps later: work thrown away once 2 ran
+// again.
 class LoadPeak {
  public:
   static constexpr int32_t kWindow = 32;
