@@ -118,6 +118,33 @@ TEST_P(VocabTest, RoundTripsTestStrings) {
   }
 }
 
+// encode_as_output spells an output's text (its pieces joined) as the
+// output's ids: for every test string, the pieces of encode(s) encode back
+// to the same ids (SPM's pieces begin with the space encode() put there;
+// encode() of those pieces would add a second one).
+TEST_P(VocabTest, OutputTextEncodesBackToTheOutputsIds) {
+  const std::string name = "tokenizers/ggml-vocab-" + GetParam() + ".gguf";
+  NEXUS_REQUIRE_SHARED(path, name);
+  const Tokenizer* tok = &load(path);
+  for (const VocabCase& c : read_cases(path + ".inp", path + ".out")) {
+    const std::vector<int32_t> ids = tok->encode(c.text, false);
+    std::string pieces;
+    for (int32_t id : ids) pieces += tok->token_to_piece(id);
+    EXPECT_EQ(show(tok->encode_as_output(pieces)), show(ids)) << GetParam() << ": text '" << c.text << "'";
+  }
+}
+
+TEST(TokenizerPieces, OutputTextHasNoSpacePrefix) {
+  NEXUS_REQUIRE_SHARED(spm_path, "tokenizers/ggml-vocab-llama-spm.gguf");
+  const Tokenizer* spm = &load(spm_path);
+  const int32_t comma = spm->find_token(","), there = spm->find_token("\xE2\x96\x81there");
+  ASSERT_GE(comma, 0);
+  ASSERT_GE(there, 0);
+  EXPECT_EQ(spm->encode_as_output(", there"), (std::vector<int32_t>{comma, there}));
+  EXPECT_NE(spm->encode(", there", false).front(), comma);  // encode() puts "▁" first
+  EXPECT_TRUE(spm->encode_as_output("").empty());
+}
+
 bool is_non_utf8_byte(char c) {
   const auto b = static_cast<unsigned char>(c);
   return b == 0xC0 || b == 0xC1 || b >= 0xF5;

@@ -32,6 +32,10 @@ std::vector<int32_t> EngineBackend::tokenize_continuation(std::string_view text,
   return engine_.tokenizer().encode(text, false, parse_special);
 }
 
+std::vector<int32_t> EngineBackend::tokenize_as_output(std::string_view text) const {
+  return engine_.tokenizer().encode_as_output(text);
+}
+
 std::string EngineBackend::detokenize(std::span<const int32_t> ids) const { return engine_.tokenizer().decode(ids); }
 
 int32_t EngineBackend::n_embd() const { return engine_.model().config().n_embd; }

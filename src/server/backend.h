@@ -45,6 +45,12 @@ class Backend {
   virtual std::vector<int32_t> tokenize_continuation(std::string_view text, bool parse_special) const {
     return tokenize(text, parse_special);
   }
+  // Text as the model's output would spell it (Tokenizer::encode_as_output:
+  // no BOS, no special tokens, no space prefix): a request's `prediction`.
+  // The default suits backends whose tokenize_continuation() adds nothing.
+  virtual std::vector<int32_t> tokenize_as_output(std::string_view text) const {
+    return tokenize_continuation(text, false);
+  }
   // The longest vocabulary entry, in bytes: no token stands for more input
   // bytes than this, so text of more than n * max_token_bytes() bytes takes
   // more than n tokens (realtime sessions refuse such input before
@@ -95,6 +101,7 @@ class EngineBackend final : public Backend {
   const ChatTemplate& chat_template() const override { return chat_template_; }
   std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const override;
   std::vector<int32_t> tokenize_continuation(std::string_view text, bool parse_special) const override;
+  std::vector<int32_t> tokenize_as_output(std::string_view text) const override;
   bool is_end_of_generation(int32_t token) const override;
   size_t max_token_bytes() const override { return max_token_bytes_; }
   int32_t control_token(std::string_view text) const override;

@@ -99,7 +99,7 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   g.grammar = req.grammar;
   if (req.tool_use.forced())
     g.grammar = tool_calls::forced_grammar(req.tool_use, tool_calls::syntax_for(backend.chat_template()));
-  if (req.prediction) g.prediction = backend.tokenize_continuation(*req.prediction, false);
+  if (req.prediction) g.prediction = backend.tokenize_as_output(*req.prediction);
   g.prompt_logprobs = req.echo && req.sampling.logprobs >= 0;
   return g;
 }

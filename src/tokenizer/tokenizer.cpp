@@ -70,7 +70,19 @@ std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_bos,
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_bos && add_bos_) out.push_back(bos_id_);
-  bool after_special = true;  // the first run counts as following a special token
+  encode_runs(text, parse_special, /*after_special=*/true, out);  // the first run counts as following a special token
+  return out;
+}
+
+std::vector<int32_t> VocabTokenizer::encode_as_output(std::string_view text) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 2);
+  encode_runs(text, /*parse_special=*/false, /*after_special=*/false, out);
+  return out;
+}
+
+void VocabTokenizer::encode_runs(std::string_view text, bool parse_special, bool after_special,
+                                 std::vector<int32_t>& out) const {
   for (const Fragment& f : partition(text, parse_special)) {
     if (f.token >= 0) {
       out.push_back(f.token);
@@ -80,7 +92,6 @@ std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_bos,
       after_special = false;
     }
   }
-  return out;
 }
 
 // Splits `text` at literal special tokens. As in llama.cpp, tokens are

@@ -39,6 +39,13 @@ class Tokenizer {
   // Invalid UTF-8 is encoded byte-wise (byte fallback), never an error.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_bos,
                                       bool parse_special = false) const = 0;
+  // Text as the model's own output spells it after earlier text: no BOS, no
+  // special tokens parsed, and for "llama" no add_space_prefix space (a
+  // leading space is the text's own), so that the concatenated pieces
+  // (token_to_piece) of an output encode back to ids that match it from
+  // the first token on. encode() would spell ", there" as "▁," "▁there"
+  // where the model writes "," "▁there". For Predicted Outputs.
+  virtual std::vector<int32_t> encode_as_output(std::string_view text) const = 0;
 
   // The bytes a token stands for when it follows other text: "▁" becomes a
   // space, <0xXX> its byte, byte-level symbols their bytes. Control tokens

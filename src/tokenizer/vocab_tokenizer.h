@@ -53,6 +53,7 @@ class VocabTokenizer : public Tokenizer {
  public:
   std::vector<int32_t> encode(std::string_view text, bool add_bos,
                               bool parse_special = false) const final;
+  std::vector<int32_t> encode_as_output(std::string_view text) const final;
   std::string token_to_piece(int32_t id, bool render_special = false) const final;
 
   int32_t lookup(std::string_view text) const;  // exact vocab text -> id, -1 if absent
@@ -65,6 +66,9 @@ class VocabTokenizer : public Tokenizer {
   // Fills the piece cache; call at the end of the derived constructor.
   void build_pieces();
 
+  // encode()'s loop: the runs of `text` between special tokens, the first
+  // with after_special as given.
+  void encode_runs(std::string_view text, bool parse_special, bool after_special, std::vector<int32_t>& out) const;
   // Encodes one run of plain text (no special tokens in it). after_special:
   // the run starts the text or follows a special token.
   virtual void encode_text(std::string_view text, bool after_special,
