@@ -167,6 +167,18 @@ TEST(CliMain, EveryCommandWordsAMissingModelTheSame) {
   }
 }
 
+// An empty model path (an unset $MODEL, say) is a usage error, never the
+// built-in model served without a word.
+TEST(CliMain, EveryCommandRefusesAnEmptyModelPath) {
+  for (const std::string& cmd : {"run -m '' -p hi", "serve -m ''", "info ''", "info -m ''", "tokenize -m '' hello",
+                                 "bench-model -q -m ''", "perplexity -m '' -f /dev/null"}) {
+    const Result r = run_nexus(cmd);
+    EXPECT_EQ(r.exit_code, 2) << cmd << ": " << r.err;
+    EXPECT_NE(r.err.find("an empty path names no model"), std::string::npos) << cmd << ": " << r.err;
+    EXPECT_EQ(r.out.find("listening"), std::string::npos) << cmd;
+  }
+}
+
 // Usage errors exit 2 (as an unknown subcommand does) and name what is wrong
 // with a numeric value; --help and --version still exit 0.
 TEST(CliMain, UsageErrorsExitTwoAndWordBadNumbers) {

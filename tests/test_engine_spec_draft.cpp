@@ -300,7 +300,7 @@ TEST(EngineSpecDraft, ADraftOfAnotherVocabularyIsRefused) {
   const nexus::test::CommandResult off = nexus::test::run_nexus(
       "serve --port 0 --spec-max-seqs 0 -m " + nexus::test::shell_quote(stories_path) + " --draft-model " +
       nexus::test::shell_quote(stories_path));
-  EXPECT_EQ(off.exit_code, 1) << off.err;
+  EXPECT_EQ(off.exit_code, 2) << off.err;  // an unsupported combination of options: a usage error
   EXPECT_NE(off.err.find("--draft-model with --spec-max-seqs 0"), std::string::npos) << off.err;
   // A missing draft file is named as the draft's (not as -m's).
   const nexus::test::CommandResult missing = nexus::test::run_nexus(
@@ -312,7 +312,7 @@ TEST(EngineSpecDraft, ADraftOfAnotherVocabularyIsRefused) {
   // So is prompt lookup, and an empty --draft-model (once silently no draft).
   const nexus::test::CommandResult ngram_off = nexus::test::run_nexus(
       "serve --port 0 --spec-max-seqs 0 --spec ngram -m " + nexus::test::shell_quote(stories_path));
-  EXPECT_EQ(ngram_off.exit_code, 1) << ngram_off.err;
+  EXPECT_EQ(ngram_off.exit_code, 2) << ngram_off.err;
   EXPECT_NE(ngram_off.err.find("--spec ngram with --spec-max-seqs 0"), std::string::npos) << ngram_off.err;
   const nexus::test::CommandResult empty = nexus::test::run_nexus(
       "serve --port 0 -m " + nexus::test::shell_quote(stories_path) + " --draft-model ''");

@@ -80,7 +80,7 @@ int run_bench(const BenchArgs& a) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<BenchArgs>();
-  sub.add_option("-m,--model", a->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
+  sub.add_option("-m,--model", a->model, kModelHelp)->check(model_path());
   sub.add_option("-p,--n-prompt", a->n_prompt, "prefill tests, comma-separated token counts (0: none)")
       ->delimiter(',')
       ->capture_default_str()

@@ -120,9 +120,9 @@ const CommandRegistrar reg{{"info", "print a GGUF file's header, metadata and te
                             [](CLI::App& sub) -> std::function<int()> {
                               auto o = std::make_shared<InfoOptions>();
                               CLI::Option* file = sub.add_option(
-                                  "model", o->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
+                                  "model", o->model, kModelHelp)->check(model_path());
                               // -m as run, serve and tokenize take it.
-                              sub.add_option("-m,--model", o->model, "the same, as an option")->excludes(file);
+                              sub.add_option("-m,--model", o->model, "the same, as an option")->excludes(file)->check(model_path());
                               sub.add_option("--array-items", o->array_items,
                                              "array elements shown per metadata array")
                                   ->capture_default_str()

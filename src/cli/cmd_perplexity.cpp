@@ -188,7 +188,7 @@ int run(const PerplexityArgs& a) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<PerplexityArgs>();
-  sub.add_option("-m,--model", a->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
+  sub.add_option("-m,--model", a->model, kModelHelp)->check(model_path());
   sub.add_option("-f,--file", a->text_file, "text file to score (UTF-8; one final newline is dropped)")->required();
   a->ctx_opt = sub.add_option("-c,--ctx-size", a->n_ctx,
                               "tokens per chunk (default 512, lowered to the model's training context)")

@@ -175,7 +175,7 @@ std::function<int()> setup(CLI::App& sub) {
   a->sampling.top_p = 0.95f;
   a->sampling.min_p = 0.05f;
   constexpr int32_t kMaxInt = std::numeric_limits<int32_t>::max();
-  sub.add_option("-m,--model", a->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
+  sub.add_option("-m,--model", a->model, kModelHelp)->check(model_path());
   a->prompt_opt = sub.add_option("-p,--prompt", a->prompt, "prompt text (default: read from stdin)");
   sub.add_option("-n,--n-predict", a->n_predict, "tokens to generate, at most")
       ->capture_default_str()

@@ -25,6 +25,7 @@
 
 #include "cli/command.h"
 #include "cli/open_model.h"
+#include "cli/usage_error.h"
 #include "cli/memory_arg.h"
 #include "engine/engine.h"
 #include "engine/spec/draft_model.h"
@@ -174,7 +175,7 @@ int serve(ServeArgs& a) {
                                                     {a.spec == "ngram", "--spec ngram"}};
   for (const auto& [given, option] : proposers)
     if (given && a.spec_max_seqs == 0)
-      throw Error(fmt::format("{} with --spec-max-seqs 0: it would never run; drop one of them", option));
+      throw UsageError(fmt::format("{} with --spec-max-seqs 0: it would never run; drop one of them", option));
   if (!a.draft_model.empty()) {
     // Every refusal names the option: "model file not found" alone would
     // read as the -m model's.
@@ -258,7 +259,7 @@ int serve(ServeArgs& a) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<ServeArgs>();
-  sub.add_option("-m,--model", a->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
+  sub.add_option("-m,--model", a->model, kModelHelp)->check(model_path());
   sub.add_option("--host", a->host, "address to listen on")->capture_default_str();
   constexpr int32_t kMaxInt = std::numeric_limits<int32_t>::max();
   sub.add_option("--port", a->port, "TCP port; 0 = any free port (printed at startup)")
@@ -330,7 +331,7 @@ std::function<int()> setup(CLI::App& sub) {
                  "speculative decoding with a draft model: a small GGUF of the same vocabulary (file, hf: or "
                  "ollama: as -m) proposes up to --spec-k tokens greedily, none while it would not pay (timed at "
                  "startup); a request's \"prediction\" goes first, --spec ngram after it")
-      ->check([](const std::string& v) { return v.empty() ? std::string("an empty path names no model") : ""; });
+      ->check(model_path());
   sub.add_option("--spec-max-seqs", a->spec_max_seqs,
                  "no speculation in a step with more running sequences than this (0: never speculate)")
       ->capture_default_str()

@@ -87,7 +87,7 @@ int run(const Options& o, bool have_text) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto o = std::make_shared<Options>();
-  sub.add_option("-m,--model", o->model, "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in stories260K");
+  sub.add_option("-m,--model", o->model, kModelHelp)->check(model_path());
   sub.add_flag("--no-bos", o->no_bos, "do not add BOS");
   sub.add_flag("--ids-only", o->ids_only, "print only the ids, space-separated");
   sub.add_flag("--special", o->special, "parse special tokens written in the text");

@@ -62,6 +62,19 @@ CLI::Validator range(T lo, T hi) {
       "[" + span + "]");
 }
 
+// The help of -m/--model, as every command that loads a model takes it.
+inline constexpr const char* kModelHelp =
+    "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in "
+    "stories260K";
+
+// A model path option's check: "" names no model (an unset $MODEL expanded
+// to nothing would otherwise load the built-in model, or no draft, without
+// a word).
+inline CLI::Validator model_path() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string { return text.empty() ? "an empty path names no model" : ""; }, "PATH");
+}
+
 // A number that must exceed lo (a rate, a duration): "0 is not above 0"
 // where CLI::PositiveNumber printed "Value 0 not in range 0.000000 to
 // 1.797...e308". A number too small or too large for a double is refused.
