@@ -21,7 +21,8 @@
 //
 // usage: bench_spec [MODEL.gguf] [THREADS] [GENERATED] [ROUNDS] [DRAFT.gguf]
 //   default: ../shared/models/TinyLLama-v0.F32.gguf, 2 threads, 48 tokens, 20 rounds, no draft
-//   (TinyLLama-v0's context is 128 tokens: 2 x GENERATED + a few must fit).
+//   (TinyLLama-v0's context is 128 tokens: 2 x GENERATED + a few must fit);
+//   --help says so; a value out of range exits 2, a failure 1.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -33,6 +34,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "engine/engine.h"
 #include "engine/spec/draft_model.h"
@@ -127,34 +130,56 @@ GenerationRequest greedy(std::vector<int32_t> prompt, int32_t n) {
 
 }  // namespace
 
-int bench(int argc, char** argv);
+struct Args {
+  std::string path = "../shared/models/TinyLLama-v0.F32.gguf";
+  int threads = 2;
+  int gen = 48;
+  int rounds = 20;
+  std::string draft_path;  // empty: no draft rows
+};
+
+int bench(const Args& a);
 
 int main(int argc, char** argv) {
-  if (argc > 1 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
-    std::printf("usage: bench_spec [MODEL.gguf] [THREADS] [GENERATED] [ROUNDS] [DRAFT.gguf]\n");
-    return 0;
+  Args a;
+  CLI::App app("Speculative decoding benchmark: each workload with speculation off and on, alternated; a "
+               "Markdown table on stdout (docs/benchmarks.md).",
+               "bench_spec");
+  app.add_option("model", a.path, "the model GGUF")->capture_default_str();
+  app.add_option("threads", a.threads, "kernel threads")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("generated", a.gen, "tokens generated per stream (TinyLLama-v0's 128-token context holds 2 x this "
+                                     "+ a few)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("rounds", a.rounds, "timed rounds per workload (a fresh engine each; one more untimed first)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("draft", a.draft_path, "a draft model GGUF of the same vocabulary: adds the draft-plain and "
+                                        "draft-4 streams rows");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: 2
   }
   try {
-    return bench(argc, argv);
+    return bench(a);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_spec: %s\n", e.what());
     return 1;
   }
 }
 
-int bench(int argc, char** argv) {
-  const std::string path = argc > 1 ? argv[1] : "../shared/models/TinyLLama-v0.F32.gguf";
-  const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
-  const int gen = argc > 3 ? std::atoi(argv[3]) : 48;
-  const int rounds = argc > 4 ? std::atoi(argv[4]) : 20;
+int bench(const Args& a) {
+  const std::string& path = a.path;
+  const int threads = a.threads, gen = a.gen, rounds = a.rounds;
   GgufFile gguf(path);
   auto tok = Tokenizer::from_gguf(gguf);
   LlamaModel model(gguf);
   const int32_t n_vocab = model.config().n_vocab;
   std::unique_ptr<GgufFile> draft_gguf;
   std::unique_ptr<LlamaModel> draft;
-  if (argc > 5) {
-    draft_gguf = std::make_unique<GgufFile>(argv[5]);
+  if (!a.draft_path.empty()) {
+    draft_gguf = std::make_unique<GgufFile>(a.draft_path);
     spec::check_same_vocabulary(*tok, *Tokenizer::from_gguf(*draft_gguf));
     draft = std::make_unique<LlamaModel>(*draft_gguf);
   }
