@@ -26,16 +26,33 @@ for f in "$model" "$draft"; do [[ -f $f ]] || { echo "missing $f" >&2; exit 1; }
 # Server i: 0 has no draft; 1 is this build with the draft; 2.. the others.
 bins=("$nexus" "$nexus" "$@")
 names=("no draft" "draft" "$@")
+# A port that already answers would be measured as ours: refuse it.
+for i in "${!bins[@]}"; do
+  if curl -sf "localhost:$((base + i))/health" >/dev/null; then
+    echo "port $((base + i)) already serves something: pick free ports with BASE_PORT" >&2
+    exit 1
+  fi
+done
+logs=$(mktemp -d)
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; wait' EXIT
+trap 'kill "${pids[@]}" 2>/dev/null || true; wait; rm -rf "$logs"' EXIT
 for i in "${!bins[@]}"; do
   args=(serve -m "$model" --port $((base + i)))
   ((i > 0)) && args+=(--draft-model "$draft")
-  "${bins[$i]}" "${args[@]}" >/dev/null 2>&1 &
+  "${bins[$i]}" "${args[@]}" >"$logs/$i.log" 2>&1 &
   pids+=($!)
 done
 for i in "${!bins[@]}"; do
-  for _ in $(seq 300); do curl -sf localhost:$((base + i))/health >/dev/null && break; sleep 0.2; done
+  for _ in $(seq 300); do
+    kill -0 "${pids[$i]}" 2>/dev/null || break
+    curl -sf "localhost:$((base + i))/health" >/dev/null && break
+    sleep 0.2
+  done
+  if ! kill -0 "${pids[$i]}" 2>/dev/null || ! curl -sf "localhost:$((base + i))/health" >/dev/null; then
+    echo "server ${names[$i]} (port $((base + i))) did not start:" >&2
+    tail -3 "$logs/$i.log" >&2
+    exit 1
+  fi
 done
 
 run() {  # PORT STREAMS REQUESTS -> output tokens/s
