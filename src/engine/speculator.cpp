@@ -63,9 +63,14 @@ double Speculator::propose(const std::vector<SchedSeq*>& running, std::vector<Se
         continue;
       }
     }
-    if (opts_.proposer == SpecProposer::Ngram &&
-        s->propose(DraftSource::Ngram, opts_, draft_length(s, DraftSource::Ngram, room, n_running)) == 0)
-      s->shadow_ngram(opts_);
+    if (opts_.proposer == SpecProposer::Ngram) {
+      // Where lookup's drafts do not pay, its guess is checked anyway (one
+      // lookup either way; a lookup that finds nothing has nothing to check).
+      if (const int32_t k = draft_length(s, DraftSource::Ngram, room, n_running); k > 0)
+        s->propose(DraftSource::Ngram, opts_, k);
+      else
+        s->shadow_ngram(opts_);
+    }
   }
   if (seqs_.empty()) return 0;
   reqs_.clear();
