@@ -171,7 +171,8 @@ TEST(CliMain, EveryCommandWordsAMissingModelTheSame) {
 // built-in model served without a word.
 TEST(CliMain, EveryCommandRefusesAnEmptyModelPath) {
   for (const std::string& cmd : {"run -m '' -p hi", "serve -m ''", "info ''", "info -m ''", "tokenize -m '' hello",
-                                 "bench-model -q -m ''", "perplexity -m '' -f /dev/null"}) {
+                                 "bench-model -q -m ''", "perplexity -m '' -f /dev/null",
+                                 "perplexity -f /dev/null --kl-divergence-base ''", "quantize '' /tmp/x.gguf q8_0"}) {
     const Result r = run_nexus(cmd);
     EXPECT_EQ(r.exit_code, 2) << cmd << ": " << r.err;
     EXPECT_NE(r.err.find("an empty path names no model"), std::string::npos) << cmd << ": " << r.err;

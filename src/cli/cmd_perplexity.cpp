@@ -201,7 +201,8 @@ std::function<int()> setup(CLI::App& sub) {
       ->check(range(1, std::numeric_limits<int32_t>::max()));
   sub.add_option("--kl-divergence-base", a->base,
                  "base GGUF model (same tokenizer): also report the KL divergence from it, top-1 agreement, "
-                 "RMS Δp and RMS Δlogit");
+                 "RMS Δp and RMS Δlogit")
+      ->check(model_path());
   return [a] { return run(*a); };
 }
 

@@ -181,7 +181,7 @@ int run_quantize(const QuantizeArgs& a) {
 
 std::function<int()> setup(CLI::App& sub) {
   auto a = std::make_shared<QuantizeArgs>();
-  sub.add_option("input", a->in, "GGUF model to quantize (F32, F16 or BF16 weights)")->required();
+  sub.add_option("input", a->in, "GGUF model to quantize (F32, F16 or BF16 weights)")->required()->check(model_path());
   sub.add_option("output", a->out, "GGUF file to write (replaced atomically)")->required();
   sub.add_option("type", a->type, "target: " + quant_mix_names() + " (case-insensitive)")
       ->required()

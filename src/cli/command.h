@@ -67,9 +67,9 @@ inline constexpr const char* kModelHelp =
     "GGUF model file, or hf:OWNER/REPO[:QUANT] / ollama:NAME[:TAG] (pulled when missing); default: the built-in "
     "stories260K";
 
-// A model path option's check: "" names no model (an unset $MODEL expanded
-// to nothing would otherwise load the built-in model, or no draft, without
-// a word).
+// A model path option's check (every option or argument that names a model
+// file): "" names no model (an unset $MODEL expanded to nothing would
+// otherwise load the built-in model, or no draft or base, without a word).
 inline CLI::Validator model_path() {
   return CLI::Validator(
       [](std::string& text) -> std::string { return text.empty() ? "an empty path names no model" : ""; }, "PATH");
