@@ -28,7 +28,7 @@ bins=("$nexus" "$nexus" "$@")
 names=("no draft" "draft" "$@")
 # A port that already answers would be measured as ours: refuse it.
 for i in "${!bins[@]}"; do
-  if curl -sf "localhost:$((base + i))/health" >/dev/null; then
+  if curl -sf --max-time 2 "localhost:$((base + i))/health" >/dev/null; then
     echo "port $((base + i)) already serves something: pick free ports with BASE_PORT" >&2
     exit 1
   fi
@@ -45,10 +45,10 @@ done
 for i in "${!bins[@]}"; do
   for _ in $(seq 300); do
     kill -0 "${pids[$i]}" 2>/dev/null || break
-    curl -sf "localhost:$((base + i))/health" >/dev/null && break
+    curl -sf --max-time 2 "localhost:$((base + i))/health" >/dev/null && break
     sleep 0.2
   done
-  if ! kill -0 "${pids[$i]}" 2>/dev/null || ! curl -sf "localhost:$((base + i))/health" >/dev/null; then
+  if ! kill -0 "${pids[$i]}" 2>/dev/null || ! curl -sf --max-time 2 "localhost:$((base + i))/health" >/dev/null; then
     echo "server ${names[$i]} (port $((base + i))) did not start:" >&2
     tail -3 "$logs/$i.log" >&2
     exit 1
@@ -60,7 +60,7 @@ run() {  # PORT STREAMS REQUESTS -> output tokens/s
     --extra-body '{"temperature":0}' --no-progress --json - 2>/dev/null | jq '.phases[0].output_token_throughput|floor'
 }
 proposed() {
-  curl -s "localhost:$1/metrics" | awk '/^nexus_spec_proposed_tokens_total\{proposer="draft"\}/ {print $2}'
+  curl -s --max-time 5 "localhost:$1/metrics" | awk '/^nexus_spec_proposed_tokens_total\{proposer="draft"\}/ {print $2}'
 }
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
