@@ -37,6 +37,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/command.h"
 #include "engine/engine.h"
 #include "engine/spec/draft_model.h"
 #include "engine/spec/ngram.h"
@@ -146,14 +147,14 @@ int main(int argc, char** argv) {
                "Markdown table on stdout (docs/benchmarks.md).",
                "bench_spec");
   app.add_option("model", a.path, "the model GGUF")->capture_default_str();
-  app.add_option("threads", a.threads, "kernel threads")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("threads", a.threads, "kernel threads")->capture_default_str()->check(cli::range(1, 1024));
   app.add_option("generated", a.gen, "tokens generated per stream (TinyLLama-v0's 128-token context holds 2 x this "
                                      "+ a few)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+      ->check(cli::range(1, 100000));
   app.add_option("rounds", a.rounds, "timed rounds per workload (a fresh engine each; one more untimed first)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+      ->check(cli::range(1, 100000));
   app.add_option("draft", a.draft_path, "a draft model GGUF of the same vocabulary: adds the draft-plain and "
                                         "draft-4 streams rows");
   try {
