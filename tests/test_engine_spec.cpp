@@ -134,10 +134,29 @@ TEST(SpecPrediction, ARealignmentNeverCountsAnOutputTokenTwice) {
     t.on_token(out);
     EXPECT_LE(t.accepted(), static_cast<int32_t>(out.size()));
   }
-  // 410 matched P[0]; 447 broke the alignment; [410, 447] realigned at P[1, 3),
-  // counting only 447; 500 matched P[3].
+  // 410 matched P[0]; 447 broke the alignment; [410, 447, 500] realigned at
+  // P[1, 4), counting 447 and 500 only.
   EXPECT_EQ(t.accepted(), 3);
   EXPECT_EQ(t.rejected(), 2);
+}
+
+// Rule 3 realigns on 3 output tokens, never on fewer: a prediction whose
+// first token is not the output's (a leading space, an edit on its first
+// line) is found again from the output's third token, not at the first
+// later copy of its first token.
+TEST(SpecPrediction, AFirstTokenEditRealignsOnThreeTokens) {
+  // The output is 5 6 7 8 9 ...; P starts with 4 instead of 5, and has a
+  // 5 further on (a "," say).
+  spec::PredictionTracker t({4, 6, 7, 8, 9, 10, 11, 5, 12, 13});
+  std::vector<int32_t> out;
+  for (int32_t id : {5, 6, 7, 8, 9, 10, 11}) {
+    out.push_back(id);
+    t.on_token(out);
+  }
+  // [5, 6, 7] is not in P; [6, 7, 8] is, at P[1, 4): 6 7 8 counted, then 9 10 11.
+  EXPECT_TRUE(t.aligned());
+  EXPECT_EQ(t.accepted(), 6);
+  EXPECT_EQ(t.rejected(), 4);
 }
 
 // A run of one repeated token with two of P's tokens replaced inside it:

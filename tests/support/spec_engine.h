@@ -44,7 +44,8 @@ inline int32_t reference_accepted(const std::vector<int32_t>& p, const std::vect
       continue;
     }
     aligned = false;
-    const size_t m = std::min<size_t>(3, n);
+    const size_t m = 3;  // a realignment needs 3 output tokens
+    if (n < m) continue;
     for (size_t j = pos + m; j <= p.size(); ++j) {
       const auto tail = out.begin() + static_cast<std::ptrdiff_t>(n - m);
       if (std::equal(tail, tail + static_cast<std::ptrdiff_t>(m), p.begin() + static_cast<std::ptrdiff_t>(j - m))) {

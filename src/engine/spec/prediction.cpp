@@ -77,7 +77,11 @@ void PredictionTracker::on_token(std::span<const int32_t> output) {
     }
     aligned_ = false;  // the search for a new alignment starts at pos_
   }
-  const size_t m = std::min<size_t>(kResync, output.size());
+  // kResync tokens or none: one or two output tokens found further on in P
+  // (a "," or a "(") are no evidence of where the output is, and the
+  // search never goes back.
+  const size_t m = kResync;
+  if (output.size() < m) return;
   const int32_t* tail = output.data() + (output.size() - m);
   for (size_t from = pos_; from + m <= p_.size(); ++from) {
     if (!std::equal(tail, tail + m, p_.data() + from)) continue;
