@@ -306,7 +306,8 @@ TEST(EngineSpecDraft, ADraftOfAnotherVocabularyIsRefused) {
   const nexus::test::CommandResult missing = nexus::test::run_nexus(
       "serve --port 0 -m " + nexus::test::shell_quote(stories_path) + " --draft-model /nonexistent/draft.gguf");
   EXPECT_EQ(missing.exit_code, 1) << missing.err;
-  EXPECT_NE(missing.err.find("--draft-model /nonexistent/draft.gguf: file not found"), std::string::npos)
+  EXPECT_NE(missing.err.find("--draft-model /nonexistent/draft.gguf: draft model file not found: /nonexistent/draft.gguf"),
+            std::string::npos)
       << missing.err;
   EXPECT_EQ(missing.err.find("-m PATH"), std::string::npos) << missing.err;
   // So is prompt lookup, and an empty --draft-model (once silently no draft).

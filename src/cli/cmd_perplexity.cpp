@@ -124,13 +124,12 @@ int run(const PerplexityArgs& a) {
   using Clock = std::chrono::steady_clock;
   OpenModel m(open_model(a.model).gguf);
   const std::string text = read_text(a.text_file);
-  if (!a.base.empty() && !std::filesystem::exists(a.base)) throw Error("base model file not found: " + a.base);
 
   const std::vector<int32_t> tokens = m.tok->encode(text, true);
   std::unique_ptr<OpenModel> base;
   int32_t n_ctx_train = m.model->config().n_ctx_train;
   if (!a.base.empty()) {
-    base = std::make_unique<OpenModel>(std::make_unique<GgufFile>(a.base));
+    base = std::make_unique<OpenModel>(open_model(a.base, "base model").gguf);
     require_same_tokenizer(m, *base, tokens, text);
     n_ctx_train = std::min(n_ctx_train, base->model->config().n_ctx_train);
   }

@@ -11,7 +11,6 @@
 #include <csignal>
 #include <ctime>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <limits>
@@ -24,9 +23,9 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/memory_arg.h"
 #include "cli/open_model.h"
 #include "cli/usage_error.h"
-#include "cli/memory_arg.h"
 #include "engine/engine.h"
 #include "engine/spec/draft_model.h"
 #include "gguf/gguf_file.h"
@@ -34,7 +33,6 @@
 #include "server/backend.h"
 #include "server/chat_template.h"
 #include "server/http_server.h"
-#include "store/model_ref.h"
 #include "template/jinja.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -181,10 +179,7 @@ int serve(ServeArgs& a) {
     // read as the -m model's.
     std::string why;
     try {
-      // (open_model's own wording tells to pass -m: not this option's.)
-      if (!store::is_model_ref(a.draft_model) && !std::filesystem::exists(a.draft_model))
-        throw Error("file not found");
-      draft_opened = open_model(a.draft_model);
+      draft_opened = open_model(a.draft_model, "draft model");
       const std::unique_ptr<Tokenizer> draft_tok = Tokenizer::from_gguf(*draft_opened->gguf);
       try {
         spec::check_same_vocabulary(*tok, *draft_tok);

@@ -11,8 +11,11 @@
 namespace nexus::cli {
 namespace {
 
-void require_file(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw Error("model file not found: " + path + " (pass one with -m PATH)");
+// The -m model's message says how to pass one; another's names its role.
+void require_file(const std::string& path, std::string_view role) {
+  if (std::filesystem::exists(path)) return;
+  if (role == kMainModel) throw Error("model file not found: " + path + " (pass one with -m PATH)");
+  throw Error(std::string(role) + " file not found: " + path);
 }
 
 // A reference's file in the store, pulled first when it is not there.
@@ -24,7 +27,7 @@ std::string pulled_path(const std::string& ref) {
 
 }  // namespace
 
-OpenedModel open_model(const std::string& given) {
+OpenedModel open_model(const std::string& given, std::string_view role) {
   OpenedModel m;
   if (given.empty()) {
     m.gguf = std::make_unique<GgufFile>(builtin_model_bytes(), std::string(kBuiltinModelName) + " (built-in)");
@@ -33,7 +36,7 @@ OpenedModel open_model(const std::string& given) {
     return m;
   }
   const std::string path = store::is_model_ref(given) ? pulled_path(given) : given;
-  require_file(path);
+  require_file(path, role);
   m.gguf = std::make_unique<GgufFile>(path);
   m.id = std::filesystem::path(path).stem().string();
   return m;
@@ -42,7 +45,7 @@ OpenedModel open_model(const std::string& given) {
 std::string model_file(const std::string& given, const std::string& what) {
   if (given.empty()) throw UsageError(what + " needs a model file: pass one with -m PATH (the built-in model is CPU only)");
   const std::string path = store::is_model_ref(given) ? pulled_path(given) : given;
-  require_file(path);
+  require_file(path, kMainModel);
   return path;
 }
 

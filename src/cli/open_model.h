@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "gguf/gguf_file.h"
 
@@ -22,9 +23,11 @@ struct OpenedModel {
 // A reference hf:OWNER/REPO[:QUANT|/FILE.gguf] or ollama:NAME[:TAG]: its file
 // in the store (store/pull.h), pulled first when it is not there (the id is
 // the file's stem). Otherwise a GGUF file path. Throws Error "model file not found: PATH
-// (pass one with -m PATH)" when the file is absent, and GgufFile's errors
-// for a file that is not a valid GGUF.
-OpenedModel open_model(const std::string& given);
+// (pass one with -m PATH)" when the file is absent -- for another `role`
+// (a draft model, a base model), "<role> file not found: PATH" -- and
+// GgufFile's errors for a file that is not a valid GGUF.
+inline constexpr std::string_view kMainModel = "model";
+OpenedModel open_model(const std::string& given, std::string_view role = kMainModel);
 
 // For the commands that need a file on disk (the CUDA backend): `given`
 // when the file exists. Throws UsageError when `given` is empty (the
