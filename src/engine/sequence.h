@@ -10,9 +10,9 @@
 // used on the engine thread only.
 #pragma once
 
-#include <chrono>
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>

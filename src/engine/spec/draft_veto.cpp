@@ -5,11 +5,9 @@
 
 namespace nexus::spec {
 
-std::size_t DraftVeto::key(int32_t n_running) { return static_cast<std::size_t>(std::clamp(n_running, 1, kMaxRuns)); }
-
 void DraftVeto::record(int32_t n_running, bool drafted, int32_t emitted, double seconds) {
   if (seconds <= 0 || emitted < 0) return;
-  Count& c = counts_[key(n_running)];
+  Count& c = counts_[StepCosts::runs_key(n_running)];
   if (!drafted) {
     constexpr double kFade = 1.0 - 1.0 / kPlainSteps;
     c.plain.tokens = kFade * c.plain.tokens + emitted;
@@ -44,7 +42,7 @@ void DraftVeto::record(int32_t n_running, bool drafted, int32_t emitted, double 
 }
 
 bool DraftVeto::vetoed(int32_t n_running) {
-  Count& c = counts_[key(n_running)];
+  Count& c = counts_[StepCosts::runs_key(n_running)];
   if (c.veto_left == 0) return false;
   --c.veto_left;
   return true;

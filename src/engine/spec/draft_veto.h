@@ -41,11 +41,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/spec/step_cost.h"
+
 namespace nexus::spec {
 
 class DraftVeto {
  public:
-  static constexpr int32_t kMaxRuns = 8;  // counts above are recorded as this
   static constexpr int32_t kMinJudgeSteps = 16;
   static constexpr int32_t kMaxJudgeSteps = 256;
   static constexpr int32_t kPlainSteps = 64;
@@ -72,8 +73,8 @@ class DraftVeto {
     int32_t veto_left = 0;            // steps the veto still lasts
     int32_t veto_steps = kVetoSteps;  // the next veto's length
   };
-  static std::size_t key(int32_t n_running);
-  std::array<Count, kMaxRuns + 1> counts_{};
+  // [StepCosts::runs_key(n_running)]: counts above StepCosts::kMaxRuns as it.
+  std::array<Count, StepCosts::kMaxRuns + 1> counts_{};
 };
 
 // The count of running sequences the draft model is judged at (its veto and
