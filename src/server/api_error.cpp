@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/json_depth.h"
+
 namespace nexus::server {
 
 std::string printable(std::string_view client_text) {
@@ -30,6 +32,10 @@ std::string error_body(const ApiError& e) {
   };
   // Messages may quote user input; replace rather than throw on bad UTF-8.
   return nlohmann::json{{"error", err}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+ApiError nesting_too_deep(int limit, std::string param) {
+  return bad_request(json_too_deep_message(limit), std::move(param), "nesting_too_deep");
 }
 
 }  // namespace nexus::server

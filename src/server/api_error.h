@@ -43,4 +43,9 @@ inline ApiError bad_request(std::string message, std::string param = {}, std::st
   return ApiError(400, std::move(message), std::move(param), std::move(code));
 }
 
+// 400 `nesting_too_deep`: a JSON text nested past the limit (util/json_depth.h,
+// --max-json-depth), naming it; `param` is the field whose text it was ("" =
+// the body itself).
+ApiError nesting_too_deep(int limit, std::string param = {});
+
 }  // namespace nexus::server
