@@ -36,6 +36,7 @@
 #include "template/jinja.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace nexus::cli {
 namespace {
@@ -61,6 +62,7 @@ struct ServeArgs {
   double drain_grace = 1;     // seconds
   int max_connections = 0;    // 0 = from RLIMIT_NOFILE
   double idle_timeout = 60, header_timeout = 30, body_timeout = 60;  // seconds
+  int max_json_depth = kDefaultMaxJsonDepth;  // util/json_depth.h
   std::string spec = "off";   // speculative decoding proposer: off | ngram
   int32_t spec_ngram = 3;
   int32_t spec_k = 5;
@@ -142,6 +144,7 @@ void raise_descriptor_limit() {
 }
 
 int serve(ServeArgs& a) {
+  set_max_json_depth(a.max_json_depth);
   const int64_t kv_memory = parse_memory_arg(a.kv_memory, "--kv-memory");
 
   // Block the stop signals before any thread starts, so every thread
@@ -304,6 +307,11 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--body-timeout", a->body_timeout, "seconds from a request's header to the end of its body; beyond it 408")
       ->capture_default_str()
       ->check(range(0.001, 86400.0));
+  sub.add_option("--max-json-depth", a->max_json_depth,
+                 "deepest nesting of arrays and objects accepted in a request body or WebSocket event (and of GBNF "
+                 "groups); deeper is 400 nesting_too_deep")
+      ->capture_default_str()
+      ->check(range(1, kMaxJsonDepthLimit));
   sub.add_option("--kv-type", a->kv_type, "KV cache element type: f16, f32, q8_0 (any case)")
       ->capture_default_str()
       ->check(CLI::Validator(

@@ -45,11 +45,19 @@ std::shared_ptr<const grammar::VocabTrie> grammar_vocab(const Tokenizer& tok, in
   return trie;
 }
 
-GenerationEvent final_event(const GenerationJob& job, FinishReason reason, const std::string& error) {
+// GenerationEvent::error_code of a failure: a grammar past the matcher's
+// bounds is the request's fault; anything else the server's ("").
+std::string request_error_code(const std::exception& e) {
+  return dynamic_cast<const grammar::GrammarLimit*>(&e) ? "grammar_too_complex" : "";
+}
+
+GenerationEvent final_event(const GenerationJob& job, FinishReason reason, const std::string& error,
+                            const std::string& error_code = {}) {
   GenerationEvent ev;
   ev.done = true;
   ev.finish = reason;
   ev.error = error;
+  ev.error_code = error_code;
   ev.usage.prompt_tokens = static_cast<int32_t>(job.req.prompt.size());
   ev.timings.queue_s = ev.timings.e2e_s = std::chrono::duration<double>(Clock::now() - job.submitted).count();
   return ev;
@@ -127,6 +135,7 @@ struct Engine::Impl {
     size_t run = 0;                 // its index in the plan's runs
     std::vector<int32_t> ids;       // the tokens it emits: accepted draft tokens, then the next one
     std::string error;              // why sampling failed, or empty
+    std::string error_code;         // GenerationEvent::error_code of it
   };
   std::vector<Sampled> sampled;
   uint64_t n_arrived = 0;
@@ -223,7 +232,7 @@ void Engine::Impl::accept(GenerationJob job) {
                                      job.req.grammar ? automata.get(job.req.grammar, vocab_trie) : nullptr);
     ++n_arrived;
   } catch (const std::exception& e) {
-    const GenerationEvent ev = final_event(job, FinishReason::Error, e.what());
+    const GenerationEvent ev = final_event(job, FinishReason::Error, e.what(), request_error_code(e));
     metrics.observe_request(request_record(ev, ev.timings.e2e_s, 0));
     try {
       job.on_event(ev);
@@ -392,7 +401,7 @@ void Engine::Impl::step() {
     const std::span<const float> rows = logits.subspan(row * nv, n_rows * nv);
     row += n_rows;
     if (s->ends_at_prompt()) at_prompt_end.push_back(s);
-    else sampled.push_back(Sampled{s, rows, i, {}, {}});
+    else sampled.push_back(Sampled{s, rows, i, {}, {}, {}});
   }
   // Sampling touches only each sequence's own sampler, so rows are sampled
   // on the kernel threads (a 32000-logit top_p row costs tens of us); the
@@ -412,6 +421,7 @@ void Engine::Impl::step() {
         }
       } catch (const std::exception& e) {
         x.error = e.what();
+        x.error_code = request_error_code(e);
       }
     }
   };
@@ -448,13 +458,13 @@ void Engine::Impl::step() {
   for (Sampled& x : sampled) {
     bool done = true;
     if (!x.error.empty()) {
-      x.seq->fail(x.error);
+      x.seq->fail(x.error, x.error_code);
     } else {
       try {
         for (int32_t id : x.ids)
           if ((done = x.seq->on_token(id, n_ctx, now))) break;
       } catch (const std::exception& e) {
-        x.seq->fail(e.what());
+        x.seq->fail(e.what(), request_error_code(e));
         done = true;
       } catch (...) {
         x.seq->fail("unknown error during generation");

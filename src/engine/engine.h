@@ -140,6 +140,10 @@ struct GenerationEvent {
   bool done = false;
   FinishReason finish = FinishReason::Stop;
   std::string error;            // set when finish == Error
+  // With an error: the request's own fault, by name ("grammar_too_complex": its
+  // grammar passed a matcher bound, grammar/matcher.h), which the protocols
+  // answer as a client error (400); empty: the server's fault (500).
+  std::string error_code;
   Usage usage;
   Timings timings;
 };

@@ -330,11 +330,12 @@ void Sequence::deliver_final(GenerationEvent& ev, FinishReason reason) {
   job_.on_event(ev);
 }
 
-void Sequence::finish(FinishReason reason, const std::string& error) noexcept {
+void Sequence::finish(FinishReason reason, const std::string& error, const std::string& error_code) noexcept {
   if (final_sent_) return;
   try {
     GenerationEvent ev;
     ev.error = error;
+    ev.error_code = error_code;
     if (reason == FinishReason::Length) attach_prompt_logprobs(ev);  // max_tokens 0
     deliver_final(ev, reason);
   } catch (...) {

@@ -130,8 +130,11 @@ class Sequence : public SchedSeq {
 
   // Delivers the final event with `reason` (no token) unless one was sent;
   // never throws.
-  void finish(FinishReason reason, const std::string& error = {}) noexcept;
-  void fail(const std::string& error) noexcept { finish(FinishReason::Error, error); }
+  void finish(FinishReason reason, const std::string& error = {}, const std::string& error_code = {}) noexcept;
+  // error_code: GenerationEvent::error_code (request_error_code()).
+  void fail(const std::string& error, const std::string& error_code = {}) noexcept {
+    finish(FinishReason::Error, error, error_code);
+  }
 
   // GenerationRequest::prompt_logprobs: whether its prefill keeps every
   // position's logits, and the rows of a run of its tokens from n_past

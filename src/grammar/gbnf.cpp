@@ -7,6 +7,7 @@
 
 #include "grammar/utf8_classes.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace nexus::grammar {
 namespace {
@@ -160,6 +161,8 @@ class Parser {
       return class_elements(normalize({{0, 0x10FFFF}}));
     }
     if (c == '(') {
+      // Groups are parsed recursively: their nesting is bounded (util/json_depth.h's limit).
+      if (depth + 1 > max_json_depth()) fail(fmt::format("groups nested more than {} levels deep", max_json_depth()));
       ++pos_;
       std::vector<Sequence> alts = parse_alternatives(depth + 1);
       skip_space(true);

@@ -13,7 +13,9 @@
 //
 // Errors (nexus::Error, with the line and column): syntax errors, an
 // undefined rule (named), no `root`, left recursion, repetition bounds above
-// kMaxRepeat, and grammars larger than kMaxElements elements once expanded.
+// kMaxRepeat, grammars larger than kMaxElements elements once expanded, and
+// nesting past util/json_depth.h's limit (groups inside groups, or chains of
+// leading rule references: grammar.h check()).
 #pragma once
 
 #include <cstddef>

@@ -56,7 +56,9 @@ class LeftRecursion : public Error {
 // Throws LeftRecursion when a rule is left-recursive (directly or through
 // rules that may match the empty string); nexus::Error naming the rule when
 // a rule has no alternative, or when the root cannot be reached from
-// anything (empty grammar).
+// anything (empty grammar), or when leading rule references (a rule whose
+// first element is a rule whose first element is ...) chain deeper than
+// util/json_depth.h's limit (the matcher's expansion recurses that deep).
 void check(const Grammar& g);
 
 }  // namespace nexus::grammar

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "util/error.h"
 
 namespace nexus::grammar {
@@ -18,6 +20,10 @@ inline uint32_t rule_of(uint64_t p) { return static_cast<uint32_t>(p >> 32); }
 inline uint32_t alt_of(uint64_t p) { return static_cast<uint32_t>((p >> 16) & 0xFFFF); }
 inline uint32_t idx_of(uint64_t p) { return static_cast<uint32_t>(p & 0xFFFF); }
 
+GrammarLimit too_many_stacks() {
+  return GrammarLimit(fmt::format("grammar: too ambiguous to follow (more than {} parse stacks)", kMaxStacks));
+}
+
 }  // namespace
 
 size_t Automaton::KeyHash::operator()(const std::vector<int32_t>& v) const {
@@ -29,9 +35,9 @@ size_t Automaton::KeyHash::operator()(const std::vector<int32_t>& v) const {
 Automaton::Automaton(std::shared_ptr<const Grammar> g, std::shared_ptr<const VocabTrie> vocab)
     : g_(std::move(g)), vocab_(std::move(vocab)) {
   for (const Rule& r : g_->rules) {
-    if (r.alternatives.size() > 0xFFFF) throw Error("grammar: rule '" + r.name + "' has too many alternatives");
+    if (r.alternatives.size() > 0xFFFF) throw GrammarLimit("grammar: rule '" + r.name + "' has too many alternatives");
     for (const Sequence& s : r.alternatives)
-      if (s.size() >= 0xFFFF) throw Error("grammar: rule '" + r.name + "' is too long");
+      if (s.size() >= 0xFFFF) throw GrammarLimit("grammar: rule '" + r.name + "' is too long");
   }
   frames_.push_back(Frame{~Pos{0}, kBottom});  // kBottom
   expanded_.emplace_back(1, kBottom);
@@ -119,7 +125,7 @@ const std::vector<int32_t>& Automaton::expand(int32_t f) {
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
   }
-  if (out.size() > kMaxStacks) throw Error("grammar: too ambiguous to follow (more than 4096 parse stacks)");
+  if (out.size() > kMaxStacks) throw too_many_stacks();
   expanded_done_[static_cast<size_t>(f)] = 1;
   expanded_[static_cast<size_t>(f)] = std::move(out);
   return expanded_[static_cast<size_t>(f)];
@@ -129,9 +135,10 @@ int32_t Automaton::state(std::vector<int32_t> stacks) {
   std::sort(stacks.begin(), stacks.end());
   stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
   if (stacks.empty()) return kDead;
-  if (stacks.size() > kMaxStacks) throw Error("grammar: too ambiguous to follow (more than 4096 parse stacks)");
+  if (stacks.size() > kMaxStacks) throw too_many_stacks();
   if (auto found = state_ids_.find(stacks); found != state_ids_.end()) return found->second;
-  if (states_.size() >= kMaxStates) throw Error("grammar: the output visits too many grammar states");
+  if (states_.size() >= kMaxStates)
+    throw GrammarLimit(fmt::format("grammar: the output visits more than {} grammar states", kMaxStates));
   auto [it, fresh] = state_ids_.try_emplace(stacks, static_cast<int32_t>(states_.size()));
   if (fresh) {
     State st;
@@ -215,6 +222,24 @@ void Automaton::fill_row(int32_t s) {
     }
     trans_[static_cast<size_t>(s)][static_cast<size_t>(b)] = result;  // (trans_ may have grown: index again)
     groups.emplace_back(takers, result);
+  }
+}
+
+void check_followable(std::shared_ptr<const Grammar> g) {
+  Automaton a(std::move(g), nullptr);  // the start state (no vocabulary: no masks are made)
+  const Grammar& gr = a.grammar();
+  size_t expanded = 0;
+  for (uint32_t r = 0; r < gr.rules.size() && expanded < kCheckExpansions; ++r)
+    for (uint32_t alt = 0; alt < gr.rules[r].alternatives.size() && expanded < kCheckExpansions; ++alt)
+      for (uint32_t i = 0; i < gr.rules[r].alternatives[alt].size(); ++i)
+        if (gr.rules[r].alternatives[alt][i].kind == Element::Rule)
+          expanded += a.expand(a.frame(make_pos(r, alt, i), Automaton::kBottom)).size();
+  // Breadth-first: states_ grows behind s as transitions are made.
+  for (size_t s = 0; s < a.states_.size() && s < kCheckStates; ++s) {
+    const auto id = static_cast<int32_t>(s);
+    a.fill_row(id);
+    for (int b = 0; b < 256; ++b)  // fill_row leaves unknown what would throw: step() throws it
+      if (a.trans_[s][static_cast<size_t>(b)] == Automaton::kUnknown) a.step(id, static_cast<uint8_t>(b));
   }
 }
 

@@ -28,7 +28,8 @@
 //
 // Bounds: more than kMaxStacks stacks in one state (a grammar too ambiguous
 // to follow) or more than kMaxStates states make accept() and
-// allowed_tokens() throw nexus::Error.
+// allowed_tokens() throw GrammarLimit. check_followable() meets most such
+// grammars before generation (a request's validation).
 #pragma once
 
 #include <array>
@@ -48,6 +49,24 @@ namespace nexus::grammar {
 constexpr size_t kMaxStacks = 4096;
 constexpr size_t kMaxStates = 1 << 17;
 
+// A grammar past kMaxStacks or kMaxStates: the grammar's fault (a client's
+// 400), not the server's.
+class GrammarLimit : public Error {
+ public:
+  using Error::Error;
+};
+
+// What the matcher will need, checked before generation: the start state,
+// the expansion of every rule reference (up to kCheckExpansions stacks in
+// all), and the automaton's first kCheckStates states breadth-first (every
+// byte of each). Throws GrammarLimit naming the bound; milliseconds for the
+// grammars of real schemas. A grammar that passes can still meet a bound
+// deep in an output (a state the walk did not reach), which then throws
+// GrammarLimit from accept() / allowed_tokens().
+constexpr size_t kCheckStates = 64;
+constexpr size_t kCheckExpansions = size_t{1} << 20;
+void check_followable(std::shared_ptr<const Grammar> g);
+
 // The lazy automaton of one grammar over one vocabulary: the interned
 // frames and states, the transitions and the masks found so far. Matchers of
 // the same grammar share one (an engine keeps one per grammar text,
@@ -66,6 +85,7 @@ class Automaton {
 
  private:
   friend class Matcher;
+  friend void check_followable(std::shared_ptr<const Grammar> g);
   using Pos = uint64_t;  // rule << 32 | alternative << 16 | element index
   static constexpr int32_t kBottom = 0;  // the frame below every stack: the empty stack
   static constexpr int32_t kDead = -1, kUnknown = -2;

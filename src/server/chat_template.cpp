@@ -2,6 +2,7 @@
 
 #include "server/api_error.h"
 #include "template/jinja.h"
+#include "util/json_depth.h"
 
 namespace nexus::server {
 
@@ -22,7 +23,8 @@ nlohmann::ordered_json message_json(const ChatMessage& m) {
       if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) continue;
       auto& f = c["function"];
       if (f.contains("arguments") && f["arguments"].is_string()) {
-        auto parsed = nlohmann::ordered_json::parse(f["arguments"].get<std::string>(), nullptr, false);
+        // Bounded: the arguments are client text (a deep one stays a string).
+        auto parsed = parse_json_bounded_or_discarded<nlohmann::ordered_json>(f["arguments"].get<std::string>());
         if (!parsed.is_discarded() && parsed.is_object()) f["arguments"] = std::move(parsed);
       }
     }
@@ -65,6 +67,12 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, const nl
     if (e.kind() == K::Raised) {
       throw ApiError(400, "The model's chat template rejected the conversation: " + what, "messages",
                      "chat_template_rejected");
+    }
+    if (e.kind() == K::Limit && what.find("value nested deeper") != std::string::npos) {
+      // Client values (tool arguments, tools' schemas) past the template's
+      // value depth: only with a --max-json-depth above it.
+      throw ApiError(400, "A value in the conversation is nested too deeply for the chat template: " + what,
+                     "messages", "nesting_too_deep");
     }
     if (e.kind() == K::Limit && what.find("output exceeds") != std::string::npos) {
       throw ApiError(400, "The conversation is too large for the chat template: " + what, "messages",

@@ -47,8 +47,10 @@ HeaderList CorsPolicy::response_headers(std::string_view origin) const {
 
 HeaderList CorsPolicy::preflight_headers(std::string_view origin, std::string_view methods,
                                          std::string_view request_headers) const {
-  HeaderList h = response_headers(origin);
-  if (h.empty()) return h;
+  // Access-Control-Allow-Origin and Vary are response_headers(), which every
+  // response carries (the session adds them): not repeated here.
+  HeaderList h;
+  if (!allow_origin(origin)) return h;
   h.emplace_back("Access-Control-Allow-Methods", std::string(methods));
   h.emplace_back("Access-Control-Allow-Headers", !request_headers.empty() && safe_header_value(request_headers)
                                                      ? std::string(request_headers)

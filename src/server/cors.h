@@ -39,8 +39,9 @@ class CorsPolicy {
   // The headers every response to a request from `origin` carries (none
   // when the origin is absent or not allowed).
   HeaderList response_headers(std::string_view origin) const;
-  // The headers of a successful preflight answer; `methods` is the path's
-  // Allow value, `request_headers` the Access-Control-Request-Headers value.
+  // The headers a successful preflight answer adds to response_headers()
+  // (each field once on the wire); `methods` is the path's Allow value,
+  // `request_headers` the Access-Control-Request-Headers value.
   HeaderList preflight_headers(std::string_view origin, std::string_view methods,
                                std::string_view request_headers) const;
 

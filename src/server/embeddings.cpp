@@ -139,10 +139,7 @@ std::string base64_encode(std::string_view bytes) {
 
 HttpReply embeddings_reply(const Backend& backend, std::string_view body) {
   try {
-    if (!is_valid_utf8(body)) throw bad_request("The request body is not valid UTF-8.", "", "invalid_utf8");
-    const json doc = json::parse(body, nullptr, false);
-    if (doc.is_discarded()) throw bad_request("We could not parse the JSON body of your request.", "", "invalid_json");
-    if (!doc.is_object()) throw bad_request("The request body must be a JSON object.", "", "invalid_json");
+    const json doc = parse_json_body(body);
     if (const json* m = field(doc, "model")) {
       if (!m->is_string()) throw bad_request("Invalid type for 'model': expected a string.", "model", "invalid_type");
       if (m->get<std::string>() != backend.model_id())

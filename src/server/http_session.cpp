@@ -189,6 +189,9 @@ void HttpSession::on_header(beast::error_code ec) {
     keep_alive_ = false;
     return send_reply(error_reply(*bad));
   }
+  // Absolute-form (a client talking to us as to a proxy): routed by its path.
+  if (std::optional<std::string> path = origin_form(std::string_view(req.target().data(), req.target().size())))
+    parser_->get().target(*path);
   if (beast::iequals(req[http::field::expect], "100-continue")) enqueue("HTTP/1.1 100 Continue\r\n\r\n");
   if (parser_->is_done()) return on_body({});
   phase_ = ReadPhase::Body;

@@ -15,6 +15,7 @@
 #include "server/openai_prediction.h"
 #include "server/choices.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace nexus::server {
 
@@ -204,7 +205,7 @@ void parse_message_extras(const json& m, const std::string& name, const std::str
       throw type_error(pname + ".function.arguments", "a string", *args);
     }
   }
-  msg.tool_calls = nlohmann::ordered_json::parse(calls->dump());
+  msg.tool_calls = nlohmann::ordered_json(*calls);  // (the body's nesting is bounded: util/json_depth.h)
 }
 
 void parse_messages(const json& body, ApiRequest& r) {
@@ -314,7 +315,7 @@ std::shared_ptr<const grammar::Grammar> schema_grammar(const json& rf, std::stri
   if (!js->is_object()) throw type_error("response_format.json_schema", "an object", *js);
   if (const json* strict = field(*js, "strict"); strict && !strict->is_boolean())
     throw type_error("response_format.json_schema.strict", "a boolean", *strict);
-  const auto doc = nlohmann::ordered_json::parse(raw);
+  const auto doc = parse_json_bounded<nlohmann::ordered_json>(raw);  // parsed once already: cannot fail
   const auto& ojs = doc.at("response_format").at("json_schema");
   const auto it = ojs.find("schema");
   const nlohmann::ordered_json schema =
@@ -350,6 +351,7 @@ void parse_grammar(const json& body, std::string_view raw, ApiRequest& r) {
   if (g && type != "text")
     throw bad_request("Invalid 'grammar': it cannot be combined with a 'response_format' other than text.", "grammar",
                       "invalid_value");
+  r.grammar_param = g ? "grammar" : "response_format";
   if (type == "json_schema") {
     r.grammar = schema_grammar(*rf, raw);
     return;
@@ -470,16 +472,23 @@ void parse_echo(const json& doc, ApiRequest& r) {
 
 }  // namespace
 
-ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
+json parse_json_body(std::string_view body) {
   if (!is_valid_utf8(body)) throw bad_request("The request body is not valid UTF-8.", "", "invalid_utf8");
   json doc;
   try {
-    doc = json::parse(body);
+    doc = parse_json_bounded(body);
+  } catch (const JsonTooDeep& e) {
+    throw nesting_too_deep(e.limit);
   } catch (const json::exception& e) {
     throw bad_request(fmt::format("We could not parse the JSON body of your request: {}", e.what()), "",
                       "invalid_json");
   }
   if (!doc.is_object()) throw bad_request("The request body must be a JSON object.", "", "invalid_json");
+  return doc;
+}
+
+ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
+  const json doc = parse_json_body(body);
   refuse_unsupported(doc);
 
   ApiRequest r;

@@ -89,6 +89,7 @@ struct ApiRequest {
   std::vector<std::string> stop;
   std::vector<std::pair<int64_t, float>> logit_bias;  // unchecked ids (range checked later)
   std::shared_ptr<const grammar::Grammar> grammar;    // from response_format or grammar; null = none
+  std::string grammar_param = "grammar";              // the field it came from: "response_format" or "grammar"
   bool ignore_eos = false;
   int32_t priority = 0;                // kPriorityDefault
   bool stream = false;
@@ -105,5 +106,10 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body);
 
 // Strict UTF-8 check (RFC 3629: no overlongs, no surrogates, <= U+10FFFF).
 bool is_valid_utf8(std::string_view s);
+
+// A request body as a JSON object, the checks every endpoint makes first:
+// 400 invalid_utf8, invalid_json (not JSON, or not an object) or
+// nesting_too_deep (past util/json_depth.h's limit, refused while parsing).
+nlohmann::json parse_json_body(std::string_view body);
 
 }  // namespace nexus::server

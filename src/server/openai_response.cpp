@@ -66,9 +66,14 @@ json merge_deltas(json a, const json& b) {
   return a;
 }
 
-std::string error_payload(const GenerationEvent& ev) {
-  return error_body(ApiError(500, "generation failed: " + ev.error, "", "", "server_error"));
+// A failed generation: the request's fault (GenerationEvent::error_code) is a
+// 400 naming it, anything else a 500.
+ApiError generation_error(const GenerationEvent& ev) {
+  if (!ev.error_code.empty()) return bad_request("The request cannot be followed: " + ev.error, "", ev.error_code);
+  return ApiError(500, "generation failed: " + ev.error, "", "", "server_error");
 }
+
+std::string error_payload(const GenerationEvent& ev) { return error_body(generation_error(ev)); }
 
 }  // namespace
 
@@ -204,7 +209,7 @@ std::string CompletionFormatter::on_event(const GenerationEvent& ev) {
   text_ += ev.text;
   if (!ev.done) return {};
   if (ev.finish == FinishReason::Error) {
-    status_ = 500;
+    status_ = generation_error(ev).status;
     return error_payload(ev);
   }
   json choice = {{"index", meta_.index}, {"logprobs", take_logprobs()}, {"finish_reason", finish}};

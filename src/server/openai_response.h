@@ -85,7 +85,7 @@ class CompletionFormatter {
   // the whole JSON body.
   std::string on_event(const GenerationEvent& ev);
 
-  int status() const { return status_; }  // 200, or 500 after an Error event (non-streaming)
+  int status() const { return status_; }  // 200, or 400 / 500 after an Error event (non-streaming)
   const ResponseMeta& meta() const { return meta_; }
 
  private:

@@ -7,6 +7,7 @@
 #include "grammar/json_schema.h"
 #include "server/api_error.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace nexus::server {
 
@@ -129,7 +130,7 @@ ToolRequest parse_tools(const nlohmann::json& body, std::string_view raw, bool h
   ToolRequest r;
   const auto present = [&](const char* k) { return body.contains(k) && !body.at(k).is_null(); };
   if (!present("tools") && !present("tool_choice") && !present("parallel_tool_calls")) return r;
-  const ojson doc = ojson::parse(raw);
+  const ojson doc = parse_json_bounded<ojson>(raw);  // parsed once already (openai_request.cpp): cannot fail
   if (const ojson* tools = member(doc, "tools")) {
     if (!tools->is_array()) throw wrong_type("tools", "an array", *tools);
     for (size_t i = 0; i < tools->size(); ++i) {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "grammar/matcher.h"
 #include "server/api_error.h"
 #include "server/tool_calls/grammar.h"
 #include "server/tool_calls/request.h"
@@ -29,6 +30,17 @@ std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend
     ids.push_back(static_cast<int32_t>(t));
   }
   return ids;
+}
+
+// What the grammar will need of the matcher, checked before the engine
+// sees it (grammar/matcher.h check_followable): a grammar past a bound is
+// the request's 400, not a 500 in the middle of generation.
+void check_grammar(const std::shared_ptr<const grammar::Grammar>& g, const std::string& param) {
+  try {
+    grammar::check_followable(g);
+  } catch (const grammar::GrammarLimit& e) {
+    throw bad_request(fmt::format("Invalid '{}': {}", param, printable(e.what())), param, "grammar_too_complex");
+  }
 }
 
 }  // namespace
@@ -99,6 +111,7 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   g.grammar = req.grammar;
   if (req.tool_use.forced())
     g.grammar = tool_calls::forced_grammar(req.tool_use, tool_calls::syntax_for(backend.chat_template()));
+  if (g.grammar) check_grammar(g.grammar, req.tool_use.forced() ? "tools" : req.grammar_param);
   if (req.prediction) g.prediction = backend.tokenize_as_output(*req.prediction);
   g.prompt_logprobs = req.echo && req.sampling.logprobs >= 0;
   return g;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "util/json_depth.h"
 
 namespace nexus::server::realtime {
 
@@ -87,8 +88,14 @@ void parse_fields(const json& ev, ClientEvent& out) {
 }  // namespace
 
 ClientEvent parse_client_event(std::string_view frame) {
-  json ev = json::parse(frame, nullptr, false);
-  if (ev.is_discarded()) throw EventError("invalid_json", "The message is not valid JSON.");
+  json ev;
+  try {
+    ev = parse_json_bounded(frame);
+  } catch (const JsonTooDeep& e) {
+    throw EventError("nesting_too_deep", json_too_deep_message(e.limit));
+  } catch (const json::exception&) {
+    throw EventError("invalid_json", "The message is not valid JSON.");
+  }
   if (!ev.is_object()) throw EventError("invalid_event", "An event must be a JSON object.");
   const auto type = ev.find("type");
   if (type == ev.end() || !type->is_string()) throw EventError("invalid_event", "An event needs a string 'type'.");

@@ -87,4 +87,18 @@ std::optional<ApiError> request_framing_error(const http::fields& headers, unsig
   return std::nullopt;
 }
 
+std::optional<std::string> origin_form(std::string_view target) {
+  size_t scheme = 0;
+  for (const std::string_view prefix : {"http://", "https://"})
+    if (target.size() >= prefix.size() &&
+        boost::beast::iequals(boost::beast::string_view(target.data(), prefix.size()),
+                              boost::beast::string_view(prefix.data(), prefix.size())))
+      scheme = prefix.size();
+  if (scheme == 0) return std::nullopt;
+  const size_t path = target.find_first_of("/?", scheme);  // the authority ends at the path or the query
+  if (path == std::string_view::npos) return std::string("/");
+  if (target[path] == '?') return "/" + std::string(target.substr(path));
+  return std::string(target.substr(path));
+}
+
 }  // namespace nexus::server

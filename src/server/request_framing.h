@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "server/api_error.h"
@@ -47,6 +48,12 @@ std::optional<ApiError> request_target_error(std::string_view target);
 // first CRLF, or all of it) is longer than one with a target at the limit;
 // else 431 headers_too_large.
 ApiError header_too_large_error(std::string_view target, std::string_view buffered);
+
+// A request target in absolute-form (`http://host:port/path?query`, RFC 9112
+// section 3.2.2: a server MUST accept it, and then ignores Host) as the
+// origin-form path and query the routes know (`/path?query`; `/` when the
+// target has no path); nullopt for any other form (origin-form, `*`).
+std::optional<std::string> origin_form(std::string_view target);
 
 // nullopt when the header frames the request as HTTP/1.1 requires.
 // `version`: 10 or 11 (Beast's encoding).

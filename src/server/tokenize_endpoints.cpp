@@ -12,15 +12,6 @@ using nlohmann::json;
 
 namespace {
 
-json parse_object(std::string_view body) {
-  if (!is_valid_utf8(body)) throw bad_request("The request body is not valid UTF-8.", "", "invalid_utf8");
-  json doc = json::parse(body, nullptr, false);
-  if (doc.is_discarded())
-    throw bad_request("We could not parse the JSON body of your request.", "", "invalid_json");
-  if (!doc.is_object()) throw bad_request("The request body must be a JSON object.", "", "invalid_json");
-  return doc;
-}
-
 bool flag(const json& doc, const char* name, bool dflt) {
   auto it = doc.find(name);
   if (it == doc.end() || it->is_null()) return dflt;
@@ -35,7 +26,7 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 HttpReply tokenize_reply(const Backend& backend, std::string_view body) {
   try {
-    const json doc = parse_object(body);
+    const json doc = parse_json_body(body);
     auto c = doc.find("content");
     if (c == doc.end() || c->is_null())
       throw bad_request("Missing required parameter: 'content'.", "content", "missing_required_parameter");
@@ -70,7 +61,7 @@ HttpReply tokenize_reply(const Backend& backend, std::string_view body) {
 
 HttpReply detokenize_reply(const Backend& backend, std::string_view body) {
   try {
-    const json doc = parse_object(body);
+    const json doc = parse_json_body(body);
     auto t = doc.find("tokens");
     if (t == doc.end() || t->is_null())
       throw bad_request("Missing required parameter: 'tokens'.", "tokens", "missing_required_parameter");

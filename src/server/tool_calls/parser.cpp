@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/json_depth.h"
+
 namespace nexus::server::tool_calls {
 
 namespace {
@@ -92,7 +94,7 @@ Scan scan_value(std::string_view t, size_t i) {
 }
 
 std::string decode_string(std::string_view quoted) {
-  const auto j = nlohmann::json::parse(quoted, nullptr, false);
+  const auto j = parse_json_bounded_or_discarded(quoted);
   return j.is_string() ? j.get<std::string>() : std::string();
 }
 

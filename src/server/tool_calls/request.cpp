@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/json_depth.h"
+
 namespace nexus::server::tool_calls {
 
 namespace {
@@ -26,7 +28,7 @@ std::string generic_calls(const nlohmann::ordered_json& calls) {
     const auto& f = c.at("function");
     nlohmann::ordered_json args = f.contains("arguments") ? f.at("arguments") : nlohmann::ordered_json::object();
     if (args.is_string()) {
-      auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+      auto parsed = parse_json_bounded_or_discarded<nlohmann::ordered_json>(args.get<std::string>());
       if (!parsed.is_discarded()) args = std::move(parsed);
     }
     list.push_back({{"name", f.at("name")}, {"arguments", std::move(args)}});
