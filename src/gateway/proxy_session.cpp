@@ -240,11 +240,10 @@ bool ProxySession::answer_cors() {
     return true;
   }
   const auto headers = req_[http::field::access_control_request_headers];
-  std::string head;
+  std::string head;  // added to cors_head_ (the Allow-Origin and Vary every response carries)
   for (const auto& [k, v] :
        ctx_.cors.preflight_headers(origin, "GET, HEAD, POST", std::string_view(headers.data(), headers.size())))
     head += k + ": " + v + "\r\n";
-  cors_head_.clear();  // the preflight's own set replaces it
   respond(204, "", "", head);
   return true;
 }

@@ -85,6 +85,12 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   if (!score_only) check_max_tokens(req.max_tokens, n_ctx, req.max_tokens_param);
 
   GenerationRequest g;
+  // The grammar first: its check costs milliseconds, the prompt's rendering
+  // and tokenization more (a tool grammar's schemas are in the prompt too).
+  g.grammar = req.grammar;
+  if (req.tool_use.forced())
+    g.grammar = tool_calls::forced_grammar(req.tool_use, tool_calls::syntax_for(backend.chat_template()));
+  if (g.grammar) check_grammar(g.grammar, req.tool_use.forced() ? "tools" : req.grammar_param);
   g.prompt = prompt_tokens(req, backend);
   const std::string param = req.endpoint == Endpoint::ChatCompletions ? "messages" : "prompt";
   if (g.prompt.empty()) throw bad_request(fmt::format("Invalid '{}': it encodes to no tokens.", param), param, "invalid_value");
@@ -108,10 +114,6 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   g.stop.stop = req.stop;
   g.stop.ignore_eos = req.ignore_eos;
   g.priority = req.priority;
-  g.grammar = req.grammar;
-  if (req.tool_use.forced())
-    g.grammar = tool_calls::forced_grammar(req.tool_use, tool_calls::syntax_for(backend.chat_template()));
-  if (g.grammar) check_grammar(g.grammar, req.tool_use.forced() ? "tools" : req.grammar_param);
   if (req.prediction) g.prediction = backend.tokenize_as_output(*req.prediction);
   g.prompt_logprobs = req.echo && req.sampling.logprobs >= 0;
   return g;

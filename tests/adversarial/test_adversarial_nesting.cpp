@@ -40,6 +40,15 @@ std::string post(const std::string& target, const std::string& body, const std::
          std::to_string(body.size()) + "\r\nConnection: close\r\n" + extra_headers + "\r\n" + body;
 }
 
+// One request on a new connection, which is not half-closed (the server
+// takes that for a client gone, and cancels a generation); the request asks
+// for Connection: close.
+std::string roundtrip(uint16_t port, const std::string& request) {
+  RawConnection c(port);
+  c.send(request);
+  return c.read_until_closed();
+}
+
 json error_of(const std::string& raw) {
   const json j = json::parse(body_of(raw), nullptr, false);
   return j.is_object() && j.contains("error") ? j["error"] : json();
@@ -81,7 +90,7 @@ class AdversarialNesting : public ::testing::Test {
         normal_end = e.what();
       }
     });
-    const std::string raw = server_->exchange(post(target, body));
+    const std::string raw = roundtrip(server_->port(), post(target, body));
     normal.join();
     EXPECT_EQ(status_of(raw), 400) << raw.substr(0, 400);
     const json err = error_of(raw);
@@ -131,7 +140,7 @@ TEST_F(AdversarialNesting, DeepJsonInEveryFieldClassIsRefusedWhileParsing) {
   for (const auto& c : cases) expect_refused(c.what, c.target, c.body, "nesting_too_deep");
   // The limit itself: 127 levels inside the body's object pass the parser.
   const std::string at_limit = R"({"prompt":"a","max_tokens":2,"extra":)" + nested(126) + "}";
-  const std::string raw = server_->exchange(post("/v1/completions", at_limit));
+  const std::string raw = roundtrip(server_->port(), post("/v1/completions", at_limit));
   EXPECT_EQ(status_of(raw), 200) << raw.substr(0, 400);
 }
 
@@ -173,6 +182,7 @@ TEST_F(AdversarialNesting, GrammarsPastTheMatchersBoundsAre400NotA500AtGeneratio
 
 TEST_F(AdversarialNesting, RealtimeSessionUpdateTooDeepIsAnErrorEventAndTheSessionGoesOn) {
   WsClient ws("127.0.0.1", server_->port());
+  ws.recv_until("session.created");
   for (const char* setting : {"stop", "temperature"}) {
     ws.send_text(std::string(R"({"type":"session.update","session":{")") + setting + "\":" + nested(kDeep) + "}}");
     const json ev = ws.recv_json();
@@ -187,7 +197,7 @@ TEST_F(AdversarialNesting, RealtimeSessionUpdateTooDeepIsAnErrorEventAndTheSessi
 }
 
 TEST_F(AdversarialNesting, PreflightCarriesEachCorsFieldOnce) {
-  const std::string raw = server_->exchange(
+  const std::string raw = roundtrip(server_->port(),
       "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://app.example\r\n"
       "Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(status_of(raw), 204) << raw;
@@ -205,10 +215,10 @@ TEST_F(AdversarialNesting, PreflightCarriesEachCorsFieldOnce) {
 
 TEST_F(AdversarialNesting, AbsoluteFormTargetsAreServed) {
   const std::string body = R"({"prompt":"Once","max_tokens":2})";
-  const std::string raw = server_->exchange(post("http://127.0.0.1:" + std::to_string(server_->port()) +
+  const std::string raw = roundtrip(server_->port(), post("http://127.0.0.1:" + std::to_string(server_->port()) +
                                                      "/v1/completions", body));
   EXPECT_EQ(status_of(raw), 200) << raw.substr(0, 400);
-  const std::string health = server_->exchange("GET HTTP://other.example/health?x=1 HTTP/1.1\r\nHost: x\r\n"
+  const std::string health = roundtrip(server_->port(), "GET HTTP://other.example/health?x=1 HTTP/1.1\r\nHost: x\r\n"
                                                 "Connection: close\r\n\r\n");
   EXPECT_EQ(status_of(health), 200) << health;
 }
