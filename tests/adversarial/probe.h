@@ -21,7 +21,10 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "support/serve_process.h"
+#include "support/test_support.h"
 
 namespace nexus::test::adversarial {
 
@@ -88,6 +91,36 @@ class RawConnection {
   bool read_some();  // false at EOF
   int fd_ = -1;
   std::string got_;
+};
+
+// A GoogleTest suite of probes against one server (stories260K, started once
+// for the suite with Suite::server_flags() if the suite declares it), the
+// probe.h checks after every test. Usage:
+//   class MySuite : public ProbeSuite<MySuite> {
+//    public: static std::vector<std::string> server_flags() { return {"--cors-allow-origin", "*"}; }
+//   };
+template <class Suite>
+class ProbeSuite : public ::testing::Test {
+ public:
+  static std::vector<std::string> server_flags() { return {}; }
+
+ protected:
+  static void SetUpTestSuite() {
+    const std::string model = shared_model_path("stories260K.gguf");
+    if (require_file(model)) server_ = std::make_unique<ProbeServer>(model, Suite::server_flags());
+  }
+  static void TearDownTestSuite() { server_.reset(); }
+  void SetUp() override {
+    if (!server_) GTEST_SKIP() << "stories260K.gguf not in ../shared/models";
+    ASSERT_TRUE(server_->started());
+    mark_ = server_->mark();
+  }
+  void TearDown() override {
+    if (server_ && !IsSkipped())
+      server_->expect_recovered(mark_, ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  static inline std::unique_ptr<ProbeServer> server_;
+  ProbeMark mark_;
 };
 
 // The status of a raw HTTP response ("HTTP/1.1 400 ..." -> 400), 0 if none.

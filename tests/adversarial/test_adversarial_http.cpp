@@ -31,25 +31,7 @@ json error_of(const std::string& raw, int status) {
   return j.is_object() && j.contains("error") ? j["error"] : json::object();
 }
 
-class Adversarial : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const std::string model = shared_model_path("stories260K.gguf");
-    if (require_file(model)) server_ = std::make_unique<ProbeServer>(model);
-  }
-  static void TearDownTestSuite() { server_.reset(); }
-  void SetUp() override {
-    if (!server_) GTEST_SKIP() << "stories260K.gguf not in ../shared/models";
-    ASSERT_TRUE(server_->started());
-    mark_ = server_->mark();
-  }
-  void TearDown() override {
-    if (server_ && !IsSkipped()) server_->expect_recovered(mark_, ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
-  static std::unique_ptr<ProbeServer> server_;
-  ProbeMark mark_;
-};
-std::unique_ptr<ProbeServer> Adversarial::server_;
+class Adversarial : public ProbeSuite<Adversarial> {};
 
 }  // namespace
 
@@ -196,28 +178,10 @@ TEST_F(Adversarial, OutOfRangeIntegersAre400NamingTheField) {
 }
 
 // The same server with CORS on: preflights answered, origins checked.
-class AdversarialCors : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const std::string model = shared_model_path("stories260K.gguf");
-    if (require_file(model))
-      server_ = std::make_unique<ProbeServer>(
-          model, std::vector<std::string>{"--cors-allow-origin", "https://app.example", "--cors-allow-origin",
-                                          "http://localhost:3000"});
-  }
-  static void TearDownTestSuite() { server_.reset(); }
-  void SetUp() override {
-    if (!server_) GTEST_SKIP() << "stories260K.gguf not in ../shared/models";
-    ASSERT_TRUE(server_->started());
-    mark_ = server_->mark();
-  }
-  void TearDown() override {
-    if (server_ && !IsSkipped()) server_->expect_recovered(mark_, ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
-  static std::unique_ptr<ProbeServer> server_;
-  ProbeMark mark_;
+class AdversarialCors : public ProbeSuite<AdversarialCors> {
+ public:
+  static std::vector<std::string> server_flags() { return {"--cors-allow-origin", "https://app.example", "--cors-allow-origin", "http://localhost:3000"}; }
 };
-std::unique_ptr<ProbeServer> AdversarialCors::server_;
 
 TEST_F(AdversarialCors, PreflightFromAnAllowedOriginIsAnswered) {
   HttpClient c("127.0.0.1", server_->port());

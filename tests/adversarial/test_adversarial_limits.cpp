@@ -28,29 +28,10 @@ json error_code_of(const std::string& raw) {
   return j.is_object() && j.contains("error") ? j["error"]["code"] : json();
 }
 
-class AdversarialLimits : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const std::string model = shared_model_path("stories260K.gguf");
-    if (require_file(model))
-      server_ = std::make_unique<ProbeServer>(
-          model, std::vector<std::string>{"--header-timeout", "0.3", "--body-timeout", "0.3", "--max-connections",
-                                          std::to_string(kMaxConnections)});
-  }
-  static void TearDownTestSuite() { server_.reset(); }
-  void SetUp() override {
-    if (!server_) GTEST_SKIP() << "stories260K.gguf not in ../shared/models";
-    ASSERT_TRUE(server_->started());
-    mark_ = server_->mark();
-  }
-  void TearDown() override {
-    if (server_ && !IsSkipped())
-      server_->expect_recovered(mark_, ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
-  static std::unique_ptr<ProbeServer> server_;
-  ProbeMark mark_;
+class AdversarialLimits : public ProbeSuite<AdversarialLimits> {
+ public:
+  static std::vector<std::string> server_flags() { return {"--header-timeout", "0.3", "--body-timeout", "0.3", "--max-connections", std::to_string(kMaxConnections)}; }
 };
-std::unique_ptr<ProbeServer> AdversarialLimits::server_;
 
 }  // namespace
 

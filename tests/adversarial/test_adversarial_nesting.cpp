@@ -54,25 +54,11 @@ json error_of(const std::string& raw) {
   return j.is_object() && j.contains("error") ? j["error"] : json();
 }
 
-class AdversarialNesting : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const std::string model = shared_model_path("stories260K.gguf");
-    if (require_file(model))
-      server_ = std::make_unique<ProbeServer>(model, std::vector<std::string>{"--cors-allow-origin",
-                                                                               "http://app.example"});
-  }
-  static void TearDownTestSuite() { server_.reset(); }
-  void SetUp() override {
-    if (!server_) GTEST_SKIP() << "stories260K.gguf not in ../shared/models";
-    ASSERT_TRUE(server_->started());
-    mark_ = server_->mark();
-  }
-  void TearDown() override {
-    if (server_ && !IsSkipped())
-      server_->expect_recovered(mark_, ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
+class AdversarialNesting : public ProbeSuite<AdversarialNesting> {
+ public:
+  static std::vector<std::string> server_flags() { return {"--cors-allow-origin", "http://app.example"}; }
 
+ protected:
   // Sends `body` to `target` while a normal streamed completion runs on
   // another connection; expects a 400 with `code` (and `param` when given)
   // in OpenAI's shape, and the normal stream to finish with [DONE].
@@ -99,11 +85,7 @@ class AdversarialNesting : public ::testing::Test {
     if (!param.empty()) EXPECT_EQ(err.value("param", ""), param) << raw.substr(0, 400);
     EXPECT_EQ(normal_end, "done");
   }
-
-  static std::unique_ptr<ProbeServer> server_;
-  ProbeMark mark_;
 };
-std::unique_ptr<ProbeServer> AdversarialNesting::server_;
 
 constexpr int kDeep = 100000;  // 200 KB of brackets
 const char* kChat = "/v1/chat/completions";
