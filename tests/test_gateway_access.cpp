@@ -170,6 +170,40 @@ TEST(GatewayAccess, StreamedTokensAreCountedAndEmptyTheTokenBucket) {
   }
 }
 
+// A tenant's max_priority (issue 42): a request above it is answered 400 by
+// the gateway, in OpenAI's shape, on every completions path; the replica,
+// whose own cap is 1000 here, would have taken it.
+TEST(GatewayAccess, APriorityAboveTheTenantsCapIs400FromTheGateway) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1, {"--max-request-priority", "1000"});
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports, {"--api-keys", write_keys("sk-a team-a - - default\nsk-b team-b\n")});
+  ASSERT_GT(gw.port, 0);
+  HttpClient c("127.0.0.1", gw.port);
+  json body = kCompletion;
+  json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 2}};
+  body["priority"] = chat["priority"] = "interactive";
+  for (const auto& [path, b] : {std::pair{"/v1/completions", body}, std::pair{"/completions", body},
+                                std::pair{"/v1/chat/completions", chat}, std::pair{"/chat/completions", chat}}) {
+    const HttpResponse r = c.request("POST", path, b.dump(), bearer("sk-a"));
+    EXPECT_EQ(r.status, 400) << path << ": " << r.body;
+    EXPECT_EQ(error_code(r.body), "priority_above_cap") << path;
+    EXPECT_NE(r.body.find("this API key allows, default (0)"), std::string::npos) << r.body;
+  }
+  int ok = 0;
+  for (const json& p : {json("default"), json("batch"), json(nullptr)}) {
+    body["priority"] = p;
+    const HttpResponse r = c.request("POST", "/v1/completions", body.dump(), bearer("sk-a"));
+    EXPECT_EQ(r.status, 200) << p << ": " << r.body;
+    ok += r.status == 200;
+  }
+  body["priority"] = 1000;  // team-b has no cap: the replica's applies
+  EXPECT_EQ(c.request("POST", "/v1/completions", body.dump(), bearer("sk-b")).status, 200);
+  const auto m = scrape_metrics(gw.port);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_requests_total", {{"tenant", "team-a"}}), ok)
+      << "refused requests are not counted as admitted";
+}
+
 TEST(ServeApiKey, RequiresTheKeyButHealthStaysOpen) {
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
   ServeProcess s(model, {"--api-key", "sk-serve"});

@@ -65,7 +65,17 @@ TEST(GatewayApiKeys, RefusesBadFilesByName) {
   EXPECT_NE(message("k1 a 5\nk2 a 6\n").find("other limits"), std::string::npos);
   EXPECT_NE(message("k1 a five\n").find("not a number"), std::string::npos);
   EXPECT_NE(message("k1 a 0\n").find("positive"), std::string::npos);
-  EXPECT_NE(message("k1 a 1 2 3\n").find("expected KEY TENANT"), std::string::npos);
+  EXPECT_NE(message("k1 a 1 2 3 4\n").find("expected KEY TENANT"), std::string::npos);
+  EXPECT_NE(message("k1 a - - batch\n").find("f:1: max_priority 'batch' is not interactive, default or an integer"),
+            std::string::npos);
+  EXPECT_NE(message("k1 a - - 1001\n").find("max_priority '1001'"), std::string::npos);
+  EXPECT_NE(message("k1 a - - default\nk2 a - - interactive\n").find("other limits"), std::string::npos);
+  EXPECT_NE(message(R"([{"key": "k", "tenant": "a", "max_priority": 1001}])").find("max_priority '1001'"),
+            std::string::npos);
+  EXPECT_NE(message(R"([{"key": "k", "tenant": "a", "max_priority": 1.5}])").find("a string, an integer or null"),
+            std::string::npos);
+  EXPECT_NE(message(R"([{"key": "k", "tenant": "a", "max_priority": true}])").find("a string, an integer or null"),
+            std::string::npos);
   EXPECT_NE(message("k1 bad/name\n").find("tenant"), std::string::npos);
   EXPECT_NE(message(R"({"keys": [{"key": "k", "tenant": "a", "rps": 1}]})").find("unknown field \"rps\""),
             std::string::npos);
@@ -74,6 +84,49 @@ TEST(GatewayApiKeys, RefusesBadFilesByName) {
   EXPECT_NE(message(R"({"keys": [{"key": "k", "tenant": "a", "tokens_per_minute": -1}]})").find("positive"),
             std::string::npos);
   EXPECT_NE(message("{not json").find("not valid JSON"), std::string::npos);
+}
+
+TEST(GatewayApiKeys, MaxPriorityInBothFormats) {
+  const ApiKeyTable lines =
+      parse_api_keys("sk-a team-a - - default\nsk-b team-b 5 - 500\nsk-c team-c 5 100 -\nsk-d team-d\n", "keys.txt");
+  ASSERT_EQ(lines.tenants.size(), 4u);
+  EXPECT_EQ(lines.tenants[0].limits.max_priority, 0);
+  EXPECT_FALSE(lines.tenants[0].limits.requests_per_second);
+  EXPECT_EQ(lines.tenants[1].limits.max_priority, 500);
+  EXPECT_FALSE(lines.tenants[2].limits.max_priority);
+  EXPECT_FALSE(lines.tenants[3].limits.max_priority);
+  const ApiKeyTable js = parse_api_keys(R"([{"key": "k1", "tenant": "a", "max_priority": "interactive"},
+                                            {"key": "k2", "tenant": "b", "max_priority": 0},
+                                            {"key": "k3", "tenant": "c", "max_priority": null}])",
+                                        "keys.json");
+  EXPECT_EQ(js.tenants[0].limits.max_priority, 10);
+  EXPECT_EQ(js.tenants[1].limits.max_priority, 0);
+  EXPECT_FALSE(js.tenants[2].limits.max_priority);
+}
+
+TEST(GatewayApiKeys, PriorityAboveTheTenantsCapIsRefusedInOpenAIsShape) {
+  Tenant capped{"team-a", {}};
+  capped.limits.max_priority = 0;
+  for (const char* body : {R"({"prompt":"x","priority":"interactive"})", R"({"prompt":"x","priority":1})",
+                           R"({"messages":[],"priority":1000.0})"}) {
+    const auto refusal = priority_refusal(capped, body);
+    ASSERT_TRUE(refusal) << body;
+    EXPECT_EQ(refusal->status, 400);
+    EXPECT_EQ(refusal->param, "priority");
+    EXPECT_EQ(refusal->code, "priority_above_cap");
+    EXPECT_NE(refusal->message.find("this API key allows, default (0)"), std::string::npos) << refusal->message;
+    const auto j = nlohmann::json::parse(nexus::server::error_body(*refusal));
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  }
+  // At or below the cap, absent, or for the replica to refuse (not a class
+  // or an integer in range, not JSON, nested past the bound): relayed.
+  for (const char* body : {R"({"prompt":"x","priority":"default"})", R"({"prompt":"x","priority":-5})",
+                           R"({"prompt":"x"})", R"({"prompt":"x","priority":null})",
+                           R"({"prompt":"x","priority":"urgent"})", R"({"prompt":"x","priority":5000})",
+                           R"({"prompt":"x","priority":1.5})", "{not json", "[1]"})
+    EXPECT_FALSE(priority_refusal(capped, body)) << body;
+  EXPECT_FALSE(priority_refusal(capped, std::string(100000, '[') + std::string(100000, ']')));
+  EXPECT_FALSE(priority_refusal(Tenant{"ops", {}}, R"({"prompt":"x","priority":1000})")) << "no cap";
 }
 
 TEST(GatewayApiKeys, BearerParsingAndComparison) {

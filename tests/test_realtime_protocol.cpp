@@ -107,14 +107,14 @@ TEST(RealtimeProtocol, ErrorMessagesKeepTheEventTypePastANulByte) {
 
 TEST(RealtimeProtocol, ResolvesParamsWithOverrides) {
   const json session{{"temperature", 0.5}, {"max_tokens", 7}, {"return_tokens", true}, {"system", "s"}};
-  ResolvedParams p = resolve_params(session, json{{"max_tokens", 3}, {"stop", "x"}}, "m", 512);
+  ResolvedParams p = resolve_params(session, json{{"max_tokens", 3}, {"stop", "x"}}, "m", 512, 10);
   EXPECT_FLOAT_EQ(p.request.sampling.temperature, 0.5f);
   EXPECT_EQ(p.request.max_tokens, 3);
   EXPECT_EQ(p.request.stop, std::vector<std::string>{"x"});
   EXPECT_TRUE(p.return_tokens);
   auto code = [](const json& s, const json& o) {
     try {
-      resolve_params(s, o, "m", 512);
+      resolve_params(s, o, "m", 512, 10);
     } catch (const EventError& e) {
       return e.code;
     }
@@ -131,6 +131,9 @@ TEST(RealtimeProtocol, ResolvesParamsWithOverrides) {
   EXPECT_EQ(code(json::object(), json{{"system", "late"}}), "invalid_event");
   EXPECT_EQ(code(json::object(), json{{"return_tokens", 1}}), "invalid_type");
   EXPECT_EQ(code(json{{"model", "m"}}, json{{"priority", "interactive"}}), "");
+  // The server's priority cap (here interactive, 10) holds for sessions too.
+  EXPECT_EQ(code(json{{"priority", 11}}, json::object()), "priority_above_cap");
+  EXPECT_EQ(code(json::object(), json{{"priority", 1000}}), "priority_above_cap");
 }
 
 TEST(RealtimeProtocol, ServerEventShapes) {

@@ -1,14 +1,16 @@
 // Scheduler policy without a model: budgets, round robin, admission order,
-// priorities and the choice of preemption victims.
+// priorities, the choice of preemption victims, and aging (on a made-up clock).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 
 #include "engine/scheduler.h"
 #include "util/error.h"
 
 using namespace nexus;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -20,12 +22,13 @@ struct Fixture {
     for (int32_t i = 0; i < n_prompt; ++i) s.tokens.push_back(first_token + i);
     s.priority = priority;
     s.arrival = seqs.size();
+    s.waiting_since = now;
     sched.add(&s);
     return &s;
   }
-  // Plans and completes a step; every completed run "samples" token 7.
+  // Plans and completes a step at `now`; every completed run "samples" token 7.
   StepPlan step() {
-    StepPlan p = sched.plan();
+    StepPlan p = sched.plan(now);
     sched.complete(p);
     for (const ScheduledRun& r : p.runs)
       if (r.completes) r.seq->tokens.push_back(7);
@@ -41,6 +44,7 @@ struct Fixture {
   BlockManager blocks;
   Scheduler sched;
   std::deque<SchedSeq> seqs;  // stable addresses
+  Scheduler::Clock::time_point now{};  // made-up time: tests move it
 };
 
 TEST(Scheduler, BadLimitsThrow) {
@@ -182,6 +186,134 @@ TEST(Scheduler, AStepThatPrefillsHigherPriorityCarriesNoLowerPriorityTokens) {
   EXPECT_EQ(Fixture::tokens_of(p, inter), 1);
   EXPECT_EQ(Fixture::tokens_of(p, batch1), 1);
   EXPECT_EQ(Fixture::tokens_of(p, batch2), 1);
+}
+
+}  // namespace
+
+namespace {
+
+// Aging (scheduler.h): one slot, a stream of priority-10 requests that keeps
+// it busy (each finishes after a few steps and another waits), and one
+// default request behind them. Steps are 100 ms of made-up time.
+struct Flood {
+  explicit Flood(Fixture& f) : f(f) {}
+  // A step; the running flood request finishes after 3 tokens, and there is
+  // always one flood request waiting.
+  StepPlan step() {
+    while (waiting_flood() < 1) f.add(2, 10, 1000 + static_cast<int32_t>(f.seqs.size()));
+    StepPlan p = f.step();
+    for (SchedSeq* r : std::vector<SchedSeq*>(f.sched.running()))
+      if (r->priority == 10 && r->tokens.size() >= 5) f.sched.remove(r);
+    f.now += 100ms;
+    return p;
+  }
+  int waiting_flood() const {
+    return static_cast<int>(std::count_if(f.sched.waiting().begin(), f.sched.waiting().end(),
+                                          [](const SchedSeq* s) { return s->priority == 10; }));
+  }
+  Fixture& f;
+};
+
+TEST(Scheduler, AWaitingSequenceAgesAfterMaxWaitAndGoesAheadOfAHigherPriorityFlood) {
+  Fixture f(64, 1, 64);
+  Flood flood(f);
+  flood.step();  // a flood request runs
+  SchedSeq* def = f.add(2, 0, 500);
+  const auto arrived = f.now;
+  while (f.now - arrived < Scheduler::kMaxWait) {
+    flood.step();
+    ASSERT_FALSE(def->running()) << "admitted before kMaxWait: priorities order the first 2 s of a wait";
+    ASSERT_FALSE(def->aged);
+  }
+  // Without aging it would wait as long as the flood lasts; the first plan
+  // at kMaxWait admits it, ahead of the waiting flood request.
+  const StepPlan p = flood.step();
+  EXPECT_TRUE(def->aged);
+  EXPECT_TRUE(def->running());
+  EXPECT_EQ(Fixture::tokens_of(p, def), 2);
+}
+
+TEST(Scheduler, AnAgedSequenceIsNotPreemptedBackByItsVictimNorByNewerRequests) {
+  Fixture f(64, 1, 64);
+  SchedSeq* high = f.add(2, 10);
+  f.step();
+  SchedSeq* def = f.add(2, 0, 500);
+  f.now += Scheduler::kMaxWait;
+  StepPlan p = f.step();
+  ASSERT_TRUE(def->running());
+  ASSERT_EQ(p.preempted, std::vector<SchedSeq*>{high});
+  // def decodes for 10 kMaxWait: its victim ages in the meantime (equal
+  // rank: no preemption), and a newer priority-10 request never preempts it.
+  for (int i = 0; i < 200; ++i) {
+    f.now += 100ms;
+    if (i == 50) f.add(2, 10, 900);
+    p = f.step();
+    ASSERT_EQ(Fixture::tokens_of(p, def), 1) << "step " << i;
+    ASSERT_TRUE(p.preempted.empty()) << "step " << i;
+  }
+  EXPECT_TRUE(high->aged);
+  EXPECT_EQ(f.sched.preemptions(), 1);
+  f.sched.remove(def);
+  f.step();
+  EXPECT_TRUE(high->running()) << "the oldest aged request is next";
+}
+
+TEST(Scheduler, AgedSequencesGoInArrivalOrderWhateverTheirPriority) {
+  Fixture f(64, 1, 64);
+  Flood flood(f);
+  flood.step();
+  SchedSeq* batch = f.add(2, -10, 500);
+  SchedSeq* def = f.add(2, 0, 600);
+  for (int i = 0; i < 30 && !batch->aged; ++i) flood.step();  // 3 s
+  ASSERT_TRUE(batch->aged);
+  EXPECT_TRUE(def->aged);
+  EXPECT_TRUE(batch->running()) << "first come, first served once aged";
+  EXPECT_FALSE(def->running());
+  f.sched.remove(batch);
+  flood.step();
+  EXPECT_TRUE(def->running());
+}
+
+TEST(Scheduler, APreemptedSequenceWaitsAgainBeforeItAges) {
+  // Its wait starts at its preemption, not at its submission: a sequence
+  // that ran for 5 s and was then preempted does not come back aged.
+  Fixture f(64, 1, 64);
+  SchedSeq* a = f.add(2, 0);
+  f.step();
+  f.now += 5s;
+  SchedSeq* urgent = f.add(2, 10, 100);
+  StepPlan p = f.step();
+  ASSERT_EQ(p.preempted.size(), 1u);
+  EXPECT_EQ(p.preempted[0], a);
+  f.now += Scheduler::kMaxWait - 1ms;
+  f.step();
+  EXPECT_FALSE(a->aged);
+  EXPECT_TRUE(urgent->running());
+  f.now += 1ms;
+  p = f.step();
+  EXPECT_TRUE(a->aged);
+  EXPECT_TRUE(a->running());
+  EXPECT_FALSE(urgent->running()) << "the aged sequence takes the slot back";
+}
+
+TEST(Scheduler, AnAgedSequencePreemptsForBlocksToo) {
+  // 4 blocks of 4 tokens, all held by a priority-10 sequence (14 prompt
+  // tokens: room for two decodes without a fifth block); an aged default
+  // one needing 2 blocks preempts it.
+  Fixture f(4, 8, 64);
+  SchedSeq* big = f.add(14, 10, 0);
+  f.step();
+  ASSERT_EQ(f.blocks.n_free(), 0);
+  SchedSeq* def = f.add(6, 0, 100);
+  f.now += Scheduler::kMaxWait - 1ms;
+  StepPlan p = f.step();
+  EXPECT_FALSE(def->running());
+  EXPECT_TRUE(p.preempted.empty());
+  f.now += 1ms;
+  p = f.step();
+  EXPECT_TRUE(def->running());
+  ASSERT_EQ(p.preempted.size(), 1u);
+  EXPECT_EQ(p.preempted[0], big);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "server/api_error.h"
 #include "server/openai_request.h"
 #include "server/prompt_builder.h"
+#include "server/request_priority.h"
 #include "support/fake_backend.h"
 
 using namespace nexus;
@@ -203,6 +204,55 @@ TEST(ServerRequest, PriorityErrorsListTheAllowedValues) {
     EXPECT_EQ(e.param, "priority") << body;
     EXPECT_NE(std::string(e.what()).find("\"interactive\""), std::string::npos) << body << ": " << e.what();
   }
+}
+
+// Priority is a privilege (issue 42): a request may ask for at most the
+// server's cap (--max-request-priority, default interactive); above it a
+// 400 priority_above_cap that names the cap.
+TEST(ServerRequest, PriorityAboveTheServersCapIsRefusedNamingTheCap) {
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","priority":"interactive"})").priority, 10);
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","priority":10})").priority, 10);
+  for (const char* body : {R"({"prompt":"x","priority":11})", R"({"prompt":"x","priority":1000})"}) {
+    const ApiError e = parse_error(Endpoint::Completions, body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.type, "invalid_request_error") << body;
+    EXPECT_EQ(e.param, "priority") << body;
+    EXPECT_EQ(e.code, "priority_above_cap") << body;
+    EXPECT_NE(e.message.find("this server allows, interactive (10)"), std::string::npos) << e.message;
+  }
+  // Another cap; a priority out of range stays invalid_value whatever the cap.
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","priority":1000})", 1000).priority, 1000);
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x"})", 0).priority, 0);
+  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","priority":"batch"})", 0).priority, -10);
+  try {
+    parse_api_request(Endpoint::ChatCompletions,
+                      R"({"messages":[{"role":"user","content":"x"}],"priority":"interactive"})", 0);
+    ADD_FAILURE() << "interactive accepted under cap 0";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code, "priority_above_cap");
+    EXPECT_EQ(e.message, "Invalid 'priority': interactive (10) is above the highest priority this server allows, "
+                         "default (0).");
+  }
+  EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","priority":1001})").code, "invalid_value");
+}
+
+TEST(ServerRequest, PriorityCapsAndValues) {
+  EXPECT_EQ(parse_priority_cap("interactive"), 10);
+  EXPECT_EQ(parse_priority_cap("default"), 0);
+  EXPECT_EQ(parse_priority_cap("1000"), 1000);
+  EXPECT_EQ(parse_priority_cap("0"), 0);
+  // Below default a request without a priority would be refused; and no
+  // text but a class or an integer.
+  for (const char* bad : {"batch", "-1", "1001", "10x", "", " 10", "+10", "1e3", "Interactive"})
+    EXPECT_FALSE(parse_priority_cap(bad)) << bad;
+  EXPECT_EQ(priority_value(json("batch")), -10);
+  EXPECT_EQ(priority_value(json(-1000)), -1000);
+  EXPECT_EQ(priority_value(json(3.0)), 3);
+  for (const json& bad : {json("urgent"), json(1.5), json(1001), json(true), json::array({1}), json(nullptr)})
+    EXPECT_FALSE(priority_value(bad)) << bad;
+  EXPECT_EQ(priority_name(10), "interactive (10)");
+  EXPECT_EQ(priority_name(-10), "batch (-10)");
+  EXPECT_EQ(priority_name(500), "500");
 }
 
 TEST(ServerRequest, MalformedBodies) {

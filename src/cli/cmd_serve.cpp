@@ -33,6 +33,7 @@
 #include "server/backend.h"
 #include "server/chat_template.h"
 #include "server/http_server.h"
+#include "server/request_priority.h"
 #include "template/jinja.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -68,6 +69,7 @@ struct ServeArgs {
   int32_t spec_k = 5;
   int32_t spec_max_seqs = 4;
   std::string draft_model;    // --draft-model: a GGUF of the same vocabulary, or empty
+  std::string max_request_priority = "interactive";  // a class name or an integer (server/request_priority.h)
 };
 
 // Graceful shutdown after the first stop signal: new requests get 503 while
@@ -224,6 +226,7 @@ int serve(ServeArgs& a) {
   opts.header_timeout = ms(a.header_timeout);
   opts.body_timeout = ms(a.body_timeout);
   opts.api_key = a.api_key;
+  opts.max_request_priority = *server::parse_priority_cap(a.max_request_priority);  // checked by the option
   opts.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   // Declared after the engine: destroyed (and stopped) first, so no engine
   // event is posted to a server that is gone.
@@ -357,6 +360,15 @@ std::function<int()> setup(CLI::App& sub) {
                        : std::string("an API key is one non-empty word (no spaces)");
           },
           "KEY"));
+  sub.add_option("--max-request-priority", a->max_request_priority,
+                 std::string("the highest \"priority\" a request may ask for: ") + server::kPriorityCapValues +
+                     "; above it 400 priority_above_cap")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& p) {
+            return server::parse_priority_cap(p) ? std::string() : "'" + p + "' is not " + server::kPriorityCapValues;
+          },
+          "PRIORITY"));
   add_cors_option(sub, a->cors_allow_origins);
   return [a] { return serve(*a); };
 }

@@ -339,7 +339,7 @@ void Engine::Impl::step() {
   draft_failed.clear();
   const double draft_s = speculator.propose(sched.running(), draft_failed);
   for (Sequence* s : draft_failed) retire(s);
-  StepPlan plan = sched.plan();
+  StepPlan plan = sched.plan(Clock::now());
   const Clock::time_point start = Clock::now();
   for (SchedSeq* s : plan.admitted) static_cast<Sequence*>(s)->on_admitted(start);
   if (!plan.admitted.empty()) leave_queue(static_cast<int32_t>(plan.admitted.size()));

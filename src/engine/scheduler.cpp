@@ -14,10 +14,10 @@ void erase_one(std::vector<SchedSeq*>& v, SchedSeq* s) {
   if (it != v.end()) v.erase(it);
 }
 
-// The step order of the header: priority, running first, then round robin
+// The step order of the header: rank, running first, then round robin
 // (running) or arrival (waiting).
 bool goes_first(const SchedSeq* a, const SchedSeq* b) {
-  if (a->priority != b->priority) return a->priority > b->priority;
+  if (a->rank() != b->rank()) return a->rank() > b->rank();
   if (a->running() != b->running()) return a->running();
   if (a->running()) {
     if (a->last_step != b->last_step) return a->last_step < b->last_step;
@@ -56,8 +56,10 @@ BlockManager::SeqId Scheduler::detach(SchedSeq* s) {
   return kv;
 }
 
-StepPlan Scheduler::plan() {
+StepPlan Scheduler::plan(Clock::time_point now) {
   ++step_;
+  now_ = now;
+  age_waiting();
   StepPlan plan;
   int32_t budget = max_batch_tokens_;
   order_.assign(running_.begin(), running_.end());
@@ -66,9 +68,9 @@ StepPlan Scheduler::plan() {
   for (SchedSeq* s : order_) {
     if (budget == 0) break;
     if (s->last_step == step_) continue;  // preempted earlier in this step
-    // A step that prefills some priority carries nothing of lower priority:
-    // their tokens would only lengthen it (and the waiting prompt's TTFT).
-    if (!plan.runs.empty() && s->priority < plan.prefill_priority) break;
+    // A step that prefills some rank carries nothing of lower rank: their
+    // tokens would only lengthen it (and the waiting prompt's TTFT).
+    if (!plan.runs.empty() && s->rank() < plan.prefill_rank) break;
     if (s->running()) {
       schedule_running(s, budget, plan);
     } else if (!admit(s, budget, plan)) {
@@ -78,9 +80,14 @@ StepPlan Scheduler::plan() {
   return plan;
 }
 
+void Scheduler::age_waiting() {
+  for (SchedSeq* s : waiting_)
+    if (!s->aged && now_ - s->waiting_since >= kMaxWait) s->aged = true;
+}
+
 // Frees blocks until `s` can append n tokens, n_now of them in this step
 // (BlockManager::can_append): kept sessions first, then victims with
-// priority < below. False when s cannot get them (s itself may have been the
+// rank < below. False when s cannot get them (s itself may have been the
 // victim).
 bool Scheduler::make_room(SchedSeq* s, int32_t n, int32_t n_now, int64_t below, StepPlan& plan) {
   while (!blocks_.can_append(s->kv, n, n_now)) {
@@ -103,7 +110,7 @@ bool Scheduler::schedule_running(SchedSeq* s, int32_t& budget, StepPlan& plan) {
 
 bool Scheduler::admit(SchedSeq* s, int32_t& budget, StepPlan& plan) {
   while (static_cast<int32_t>(running_.size()) >= max_seqs_) {
-    SchedSeq* v = victim(s->priority);
+    SchedSeq* v = victim(s->rank());
     if (v == nullptr) return false;
     preempt(v, plan);
   }
@@ -119,7 +126,7 @@ bool Scheduler::admit(SchedSeq* s, int32_t& budget, StepPlan& plan) {
     matched = s->skip_prefix_cache ? 0 : blocks_.match_prefix(s->kv, s->tokens);
   }
   s->n_computed = matched;
-  if (!make_room(s, s->pending(), std::min(s->pending(), budget), s->priority, plan)) {
+  if (!make_room(s, s->pending(), std::min(s->pending(), budget), s->rank(), plan)) {
     // A session keeps its blocks while it waits; a prefix match is cheap to redo.
     if (resumed) s->resume_kv = s->kv;
     else blocks_.release(s->kv);
@@ -141,8 +148,8 @@ bool Scheduler::admit(SchedSeq* s, int32_t& budget, StepPlan& plan) {
 SchedSeq* Scheduler::victim(int64_t below) const {
   SchedSeq* v = nullptr;
   for (SchedSeq* r : running_) {
-    if (r->last_step == step_ || r->priority >= below) continue;
-    if (v == nullptr || r->priority < v->priority || (r->priority == v->priority && r->started > v->started)) v = r;
+    if (r->last_step == step_ || r->rank() >= below) continue;
+    if (v == nullptr || r->rank() < v->rank() || (r->rank() == v->rank() && r->started > v->started)) v = r;
   }
   return v;
 }
@@ -154,6 +161,7 @@ void Scheduler::preempt(SchedSeq* v, StepPlan& plan) {
   v->n_computed = 0;
   v->started = 0;
   v->last_step = step_;
+  v->waiting_since = now_;  // its wait starts again (header: no chain of aged preemptions)
   ++v->n_preempted;
   ++preemptions_;
   erase_one(running_, v);
@@ -169,7 +177,7 @@ void Scheduler::push_run(SchedSeq* s, int32_t n, int32_t& budget, StepPlan& plan
   const int32_t n_draft = completes ? s->n_draft : 0;  // schedule_running dropped a draft that does not fit
   plan.runs.push_back({s, s->n_computed, n, completes, n_draft});
   // A verify run (one real token + a draft) is a decode, not a prefill.
-  if (n - n_draft > 1 || s->n_computed == 0) plan.prefill_priority = std::max(plan.prefill_priority, s->priority);
+  if (n - n_draft > 1 || s->n_computed == 0) plan.prefill_rank = std::max(plan.prefill_rank, s->rank());
   plan.n_tokens += n;
   budget -= n;
   s->last_step = step_;

@@ -11,11 +11,12 @@
 // decoding; Agrawal et al. 2023, "Sarathi").
 //
 // Policy, per step, over running and waiting sequences in this order:
-//   priority, highest first; at equal priority running before waiting;
-//   running ones least recently scheduled first (round robin when the budget
-//   is smaller than the number of streams); waiting ones in arrival order.
+//   rank, highest first (the priority, or kAgedRank once aged: below); at
+//   equal rank running before waiting; running ones least recently
+//   scheduled first (round robin when the budget is smaller than the number
+//   of streams); waiting ones in arrival order.
 //   - A running sequence gets min(pending, budget left) tokens. When the pool
-//     has no block for them, the lowest-priority, most recently started
+//     has no block for them, the lowest-ranked, most recently started
 //     sequence not yet scheduled in this step is preempted (vLLM's recompute
 //     preemption: its blocks are released and it waits again; on resumption
 //     it re-prefills prompt + generated tokens, mostly from the prefix cache).
@@ -27,22 +28,47 @@
 //     pool has blocks for ALL its pending tokens (after a prefix-cache
 //     match; the windowed layers' pool, for the chunk of this step only:
 //     later chunks reuse the windowed blocks that slide out), preempting
-//     strictly lower-priority sequences if that makes it fit; otherwise
+//     strictly lower-ranked sequences if that makes it fit; otherwise
 //     admission stops for this step (no overtaking, so a big request is not
 //     starved by small ones behind it).
 // A sequence preempted in a step is not readmitted in the same step.
 // A step that prefills (a chunk of more than one token, or a sequence's
-// first token) at some priority runs nothing of lower priority: an
-// interactive prompt then waits for one step of batch decodes at most,
-// not for a step inflated by them (lower-priority streams skip that step).
+// first token) at some rank runs nothing of lower rank: an interactive
+// prompt then waits for one step of batch decodes at most, not for a step
+// inflated by them (lower-priority streams skip that step).
 // Before preempting anyone for blocks, the scheduler asks the engine to
 // release a kept session (set_reclaim): idle sessions go before live work.
 // A sequence that continues a kept session (resume_kv) adopts its blocks at
 // admission instead of looking up the prefix cache.
 //
+// Aging bounds every wait. By priority alone, a flood of higher-priority
+// requests holds a lower one back for as long as it lasts (40 streams at
+// priority 1000 kept a default request waiting 18 s). So a waiting sequence
+// whose wait (since its submission or its last preemption: waiting_since)
+// reaches kMaxWait = 2 s is aged: from that plan on it ranks kAgedRank,
+// above every priority, until it finishes. It is admitted in that plan,
+// preempting non-aged sequences for a slot or blocks; aged sequences keep
+// the order above among themselves (waiting: oldest first), and an equal
+// rank never preempts. The bound: a sequence is admitted at most kMaxWait
+// plus one step after it began waiting, whatever the priorities and the
+// number of requests around it -- unless aged sequences fill the max_seqs
+// slots (or the pool): then it is the next aged one, first come first
+// served. Priorities order the first 2 s of a wait; arrival the rest. The
+// rule is Linux's deadline I/O scheduler's (block/mq-deadline.c: sorted
+// order, unless a request has waited past its expiry time) over vLLM's
+// priority scheduling (priority, then arrival; lowest priority preempted
+// first).
+// No thrash: being aged is kept while running and across a preemption, and
+// aged sequences are scheduled before anyone looks for a victim, so only
+// non-aged ones are ever preempted for an aged one and none preempts it
+// back. A victim's wait restarts at its preemption: it ages kMaxWait later,
+// not at once (a long-running sequence, preempted, would otherwise come
+// back aged and preempt another in turn, in a chain).
+//
 // Not thread-safe: the engine thread owns it.
 #pragma once
 
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <functional>
@@ -52,10 +78,17 @@
 
 namespace nexus {
 
+// Above every priority (engine.h's are in [-1000, 1000]): an aged sequence's rank.
+inline constexpr int32_t kAgedRank = INT32_MAX;
+
 // The scheduler's view of a sequence (engine/sequence.h extends it).
 struct SchedSeq {
   int32_t priority = 0;
   uint64_t arrival = 0;        // submission order; unique
+  // When it last began waiting (submitted, or preempted); set by the caller
+  // before add(), by preemption after.
+  std::chrono::steady_clock::time_point waiting_since{};
+  bool aged = false;           // waited kMaxWait once: ranks kAgedRank until it finishes
   uint64_t started = 0;        // admission order of the current residency; 0 while waiting
   uint64_t last_step = 0;      // step that last scheduled (or preempted) it
   BlockManager::SeqId kv = 0;  // 0 while it holds no blocks
@@ -73,6 +106,7 @@ struct SchedSeq {
   bool skip_prefix_cache = false;  // never matched in the prefix cache (its prompt needs every position computed)
 
   bool running() const { return kv != 0; }
+  int32_t rank() const { return aged ? kAgedRank : priority; }
   int32_t pending() const { return static_cast<int32_t>(tokens.size()) - n_computed; }
   void drop_draft() {
     tokens.resize(tokens.size() - static_cast<size_t>(n_draft));
@@ -93,11 +127,15 @@ struct StepPlan {
   std::vector<SchedSeq*> admitted;   // admitted for the first time in this step
   std::vector<SchedSeq*> preempted;  // lost their blocks in this step
   int32_t n_tokens = 0;
-  int32_t prefill_priority = INT32_MIN;  // highest priority that prefills in this step
+  int32_t prefill_rank = INT32_MIN;  // highest rank that prefills in this step
 };
 
 class Scheduler {
  public:
+  using Clock = std::chrono::steady_clock;
+  // The wait after which a sequence is aged (header comment).
+  static constexpr std::chrono::milliseconds kMaxWait{2000};
+
   // Throws nexus::Error when max_seqs < 1 or max_batch_tokens < 1.
   Scheduler(BlockManager& blocks, int32_t max_seqs, int32_t max_batch_tokens);
 
@@ -112,9 +150,10 @@ class Scheduler {
   // returns false when there is none.
   void set_reclaim(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
 
-  // Plans the next step and allocates every run's blocks. The caller runs
-  // the forward pass over plan.runs, then calls complete(plan).
-  StepPlan plan();
+  // Plans the next step at time `now` (waiting sequences age against it)
+  // and allocates every run's blocks. The caller runs the forward pass over
+  // plan.runs, then calls complete(plan).
+  StepPlan plan(Clock::time_point now);
   // Marks the runs' tokens computed (n_computed advances; full blocks become
   // shareable through the prefix cache).
   void complete(const StepPlan& plan);
@@ -125,10 +164,11 @@ class Scheduler {
   uint64_t steps() const { return step_; }
 
  private:
+  void age_waiting();
   bool schedule_running(SchedSeq* s, int32_t& budget, StepPlan& plan);
   bool admit(SchedSeq* s, int32_t& budget, StepPlan& plan);
-  // Lowest priority, most recently started running sequence not scheduled in
-  // this step, with priority < below (or any when below is unset).
+  // Lowest-ranked, most recently started running sequence not scheduled in
+  // this step, with rank < below (or any when below is unset).
   SchedSeq* victim(int64_t below) const;
   void preempt(SchedSeq* v, StepPlan& plan);
   void push_run(SchedSeq* s, int32_t n, int32_t& budget, StepPlan& plan);
@@ -140,6 +180,7 @@ class Scheduler {
   int32_t max_seqs_, max_batch_tokens_;
   std::vector<SchedSeq*> running_, waiting_, order_;
   uint64_t step_ = 0, n_started_ = 0;
+  Clock::time_point now_{};  // of the plan being made
   int64_t preemptions_ = 0;
 };
 

@@ -47,6 +47,7 @@ Sequence::Sequence(GenerationJob job, const Tokenizer& tok, int32_t n_vocab, uin
   }
   priority = job_.req.priority;
   this->arrival = arrival;
+  waiting_since = job_.submitted;  // the client's wait counts from its submission (scheduler.h, Aging)
   tokens = job_.req.prompt;
   tokens.reserve(tokens.size() + static_cast<size_t>(job_.req.stop.max_tokens) + 1);
   usage_.prompt_tokens = static_cast<int32_t>(job_.req.prompt.size());

@@ -6,7 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/request_priority.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace nexus::gateway {
 
@@ -66,6 +68,12 @@ std::optional<double> limit_word(const std::string& where, const std::string& wh
   return positive(where, what, v);
 }
 
+std::optional<int32_t> priority_cap(const std::string& where, const std::string& word) {
+  std::optional<int32_t> cap = server::parse_priority_cap(word);
+  if (!cap) throw Error(where + ": max_priority '" + word + "' is not " + server::kPriorityCapValues);
+  return cap;
+}
+
 void parse_lines(std::string_view text, Builder& b) {
   std::istringstream in{std::string(text)};
   std::string line;
@@ -76,11 +84,12 @@ void parse_lines(std::string_view text, Builder& b) {
     std::vector<std::string> w;
     for (std::string s; words >> s;) w.push_back(s);
     if (w.empty()) continue;
-    if (w.size() < 2 || w.size() > 4)
-      throw Error(where + ": expected KEY TENANT [REQUESTS_PER_SECOND [TOKENS_PER_MINUTE]]");
+    if (w.size() < 2 || w.size() > 5)
+      throw Error(where + ": expected KEY TENANT [REQUESTS_PER_SECOND [TOKENS_PER_MINUTE [MAX_PRIORITY]]]");
     TenantLimits l;
     if (w.size() > 2) l.requests_per_second = limit_word(where, "requests_per_second", w[2]);
     if (w.size() > 3) l.tokens_per_minute = limit_word(where, "tokens_per_minute", w[3]);
+    if (w.size() > 4 && w[4] != "-") l.max_priority = priority_cap(where, w[4]);
     b.add(where, w[0], w[1], l);
   }
 }
@@ -108,14 +117,20 @@ void parse_json(std::string_view text, Builder& b) {
     const std::string where = b.source + ": keys[" + std::to_string(i) + "]";
     if (!e.is_object()) throw Error(where + ": expected an object");
     for (const auto& [k, v] : e.items())
-      if (k != "key" && k != "tenant" && k != "requests_per_second" && k != "tokens_per_minute")
+      if (k != "key" && k != "tenant" && k != "requests_per_second" && k != "tokens_per_minute" &&
+          k != "max_priority")
         throw Error(where + ": unknown field \"" + k +
-                    "\" (key, tenant, requests_per_second, tokens_per_minute)");
+                    "\" (key, tenant, requests_per_second, tokens_per_minute, max_priority)");
     if (!e.contains("key") || !e["key"].is_string()) throw Error(where + ": \"key\" (a string) is required");
     if (!e.contains("tenant") || !e["tenant"].is_string()) throw Error(where + ": \"tenant\" (a string) is required");
     TenantLimits l;
     l.requests_per_second = json_limit(where, e, "requests_per_second");
     l.tokens_per_minute = json_limit(where, e, "tokens_per_minute");
+    if (const auto p = e.find("max_priority"); p != e.end() && !p->is_null()) {
+      if (!p->is_string() && !p->is_number_integer())
+        throw Error(where + ": \"max_priority\" must be a string, an integer or null");
+      l.max_priority = priority_cap(where, p->is_string() ? p->get<std::string>() : p->dump());
+    }
     b.add(where, e["key"].get<std::string>(), e["tenant"].get<std::string>(), l);
   }
 }
@@ -137,6 +152,18 @@ ApiKeyTable parse_api_keys(std::string_view text, const std::string& source) {
     parse_lines(text, b);
   if (b.table.keys.empty()) throw Error(source + ": no API key in the file");
   return std::move(b.table);
+}
+
+std::optional<server::ApiError> priority_refusal(const Tenant& tenant, std::string_view body) {
+  if (!tenant.limits.max_priority) return std::nullopt;
+  const nlohmann::json doc = parse_json_bounded_or_discarded(body);
+  if (!doc.is_object()) return std::nullopt;
+  const auto p = doc.find("priority");
+  if (p == doc.end()) return std::nullopt;
+  const std::optional<int32_t> asked = server::priority_value(*p);
+  const int32_t cap = *tenant.limits.max_priority;
+  if (!asked || *asked <= cap) return std::nullopt;
+  return server::priority_above_cap(*asked, cap, "this API key");
 }
 
 ApiKeyTable load_api_keys(const std::string& path) {

@@ -43,6 +43,17 @@ bool ProxySession::admit_request() {
             "application/json", fmt::format("Retry-After: {}\r\n", v.retry_after_seconds));
     return false;
   }
+  // The tenant's priority cap, before any replica sees the request (after
+  // its bucket: a stream of refused requests is rate limited too). The
+  // replicas answer the paths without /v1 as well.
+  const bool generation = req_.method() == http::verb::post &&
+                          (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/completions" ||
+                           path == "/chat/completions");
+  if (const auto refusal = generation ? priority_refusal(ctx_.limiter->tenants()[v.tenant], req_.body())
+                                      : std::nullopt) {
+    respond(400, server::error_body(*refusal));
+    return false;
+  }
   tenant_ = v.tenant;
   m.admitted->inc();
   m.in_flight->add(1);

@@ -120,7 +120,7 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
 
 RouteResult ApiRouter::completion(Endpoint endpoint, std::string_view body) const {
   try {
-    ApiRequest req = parse_api_request(endpoint, body);
+    ApiRequest req = parse_api_request(endpoint, body, max_request_priority_);
     PendingGeneration g;
     g.request = build_generation(req, backend_);
     ResponseMeta meta;

@@ -31,6 +31,7 @@
 #include "server/backend.h"
 #include "server/choices_formatter.h"
 #include "server/openai_response.h"
+#include "server/request_priority.h"
 
 namespace nexus::server {
 
@@ -75,6 +76,8 @@ class ApiRouter {
   void set_server_metrics(std::function<std::string()> f) { server_metrics_ = std::move(f); }
   // The server's drain flag, reported by GET /load (null: never draining).
   void set_draining_flag(const std::atomic<bool>* draining) { draining_ = draining; }
+  // The highest `priority` a request may ask for (server/request_priority.h).
+  void set_max_request_priority(int32_t cap) { max_request_priority_ = cap; }
 
  private:
   RouteResult completion(Endpoint endpoint, std::string_view body) const;
@@ -82,6 +85,7 @@ class ApiRouter {
   Backend& backend_;
   std::function<std::string()> server_metrics_;
   const std::atomic<bool>* draining_ = nullptr;
+  int32_t max_request_priority_ = kDefaultMaxRequestPriority;
   int64_t created_;  // unix seconds at startup, reported by /v1/models
 };
 

@@ -55,6 +55,7 @@ ServerContext::ServerContext(Backend& backend, HttpServerOptions o)
       stats(make_stats_hub(backend)) {
   router.set_server_metrics([this] { return server_metrics_text(); });
   router.set_draining_flag(&draining);
+  router.set_max_request_priority(opts.max_request_priority);
 }
 
 size_t ServerContext::open_connections() const {

@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "server/request_priority.h"
+
 namespace nexus::server {
 
 class Backend;
@@ -61,6 +63,10 @@ struct HttpServerOptions {
   // Origins browsers may call from (`--cors-allow-origin`), "*" for any;
   // empty = no CORS (OPTIONS gets 405, no Access-Control-* header is sent).
   std::vector<std::string> cors_allow_origins;
+  // `--max-request-priority`: the highest `priority` a request (HTTP or
+  // realtime) may ask for; above it 400 priority_above_cap
+  // (server/request_priority.h).
+  int32_t max_request_priority = kDefaultMaxRequestPriority;
   // `--api-key`: requests must carry `Authorization: Bearer KEY` (else 401
   // invalid_api_key; server/api_key.h says which paths stay open). Empty =
   // no check.

@@ -13,6 +13,7 @@
 #include "server/api_error.h"
 #include "server/openai_tools.h"
 #include "server/openai_prediction.h"
+#include "server/request_priority.h"
 #include "server/choices.h"
 #include "util/error.h"
 #include "util/json_depth.h"
@@ -395,19 +396,21 @@ void parse_logit_bias(const json& body, ApiRequest& r) {
 
 namespace {
 
-// "interactive" | "default" | "batch" | an integer in [kPriorityMin, kPriorityMax].
-int32_t parse_priority(const json& doc) {
+// "interactive" | "default" | "batch" | an integer in [kPriorityMin, kPriorityMax],
+// at most max_priority (server/request_priority.h).
+int32_t parse_priority(const json& doc, int32_t max_priority) {
   const json* p = field(doc, "priority");
   if (p == nullptr) return kPriorityDefault;
   const auto names_or_integer = [] {
     return bad_request("Invalid 'priority': use \"interactive\", \"default\", \"batch\" or an integer.", "priority",
                        "invalid_value");
   };
+  const auto capped = [max_priority](int32_t priority) {
+    if (priority > max_priority) throw priority_above_cap(priority, max_priority, "this server");
+    return priority;
+  };
   if (p->is_string()) {
-    const std::string name = p->get<std::string>();
-    if (name == "interactive") return kPriorityInteractive;
-    if (name == "default") return kPriorityDefault;
-    if (name == "batch") return kPriorityBatch;
+    if (const std::optional<int32_t> c = priority_class(p->get_ref<const std::string&>())) return capped(*c);
     throw names_or_integer();
   }
   if (!p->is_number()) throw names_or_integer();
@@ -417,7 +420,7 @@ int32_t parse_priority(const json& doc) {
   if (!v || *v < kPriorityMin || *v > kPriorityMax)
     throw bad_request(fmt::format("Invalid 'priority': an integer must be in [{}, {}].", kPriorityMin, kPriorityMax),
                       "priority", "invalid_value");
-  return static_cast<int32_t>(*v);
+  return capped(static_cast<int32_t>(*v));
 }
 
 // Fields of OpenAI's API this server does not implement: refused when they
@@ -487,7 +490,7 @@ json parse_json_body(std::string_view body) {
   return doc;
 }
 
-ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
+ApiRequest parse_api_request(Endpoint endpoint, std::string_view body, int32_t max_priority) {
   const json doc = parse_json_body(body);
   refuse_unsupported(doc);
 
@@ -524,7 +527,7 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body) {
   }
   parse_stop(doc, r);
   r.ignore_eos = get_bool(doc, "ignore_eos").value_or(false);
-  r.priority = parse_priority(doc);
+  r.priority = parse_priority(doc, max_priority);
   r.prediction = parse_prediction(doc);
   r.stream = get_bool(doc, "stream").value_or(false);
   if (const json* so = field(doc, "stream_options")) {

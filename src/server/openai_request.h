@@ -53,7 +53,8 @@
 //   prediction            {"type": "content", "content": ...} (server/openai_prediction.h)
 //   priority              "interactive" | "default" | "batch" | integer in
 //                         [-1000, 1000] (Nexus extension; higher runs first,
-//                         see engine/scheduler.h)
+//                         see engine/scheduler.h), at most the server's cap
+//                         (server/request_priority.h: 400 priority_above_cap)
 #pragma once
 
 #include <cstdint>
@@ -67,6 +68,7 @@
 #include "sampling/sampling_params.h"
 #include "server/chat_template.h"
 #include "server/openai_tools.h"
+#include "server/request_priority.h"
 
 namespace nexus::server {
 
@@ -101,8 +103,10 @@ struct ApiRequest {
 
 // Parses `body` (the raw HTTP body). Throws ApiError(400) on invalid UTF-8,
 // malformed JSON, a non-object body, a field of the wrong type or out of
-// range, or a missing/empty prompt or messages.
-ApiRequest parse_api_request(Endpoint endpoint, std::string_view body);
+// range, a priority above `max_priority` (the server's cap,
+// --max-request-priority), or a missing/empty prompt or messages.
+ApiRequest parse_api_request(Endpoint endpoint, std::string_view body,
+                             int32_t max_priority = kDefaultMaxRequestPriority);
 
 // Strict UTF-8 check (RFC 3629: no overlongs, no surrogates, <= U+10FFFF).
 bool is_valid_utf8(std::string_view s);

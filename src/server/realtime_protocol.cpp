@@ -28,7 +28,7 @@ bool is_sampling_key(std::string_view k) {
 }  // namespace
 
 ResolvedParams resolve_params(const json& session, const json& overrides, const std::string& model_id,
-                              int32_t n_ctx) {
+                              int32_t n_ctx, int32_t max_priority) {
   ResolvedParams out;
   // A completions body made of the sampling fields: parse_api_request is the
   // one place where they are checked. The prompt is a placeholder.
@@ -53,7 +53,7 @@ ResolvedParams resolve_params(const json& session, const json& overrides, const 
   }
   body["prompt"] = json::array({0});
   try {
-    out.request = parse_api_request(Endpoint::Completions, body.dump());
+    out.request = parse_api_request(Endpoint::Completions, body.dump(), max_priority);
     check_max_tokens(out.request.max_tokens, n_ctx);
   } catch (const ApiError& e) {
     throw EventError(e.code.empty() ? "invalid_value" : e.code, e.message);

@@ -44,11 +44,12 @@ struct ResolvedParams {
   bool return_tokens = false;
 };
 // Every field is checked as over HTTP, max_tokens against n_ctx too
-// (1 <= max_tokens <= n_ctx, tokens). Throws EventError: unknown_parameter
-// (unknown key), invalid_event ('system' as an override), or the ApiError's
-// code (invalid_value / invalid_type / model_not_found).
+// (1 <= max_tokens <= n_ctx, tokens), priority against the server's cap
+// `max_priority`. Throws EventError: unknown_parameter (unknown key),
+// invalid_event ('system' as an override), or the ApiError's code
+// (invalid_value / invalid_type / model_not_found / priority_above_cap).
 ResolvedParams resolve_params(const nlohmann::json& session, const nlohmann::json& overrides,
-                              const std::string& model_id, int32_t n_ctx);
+                              const std::string& model_id, int32_t n_ctx, int32_t max_priority);
 
 // Server events (serialised JSON, one WebSocket text message each).
 // chat_template: ChatTemplate::origin() ("gguf", "file" or "plain").

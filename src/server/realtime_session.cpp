@@ -258,7 +258,7 @@ void RealtimeSession::dispatch(realtime::ClientEvent ev) {
         // Bad overrides are refused now, before the running response is cancelled.
         if (preparing_)
           throw EventError("response_in_progress", "A response is being prepared; redirect it once it runs.");
-        realtime::resolve_params(params_, ev.response, backend_.model_id(), backend_.n_ctx());
+        resolve(params_, ev.response);
         append_input(std::move(*ev.input));
         if (!running_) return create_response(ev.response);  // it ended already: just continue
         redirect_pending_ = true;
@@ -316,12 +316,17 @@ void RealtimeSession::update_session(const json& s) {
     }
   }
   // Throws on anything invalid (max_tokens against n_ctx too), leaving the settings as they were.
-  realtime::resolve_params(merged, json::object(), backend_.model_id(), backend_.n_ctx());
+  resolve(merged, json::object());
   params_ = std::move(merged);
   conv_.set_system(system);
   json shown = params_;
   shown["system"] = system;
   send(realtime::session_updated(id_, shown));
+}
+
+realtime::ResolvedParams RealtimeSession::resolve(const json& session, const json& overrides) const {
+  return realtime::resolve_params(session, overrides, backend_.model_id(), backend_.n_ctx(),
+                                  ctx_.opts.max_request_priority);
 }
 
 void RealtimeSession::append_input(realtime::InputItem item) {
@@ -350,7 +355,7 @@ void RealtimeSession::create_response(const json& overrides) {
   if (running_ || preparing_)
     throw EventError("response_in_progress", "A response is running; cancel or redirect it first.");
   if (!conv_.has_pending()) throw EventError("no_input", "No new input: send input.append first.");
-  realtime::ResolvedParams p = realtime::resolve_params(params_, overrides, backend_.model_id(), backend_.n_ctx());
+  realtime::ResolvedParams p = resolve(params_, overrides);
   if (ctx_.draining.load(std::memory_order_relaxed))
     throw EventError("server_shutting_down", "The server is shutting down; open a session on another replica.");
   const size_t n_items = conv_.pending_count();

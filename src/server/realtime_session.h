@@ -108,6 +108,8 @@ class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
   void on_linger_read(boost::beast::error_code ec, size_t n);
   void end_linger();
   void update_session(const nlohmann::json& s);
+  // realtime::resolve_params with this server's model, context and priority cap.
+  realtime::ResolvedParams resolve(const nlohmann::json& session, const nlohmann::json& overrides) const;
   void append_input(realtime::InputItem item);  // throws EventError input_too_large
   // Throws EventError input_too_large when `item_bytes` more input would not fit.
   void check_input_room(uint64_t item_bytes) const;
