@@ -258,11 +258,27 @@ class Compiler {
       }
     }
     if (type.is_array()) {
+      // The list's items are unique (JSON Schema's "type" keyword): so at
+      // most the seven types, and the schema is copied once per type, never
+      // once per item of a list of thousands (that was quadratic: found by
+      // fuzz_json_schema).
+      static const std::set<std::string> kTypes = {"object", "array",   "string", "integer",
+                                                   "number", "boolean", "null"};
+      std::set<std::string> seen;
+      for (const json& t : type) {
+        if (!t.is_string()) unsupported(where, "'type' must be a string or a list of strings");
+        if (!kTypes.count(t.get<std::string>()))
+          unsupported(where, fmt::format("type '{}' is not a JSON Schema type", t.get<std::string>()));
+        if (!seen.insert(t.get<std::string>()).second)
+          unsupported(where, fmt::format("'type' lists '{}' twice", t.get<std::string>()));
+      }
+      json rest = s;
+      rest.erase("type");
       std::string alts;
       for (const json& t : type) {
         // Each branch without the keywords of the other types (they do not
         // apply to its values): {"type": ["integer", "null"], "minimum": 0}.
-        json one = s;
+        json one = rest;
         one["type"] = t;
         for (const auto& [family, keys] : type_keywords())
           if (!(t.is_string() && (t.get<std::string>() == family || (family == "number" && t == "integer"))))
