@@ -1,7 +1,11 @@
 // The gateway's access layer without sockets: the API-key file (both
 // formats, and what it refuses), bearer parsing, token buckets, tenant
-// admission with Retry-After, and the stream usage tap.
+// admission with Retry-After, and the stream usage tap (bounded).
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +15,7 @@
 #include "gateway/token_bucket.h"
 #include "server/api_key.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 using namespace nexus::gateway;
 using Clock = std::chrono::steady_clock;
@@ -239,4 +244,40 @@ TEST(GatewayStreamUsage, TapReadsAndStripsTheUsageChunkAcrossReads) {
   EXPECT_FALSE(cut.usage());
   EXPECT_EQ(usage_of_body(R"({"usage":{"prompt_tokens":3,"completion_tokens":4}})")->completion_tokens, 4);
   EXPECT_FALSE(usage_of_body("{}"));
+}
+
+// A replica's event that never ends: at most kMaxEventBytes are held, each
+// byte is scanned once (fed a byte at a time, 2 MiB take milliseconds, not
+// the minutes of rescanning the held bytes on every read), and then the tap
+// is overflowed and passes nothing more.
+TEST(GatewayStreamUsage, TapHoldsAnEventUpToItsLimitScanningEachByteOnce) {
+  StreamUsageTap tap(true, 64 * 1024);
+  const std::string head = "data: {\"choices\":[{\"text\":\"";
+  EXPECT_EQ(tap.feed(head), "");
+  const std::string x(1, 'x');
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t fed = 0;
+  for (; fed < (2u << 20) && !tap.overflowed(); ++fed) EXPECT_EQ(tap.feed(x), "");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[tap] overflowed after %zu bytes fed a byte at a time, %.3f s\n", fed, s);
+  EXPECT_TRUE(tap.overflowed());
+  EXPECT_EQ(fed, 64u * 1024 - head.size() + 1);
+  EXPECT_EQ(tap.feed("\"}]}\n\n"), "");  // nothing more, even a whole event
+  EXPECT_EQ(tap.flush(), "");
+
+  // The blank line split across two reads still ends the event.
+  StreamUsageTap split(false);
+  EXPECT_EQ(split.feed("data: {\"a\":1}\n"), "");
+  EXPECT_EQ(split.feed("\ndata: {\"b\""), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(split.feed(":2}\n\n"), "data: {\"b\":2}\n\n");
+}
+
+TEST(GatewayStreamUsage, JsonNestedPastTheLimitIsNeitherRewrittenNorCounted) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  EXPECT_THROW(with_stream_usage("{\"stream\":true,\"prompt\":" + deep + "}"), nexus::JsonTooDeep);
+  EXPECT_FALSE(usage_of_body("{\"usage\":{\"prompt_tokens\":1},\"x\":" + deep + "}"));
+  StreamUsageTap tap(false);
+  const std::string ev = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1},\"x\":" + deep + "}\n\n";
+  EXPECT_EQ(tap.feed(ev), ev);  // relayed as it came, not read
+  EXPECT_FALSE(tap.usage());
 }

@@ -1,7 +1,7 @@
 // The gateway's pure parts, without sockets: circuit breaker states, retry
 // budget and backoff, fault specs, prefix hashing and affinity, /load
-// parsing and the load score, the routing policies, and what a DNS answer
-// changes in the replica list.
+// parsing and the load score, the routing policies, what a DNS answer
+// changes in the replica list, and the query-of-death registry.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -15,9 +15,12 @@
 #include "gateway/load_state.h"
 #include "gateway/prefix_affinity.h"
 #include "gateway/proxy_http.h"
+#include "gateway/query_of_death.h"
 #include "gateway/retry_policy.h"
 #include "gateway/routing_policy.h"
+#include "server/request_framing.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 using namespace nexus::gateway;
 using Clock = std::chrono::steady_clock;
@@ -241,4 +244,71 @@ TEST(GatewayAccessLog, LogfmtValuesAreQuotedOnlyWhenTheyMustBe) {
   EXPECT_EQ(logfmt_value(""), "\"\"");
   EXPECT_EQ(logfmt_value("say \"hi\" \\ bye"), "\"say \\\"hi\\\" \\\\ bye\"");
   EXPECT_EQ(logfmt_value(std::string("a\nb\0c", 5)), "\"a\\x0ab\\x00c\"");
+}
+
+TEST(GatewayQueryOfDeath, AFingerprintThatKillsTwoReplicasIsRefusedForAWhile) {
+  QueryOfDeath q({milliseconds(1000), milliseconds(5000)});
+  const auto t0 = Clock::now();
+  const uint64_t x = QueryOfDeath::fingerprint("POST /v1/completions", "{\"prompt\":\"x\"}");
+  EXPECT_NE(x, QueryOfDeath::fingerprint("POST /v1/completions", "{\"prompt\":\"y\"}"));
+  EXPECT_NE(x, QueryOfDeath::fingerprint("POST /v1/chat/completions", "{\"prompt\":\"x\"}"));
+  EXPECT_EQ(x, QueryOfDeath::fingerprint("POST /v1/completions", "{\"prompt\":\"x\"}"));
+  EXPECT_FALSE(q.refusing(t0));
+
+  // Deaths on one replica (a kill -9 with many identical requests in
+  // flight) keep it a suspect; one on a second replica within the window
+  // makes it a query of death.
+  EXPECT_EQ(q.record_death(x, 0, t0), QueryOfDeath::Death::Suspect);
+  EXPECT_EQ(q.record_death(x, 0, t0 + milliseconds(10)), QueryOfDeath::Death::Suspect);
+  EXPECT_FALSE(q.refused(x, t0 + milliseconds(10)));
+  EXPECT_EQ(q.record_death(x, 1, t0 + milliseconds(20)), QueryOfDeath::Death::Detected);
+  EXPECT_TRUE(q.refusing(t0 + milliseconds(20)));
+  EXPECT_TRUE(q.refused(x, t0 + milliseconds(4000)));
+  EXPECT_EQ(q.record_death(x, 2, t0 + milliseconds(30)), QueryOfDeath::Death::Refused);
+  EXPECT_FALSE(q.refused(x, t0 + milliseconds(6000)));  // refuse_for after its detection (and its last death)
+  EXPECT_FALSE(q.refusing(t0 + milliseconds(6000)));
+
+  // A second death after the window is a first one again.
+  const uint64_t y = QueryOfDeath::fingerprint("realtime", "{}");
+  EXPECT_EQ(q.record_death(y, 0, t0), QueryOfDeath::Death::Suspect);
+  EXPECT_EQ(q.record_death(y, 1, t0 + milliseconds(1500)), QueryOfDeath::Death::Suspect);
+  EXPECT_EQ(q.record_death(y, 0, t0 + milliseconds(2000)), QueryOfDeath::Death::Detected);
+}
+
+TEST(GatewayQueryOfDeath, TheRegistryIsBoundedAndKeepsItsRefusals) {
+  QueryOfDeath q({milliseconds(1000), milliseconds(600'000)});
+  const auto t0 = Clock::now();
+  const uint64_t bad = QueryOfDeath::fingerprint("k", "bad");
+  q.record_death(bad, 0, t0);
+  ASSERT_EQ(q.record_death(bad, 1, t0), QueryOfDeath::Death::Detected);
+  // A death a millisecond for 12 s: suspects expire after the window, the
+  // registry stays bounded, and the refusal (the oldest entry) is kept.
+  for (uint64_t i = 0; i < 3 * QueryOfDeath::kMaxEntries; ++i) {
+    q.record_death(i * 7919 + 1, 0, t0 + milliseconds(i));
+    ASSERT_LE(q.size(), QueryOfDeath::kMaxEntries);
+  }
+  EXPECT_TRUE(q.refused(bad, t0 + milliseconds(3 * QueryOfDeath::kMaxEntries)));
+  // Past the bound with nothing expired, the oldest go first, refusals too.
+  QueryOfDeath full({milliseconds(600'000), milliseconds(600'000)});
+  full.record_death(bad, 0, t0);
+  full.record_death(bad, 1, t0);
+  for (uint64_t i = 0; i < QueryOfDeath::kMaxEntries; ++i) full.record_death(i * 7919 + 1, 0, t0);
+  EXPECT_EQ(full.size(), QueryOfDeath::kMaxEntries);
+  EXPECT_FALSE(full.refused(bad, t0));
+}
+
+TEST(GatewayHttp, AbsoluteFormTargetsBecomeTheirPath) {
+  using nexus::server::origin_form;
+  EXPECT_EQ(origin_form("http://127.0.0.1:8080/v1/completions?x=1"), "/v1/completions?x=1");
+  EXPECT_EQ(origin_form("HTTPS://gw.example/health"), "/health");
+  EXPECT_EQ(origin_form("http://gw.example"), "/");
+  EXPECT_EQ(origin_form("http://gw.example?q"), "/?q");
+  EXPECT_FALSE(origin_form("/v1/completions"));
+  EXPECT_FALSE(origin_form("*"));
+}
+
+TEST(GatewayLoad, AReplicaLoadNestedPastTheLimitIsRefused) {
+  std::string deep = "{\"running\":0,\"waiting\":0,\"x\":" + std::string(100'000, '[') + std::string(100'000, ']') + "}";
+  EXPECT_FALSE(parse_load(deep));
+  EXPECT_TRUE(parse_load("{\"running\":0,\"waiting\":0,\"x\":[[1]]}"));
 }

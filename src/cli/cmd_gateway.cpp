@@ -16,6 +16,7 @@
 #include "gateway/gateway_server.h"
 #include "loadgen/url.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace nexus::cli {
 namespace {
@@ -34,6 +35,7 @@ struct GatewayArgs {
   int64_t breaker_cool_down = 1000, breaker_window = 10'000;
   int64_t connect_timeout = 1000, ttft_timeout = 30'000, stream_idle_timeout = 30'000;
   int64_t backoff_base = 5, backoff_max = 200;
+  int max_json_depth = kDefaultMaxJsonDepth;  // util/json_depth.h
   gateway::GatewayOptions opts;
 };
 
@@ -52,6 +54,7 @@ int32_t drain(gateway::GatewayServer& gw, const sigset_t& stop_signals, double t
 }
 
 int run_gateway(GatewayArgs& a) {
+  set_max_json_depth(a.max_json_depth);
   gateway::GatewayOptions& o = a.opts;
   const size_t colon = a.listen.rfind(':');
   if (colon == std::string::npos || colon == 0) throw UsageError("--listen: expected HOST:PORT, got '" + a.listen + "'");
@@ -225,6 +228,12 @@ std::function<int()> setup(CLI::App& sub) {
                  "a started stream silent this long ends with an error event")
       ->capture_default_str()
       ->check(range<int64_t>(1, 3'600'000));
+  sub.add_option("--max-json-depth", a->max_json_depth,
+                 "deepest nesting of arrays and objects the gateway reads in a JSON body, realtime event or replica "
+                 "event; a body it must read (--policy prefix, a stream under --api-keys) nested deeper is 400 "
+                 "nesting_too_deep")
+      ->capture_default_str()
+      ->check(range(1, kMaxJsonDepthLimit));
   sub.add_option("--drain-timeout", a->drain_timeout, "seconds a stop signal waits for requests in flight")
       ->capture_default_str()
       ->check(range(0.0, 3600.0));

@@ -10,6 +10,7 @@
 
 #include "gateway/gateway_metrics.h"
 #include "gateway/gateway_server.h"
+#include "gateway/query_of_death.h"
 #include "gateway/replica_set.h"
 #include "gateway/retry_policy.h"
 #include "gateway/routing_policy.h"
@@ -27,7 +28,8 @@ struct GatewayContext {
         budget(opts.retry),
         limiter(opts.api_keys ? std::make_unique<TenantLimiter>(*opts.api_keys) : nullptr),
         metrics(tenant_names(limiter.get())),
-        cors(opts.cors_allow_origins) {}
+        cors(opts.cors_allow_origins),
+        qod(opts.query_of_death) {}
 
   static std::vector<std::string> tenant_names(const TenantLimiter* l) {
     std::vector<std::string> names;
@@ -43,6 +45,7 @@ struct GatewayContext {
   std::unique_ptr<TenantLimiter> limiter;  // null without --api-keys
   GatewayMetrics metrics;
   server::CorsPolicy cors;  // off (not enabled()) without --cors-allow-origin
+  QueryOfDeath qod;
   std::atomic<bool> draining{false};
   std::atomic<int32_t> in_flight{0};
   std::atomic<uint64_t> session_seed{1};  // seeds each session's random numbers

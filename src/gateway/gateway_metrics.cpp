@@ -70,6 +70,11 @@ GatewayMetrics::GatewayMetrics(const std::vector<std::string>& tenants)
     realtime_failovers_[i] = &r.int_counter("nexus_gateway_realtime_failovers_total",
                                             "realtime sessions whose replica failed: resumed on another replica, or ended",
                                             {{"result", i ? "resumed" : "ended"}});
+  for (size_t i = 0; i < 2; ++i)
+    query_of_death_[i] = &r.int_counter("nexus_gateway_query_of_death_total",
+                                        "requests and realtime sessions in flight on two replicas that both died "
+                                        "(detected), and requests refused as such for a while (refused)",
+                                        {{"result", i ? "refused" : "detected"}});
   unauthorized_ = &r.int_counter("nexus_gateway_unauthorized_total",
                                  "requests refused with 401 invalid_api_key (--api-keys: no key or an unknown one)");
   tenants_.resize(tenants.size());

@@ -58,6 +58,9 @@ class GatewayMetrics {
   // (`resumed`) or ended (`ended`: no replica, or a transcript the gateway
   // could not keep; docs/gateway.md).
   metrics::IntCounter& realtime_failovers(bool resumed) { return *realtime_failovers_[resumed ? 1 : 0]; }
+  // Queries of death (query_of_death.h): a request or realtime session found
+  // to have killed two replicas (`detected`), or refused as one (`refused`).
+  metrics::IntCounter& query_of_death(bool detected) { return *query_of_death_[detected ? 0 : 1]; }
 
   struct PerReplica {
     std::array<metrics::IntCounter*, static_cast<size_t>(Outcome::Count)> requests{};
@@ -90,6 +93,7 @@ class GatewayMetrics {
   metrics::IntCounter* unauthorized_ = nullptr;
   metrics::Gauge* realtime_active_ = nullptr;
   std::array<metrics::IntCounter*, 2> realtime_failovers_{};  // ended, resumed
+  std::array<metrics::IntCounter*, 2> query_of_death_{};      // detected, refused
   metrics::IntCounter* no_replica_ = nullptr;
   std::array<metrics::IntCounter*, static_cast<size_t>(RetryReason::Count)> retries_{};
   metrics::IntCounter* budget_exhausted_ = nullptr;

@@ -29,6 +29,7 @@
 #include "gateway/circuit_breaker.h"
 #include "gateway/fault_injection.h"
 #include "gateway/health_checker.h"
+#include "gateway/query_of_death.h"
 #include "gateway/retry_policy.h"
 #include "gateway/routing_policy.h"
 
@@ -64,6 +65,9 @@ struct GatewayOptions {
   std::chrono::milliseconds client_idle_timeout{60'000};
   size_t body_limit = 1 << 20;         // request body bytes (413 above)
   size_t response_limit = 64 << 20;    // a non-streamed response's bytes
+  // Requests that kill replicas: how long one is suspected after a death,
+  // and refused once it killed a second replica (query_of_death.h).
+  QueryOfDeathOptions query_of_death;
   std::vector<FaultRule> faults;
   // `--tls-cert`, `--tls-key`: PEM files (the certificate chain, the private
   // key); both set = HTTPS on the listening port (TLS 1.2 and 1.3, OpenSSL's

@@ -137,8 +137,11 @@ void HealthChecker::finish(bool ok) {
   timeout_.cancel();
   const auto now = Clock::now();
   if (ok) {
+    replica_.probe_failing_since.store(0);
     replica_.breaker.record_success(now);
   } else {
+    CircuitBreaker::Clock::rep none = 0;
+    replica_.probe_failing_since.compare_exchange_strong(none, now.time_since_epoch().count());
     boost::system::error_code ignored;
     socket_.close(ignored);
     buffer_.clear();

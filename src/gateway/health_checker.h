@@ -7,6 +7,8 @@
 // breaker (it closes a half-open breaker); a connect error, reset, timeout,
 // unparseable /load or a /health other than 200 or 503 is a failure (a
 // 503 means draining: the replica is alive but takes no new requests).
+// A failure also marks since when the replica's probes fail
+// (Replica::probe_failing_since, cleared by a success).
 // Each /health probe first resolves the replica's name again
 // (ConnectionPool::refresh's reason); a name that does not resolve is a
 // failed probe.

@@ -4,10 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/json_depth.h"
+
 namespace nexus::gateway {
 
 std::optional<ReplicaLoad> parse_load(std::string_view body) {
-  const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  const nlohmann::json j = parse_json_bounded_or_discarded(body);
   if (!j.is_object()) return std::nullopt;
   ReplicaLoad l;
   try {

@@ -75,6 +75,7 @@ void ProxySession::begin_attempt(size_t index, Admission admission) {
   ctx_.metrics.replica(index).in_flight->set(replica_->load.in_flight());
   timed_out_ = false;
   streaming_ = false;
+  interim_answers_ = 0;
   body_.clear();
   up_buf_.clear();
   arm_deadline(ctx_.opts.ttft_timeout);
@@ -174,30 +175,42 @@ void ProxySession::write_upstream() {
       net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
         self->upstream_pending_ = false;
         if (self->stopping_) return self->end_for_shutdown();
-        if (ec)
-          return self->attempt_failed(self->timed_out_ ? RetryReason::Timeout : RetryReason::Reset,
-                                      "write: " + ec.message());
-        self->res_parser_.emplace();
-        // (Not boost::none: Boost 1.74 compares a Content-Length against an empty
-        // optional as "greater" and fails every sized body.)
-        self->res_parser_->body_limit(std::numeric_limits<uint64_t>::max());
-        self->upstream_pending_ = true;
-        http::async_read_header(
-            *self->up_, self->up_buf_, *self->res_parser_,
-            net::bind_executor(self->client_.get_executor(), [self](boost::system::error_code ec, size_t) {
-              self->upstream_pending_ = false;
-              if (self->stopping_) return self->end_for_shutdown();
-              self->on_upstream_header(ec);
-            }));
+        if (ec) {
+          if (self->timed_out_) return self->attempt_failed(RetryReason::Timeout, "write: " + ec.message());
+          return self->replica_died("write: " + ec.message());
+        }
+        self->read_upstream_header();
       }));
 }
 
+void ProxySession::read_upstream_header() {
+  res_parser_.emplace();
+  // (Not boost::none: Boost 1.74 compares a Content-Length against an empty
+  // optional as "greater" and fails every sized body.)
+  res_parser_->body_limit(std::numeric_limits<uint64_t>::max());
+  upstream_pending_ = true;
+  http::async_read_header(*up_, up_buf_, *res_parser_,
+                          net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                            self->upstream_pending_ = false;
+                            if (self->stopping_) return self->end_for_shutdown();
+                            self->on_upstream_header(ec);
+                          }));
+}
+
 void ProxySession::on_upstream_header(boost::system::error_code ec) {
-  if (ec)
-    return attempt_failed(timed_out_ ? RetryReason::Timeout : RetryReason::Reset,
-                          timed_out_ ? "no answer within the TTFT timeout" : "read: " + ec.message());
+  if (ec && timed_out_) return attempt_failed(RetryReason::Timeout, "no answer within the TTFT timeout");
+  if (ec) return replica_died("read: " + ec.message());
   const auto& res = res_parser_->get();
   const int status = static_cast<int>(res.result_int());
+  if (status / 100 == 1) {
+    // 100 Continue is an interim answer, the real one follows (RFC 9110
+    // section 15.2). Any other 1xx to a request that asked for no upgrade
+    // (101 Switching Protocols above all: the connection would be HTTP no
+    // more) is a broken answer, never relayed: the attempt fails.
+    constexpr int kMaxInterimAnswers = 4;
+    if (status == 100 && ++interim_answers_ <= kMaxInterimAnswers) return read_upstream_header();
+    return attempt_failed(RetryReason::Reset, fmt::format("answered {} to a request without an upgrade", status));
+  }
   const std::string ctype(res[http::field::content_type]);
   streaming_ = status / 100 == 2 && ctype.starts_with("text/event-stream");
   read_upstream_body();
@@ -224,8 +237,12 @@ void ProxySession::on_upstream_body(boost::system::error_code ec) {
   if (ec) {
     const std::string why = timed_out_ ? (started_ ? "the replica went silent" : "no answer within the TTFT timeout")
                                        : "read: " + ec.message();
-    if (started_) return stream_broken(why);
-    return attempt_failed(timed_out_ ? RetryReason::Timeout : RetryReason::Reset, why);
+    if (started_) {
+      if (!timed_out_) request_died();  // (not retried either way: the client has its bytes)
+      return stream_broken(why);
+    }
+    if (timed_out_) return attempt_failed(RetryReason::Timeout, why);
+    return replica_died(why);
   }
   if (streaming_) {
     if (n > 0) return relay(n);
@@ -243,6 +260,26 @@ void ProxySession::on_upstream_body(boost::system::error_code ec) {
 }
 
 void ProxySession::relay(size_t n) {
+  arm_deadline(ctx_.opts.stream_idle_timeout);
+  const bool done = res_parser_->is_done();
+  std::string tapped;
+  std::string_view bytes(chunk_.data(), n);
+  if (usage_tap_) {  // whole events, the usage chunk read (and stripped when the gateway asked for it)
+    tapped = usage_tap_->feed(bytes);
+    if (done) tapped += usage_tap_->flush();
+    if (usage_tap_->overflowed()) {
+      const std::string why = fmt::format("an event longer than {} bytes", StreamUsageTap::kMaxEventBytes);
+      return started_ ? stream_broken(why) : attempt_failed(RetryReason::Reset, why);
+    }
+    bytes = tapped;
+  }
+  if (started_ && bytes.empty() && !done) {
+    // Nothing to write (the tap holds a partial event, or stripped one), so
+    // no write would fail if the client left: look for its departure, or a
+    // replica whose stream never completes an event outlives its client.
+    if (peer_closed(client_.tcp())) return stream_client_gone();
+    return stopping_ ? end_for_shutdown() : read_upstream_body();
+  }
   out_.clear();
   if (!started_) {
     started_ = true;
@@ -259,15 +296,6 @@ void ProxySession::relay(size_t n) {
     const double total = std::chrono::duration<double>(Clock::now() - received_).count();
     ctx_.metrics.added_latency().observe(std::max(0.0, total - upstream_seconds_));
   }
-  arm_deadline(ctx_.opts.stream_idle_timeout);
-  const bool done = res_parser_->is_done();
-  std::string tapped;
-  std::string_view bytes(chunk_.data(), n);
-  if (usage_tap_) {  // whole events, the usage chunk read (and stripped when the gateway asked for it)
-    tapped = usage_tap_->feed(bytes);
-    if (done) tapped += usage_tap_->flush();
-    bytes = tapped;
-  }
   if (!bytes.empty()) {
     if (chunked_) out_ += fmt::format("{:x}\r\n", bytes.size());
     out_ += bytes;
@@ -278,14 +306,7 @@ void ProxySession::relay(size_t n) {
   writing_ = true;
   net::async_write(client_, net::buffer(out_), [self = shared_from_this(), done](boost::system::error_code ec, size_t) {
     self->writing_ = false;
-    if (ec) {
-      // The client went away: drop the replica's connection, which cancels
-      // its generation.
-      self->end_attempt(AttemptEnd::Healthy, false);
-      self->finish(Outcome::ClientGone);
-      self->log_request(200, "stream=1 client_gone=1");
-      return self->close_client();
-    }
+    if (ec) return self->stream_client_gone();
     if (!done) return self->stopping_ ? self->end_for_shutdown() : self->read_upstream_body();
     const bool keep = self->res_parser_->keep_alive();
     if (self->usage_tap_) self->charge_usage(self->usage_tap_->usage());
@@ -295,6 +316,15 @@ void ProxySession::relay(size_t n) {
     if (self->keep_alive_ && !self->stopping_) return self->read_request();
     self->close_client();
   });
+}
+
+// The client went away: drop the replica's connection, which cancels its
+// generation.
+void ProxySession::stream_client_gone() {
+  end_attempt(AttemptEnd::Healthy, false);
+  finish(Outcome::ClientGone);
+  log_request(200, "stream=1 client_gone=1");
+  close_client();
 }
 
 void ProxySession::on_answer(Answer a) {
@@ -322,10 +352,11 @@ void ProxySession::on_answer(Answer a) {
           a.retry_after.empty() ? "" : "Retry-After: " + a.retry_after + "\r\n");
 }
 
-void ProxySession::attempt_failed(RetryReason reason, const std::string& detail) {
+void ProxySession::attempt_failed(RetryReason reason, const std::string& detail, bool retry) {
   end_attempt(AttemptEnd::Failed, false);
   last_error_ = replica_->id + ": " + detail;
   last_timed_out_ = reason == RetryReason::Timeout;
+  if (!retry) return give_up();
   retry_or_give_up(reason);
 }
 
@@ -372,6 +403,7 @@ void ProxySession::retry_or_give_up(RetryReason reason) {
 }
 
 void ProxySession::give_up() {
+  if (deaths_ > 0 && ctx_.qod.refused(request_fingerprint(), Clock::now())) return answer_query_of_death();
   finish(Outcome::UpstreamError);
   if (last_answer_) {
     const Answer a = *last_answer_;

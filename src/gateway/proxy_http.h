@@ -6,6 +6,11 @@
 #include <string>
 #include <string_view>
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http/field.hpp>
 
 #include "server/api_error.h"
@@ -50,6 +55,15 @@ inline bool cors_field(boost::beast::http::field f) {
     default:
       return false;
   }
+}
+
+// Whether the peer of a connection we are not reading from has closed or
+// reset it (a non-blocking peek: EOF or an error; bytes it sent, such as a
+// pipelined request or TLS records, leave them unread and mean it is there).
+inline bool peer_closed(boost::asio::ip::tcp::socket& s) {
+  char c;
+  const ssize_t n = ::recv(s.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 // Whether a header travels through the gateway: not hop-by-hop (RFC 9110

@@ -52,6 +52,10 @@ std::string websocket_key(std::mt19937_64& rng) {
 
 void ProxySession::start_realtime() {
   transcript_.emplace();
+  in_flight_messages_.clear();
+  replayed_messages_.clear();
+  replay_unanswered_ = false;
+  message_refused_ = false;
   client_frames_.emplace(ctx_.opts.body_limit);
   replica_frames_.emplace(RealtimeTranscript::kLimit);
   attempts_ = 0;
@@ -223,7 +227,7 @@ void ProxySession::on_realtime_header(boost::system::error_code ec) {
     const std::string early = beast::buffers_to_string(self->client_buf_.data());
     self->client_buf_.clear();
     if (early.empty()) return self->relay_to_replica();
-    self->observe_client(early);
+    if (!self->observe_client(early)) return self->refuse_client_message();
     self->write_to_replica();
   });
 }
@@ -261,7 +265,7 @@ void ProxySession::relay_to_replica() {
       return;
     }
     if (ec || !self->tunnel_) return self->end_tunnel();
-    self->observe_client(std::string_view(self->to_replica_.data(), n));
+    if (!self->observe_client(std::string_view(self->to_replica_.data(), n))) return self->refuse_client_message();
     if (!self->up_live_) {  // a failover is under way: what to forward waits for its replay
       self->held_ += self->up_out_;
       self->client_parked_ = true;

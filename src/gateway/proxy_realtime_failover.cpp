@@ -17,7 +17,10 @@
 // in the middle by the death is re-encoded whole once it has arrived.
 // Without another replica, with a transcript the gateway could not keep,
 // or after kMaxFailovers moves, the client gets an `error` event and a
-// close frame (1011) instead.
+// close frame (1011) instead; so it does, with `query_of_death`, when the
+// new replica dies too before it answered anything past the replay, or
+// when the client sends a message known to kill replicas
+// (proxy_query_of_death.cpp).
 #include <fmt/format.h>
 
 #include <boost/asio/bind_executor.hpp>
@@ -37,6 +40,9 @@ using nlohmann::json;
 namespace {
 
 constexpr int kMaxFailovers = 3;  // per session: a conversation that kills replicas stops moving
+constexpr const char* kRefusedMessage =
+    "This message was in flight on two replicas that both failed; the gateway does not send it to a replica for a "
+    "while, and ends the session. Start a new session.";
 
 std::string event_frame(const json& ev) {
   return encode_ws_frame(WsOpcode::Text, ev.dump(-1, ' ', false, json::error_handler_t::replace));
@@ -48,13 +54,20 @@ std::string error_frame(const std::string& code, const std::string& message) {
 
 }  // namespace
 
-void ProxySession::observe_client(std::string_view bytes) {
+bool ProxySession::observe_client(std::string_view bytes) {
   up_out_.clear();
   size_t raw_from = skip_partial_ ? std::string_view::npos : 0;
   const bool ok = client_frames_->feed(bytes, [&](WsMessage& m, size_t end) {
+    if (message_refused_) return;
     if (m.opcode == WsOpcode::Text) {
-      if (m.too_large) transcript_->mark_lost();
-      else transcript_->on_client_event(m.payload);
+      if (m.too_large) {
+        transcript_->mark_lost();
+      } else if (!admit_client_message(m.payload)) {
+        message_refused_ = true;
+        return;
+      } else {
+        transcript_->on_client_event(m.payload);
+      }
     } else if (m.opcode == WsOpcode::Close) {
       transcript_->set_closing();
     }
@@ -66,18 +79,35 @@ void ProxySession::observe_client(std::string_view bytes) {
       skip_partial_ = false;
     }
   });
+  if (message_refused_) {  // nothing of these bytes reaches the replica (the message's last frame is here)
+    up_out_.clear();
+    return false;
+  }
   if (!ok) transcript_->mark_lost();
   if (!replayed_) {  // the replay to come carries these events
     up_out_.clear();
-    return;
+    return true;
   }
   if (raw_from != std::string_view::npos) up_out_.append(bytes.substr(raw_from));
+  return true;
 }
 
 void ProxySession::observe_replica(std::string_view bytes) {
   const bool ok = replica_frames_->feed(bytes, [&](WsMessage& m, size_t) {
-    if (m.opcode == WsOpcode::Text && !m.too_large) transcript_->on_server_event(m.payload);
-    else if (m.opcode == WsOpcode::Close) replica_closed_ = true;
+    if (m.opcode == WsOpcode::Text) {
+      const std::string type = m.too_large ? std::string() : transcript_->on_server_event(m.payload);
+      // What the replica was sent before its message is no longer in flight
+      // (query_of_death.h), except that a new replica acknowledges the
+      // replay's session (session.created, session.updated) before it reads
+      // the replay's other events.
+      if (!replay_unanswered_ || (type != "session.created" && type != "session.updated")) {
+        in_flight_messages_.clear();
+        replayed_messages_.clear();
+        replay_unanswered_ = false;
+      }
+    } else if (m.opcode == WsOpcode::Close) {
+      replica_closed_ = true;
+    }
   });
   if (!ok) transcript_->mark_lost();
 }
@@ -94,10 +124,6 @@ void ProxySession::upstream_lost(const std::string& detail) {
   // can be written to it as WebSocket): the tunnel ends.
   if (replica_closed_ || transcript_->closing() || !replica_frames_->at_message_boundary())
     return end_tunnel_from_replica();
-  replica_->breaker.record_failure(Clock::now(), false);
-  ctx_.metrics.replica(replica_->index).attempt_failures->inc();
-  last_error_ = replica_->id + ": " + detail;
-  if (ctx_.opts.log) ctx_.opts.log(fmt::format("realtime session: replica {} failed ({})", replica_->id, detail));
   std::string notice;
   if (const auto& id = transcript_->running_response()) {
     notice += event_frame({{"type", "response.done"},
@@ -106,6 +132,23 @@ void ProxySession::upstream_lost(const std::string& detail) {
                              {"finish_reason", "error"},
                              {"usage", {{"prompt_tokens", 0}, {"completion_tokens", 0}, {"total_tokens", 0}, {"cached_tokens", 0}}},
                              {"error", "the replica serving the session failed"}}}});
+  }
+  if (message_refused_) {  // the gateway cut the replica off (refuse_client_message): not its failure
+    out_ = std::move(notice);
+    return end_session("query_of_death", kRefusedMessage);
+  }
+  replica_->breaker.record_failure(Clock::now(), false);
+  ctx_.metrics.replica(replica_->index).attempt_failures->inc();
+  last_error_ = replica_->id + ": " + detail;
+  if (ctx_.opts.log) ctx_.opts.log(fmt::format("realtime session: replica {} failed ({})", replica_->id, detail));
+  if (session_killed_two_replicas()) {
+    ctx_.metrics.realtime_failovers(false).inc();
+    out_ = std::move(notice);
+    return end_session("query_of_death",
+                       fmt::format("The replica serving this session failed ({}), as the one before it did, with the "
+                                   "same messages in flight; the session is not moved again. Messages that killed "
+                                   "two replicas are refused for a while.",
+                                   detail));
   }
   if (transcript_->lost() || failovers_ >= kMaxFailovers) {
     ctx_.metrics.realtime_failovers(false).inc();
@@ -136,6 +179,14 @@ void ProxySession::upstream_lost(const std::string& detail) {
 void ProxySession::failover_connected() {
   disarm_deadline();
   replica_->breaker.record_success(Clock::now(), probe_);
+  if (message_refused_) {  // a refused message came meanwhile: nothing is replayed
+    boost::system::error_code ignored;
+    up_->close(ignored);
+    ctx_.metrics.realtime_failovers(false).inc();
+    failing_over_ = false;
+    out_.clear();
+    return end_session("query_of_death", kRefusedMessage);
+  }
   ctx_.metrics.replica(replica_->index).realtime_sessions->inc();
   ctx_.metrics.realtime_failovers(true).inc();
   ++failovers_;
@@ -145,6 +196,8 @@ void ProxySession::failover_connected() {
   up_buf_.clear();
   replica_frames_.emplace(RealtimeTranscript::kLimit);
   replica_closed_ = false;
+  replay_unanswered_ = true;
+  last_forward_at_ = Clock::now();
   observe_replica(frames);
   // The replay: the transcript as client events, masked as a client's.
   const std::vector<std::string> events = transcript_->replay();

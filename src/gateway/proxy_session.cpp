@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/proxy_http.h"
+#include "server/request_framing.h"
 #include "server/sse.h"
+#include "util/json_depth.h"
 
 namespace nexus::gateway {
 
@@ -160,12 +162,18 @@ void ProxySession::on_request(boost::system::error_code ec) {
 
 void ProxySession::handle_request() {
   replica_ = nullptr;  // (of the previous request on this connection)
+  // Absolute-form (`POST http://host:port/v1/completions`: RFC 9112 section
+  // 3.2.2, a server MUST accept it): routed, and relayed, by its path.
+  if (auto path = server::origin_form(std::string_view(req_.target().data(), req_.target().size())))
+    req_.target(*path);
   keep_alive_ = req_.keep_alive();
   chunked_ = req_.version() >= 11;
   if (!chunked_) keep_alive_ = false;  // an HTTP/1.0 stream ends with the connection
   received_ = Clock::now();
   outcome_.reset();
   attempts_ = 0;
+  deaths_ = 0;
+  fingerprint_.reset();
   release_tenant();  // (the previous request's, as admit_request does: the log names this one's)
   tenant_.reset();
   const std::string_view path = path_of(std::string_view(req_.target().data(), req_.target().size()));
@@ -185,7 +193,19 @@ void ProxySession::handle_request() {
   }
   if (path == "/metrics" && get)
     return respond(200, ctx_.metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
-  if (ctx_.limiter && !admit_request()) return;
+  // The gateway reads JSON bodies only under the process's nesting limit
+  // (util/json_depth.h): here to add include_usage to a stream under
+  // --api-keys, below to hash the prefix. A body past it is the client's
+  // 400, as the replica would answer it.
+  auto too_deep = [this](const JsonTooDeep& e) {
+    release_tenant();
+    respond(400, server::error_body(server::nesting_too_deep(e.limit)));
+  };
+  try {
+    if (ctx_.limiter && !admit_request()) return;
+  } catch (const JsonTooDeep& e) {
+    return too_deep(e);
+  }
   // A WebSocket upgrade: relayed to one replica for the session's life.
   if ((path == "/v1/realtime" || path == "/realtime") && get &&
       beast::iequals(req_[http::field::upgrade], "websocket")) {
@@ -195,12 +215,18 @@ void ProxySession::handle_request() {
   // Everything else goes to a replica, which validates it. The body is read
   // only for routing: a prefix to hash (a body that is not JSON is relayed
   // as it is, and the replica answers 400).
+  prefix_.clear();
   if (ctx_.router.policy() == PolicyKind::Prefix && !req_.body().empty()) {
-    const json body = json::parse(req_.body(), nullptr, false);
+    json body;
+    try {
+      body = parse_json_bounded(req_.body());
+    } catch (const JsonTooDeep& e) {
+      return too_deep(e);
+    } catch (const json::exception&) {
+    }
     prefix_ = prefix_block_hashes(prefix_text(body));
-  } else {
-    prefix_.clear();
   }
+  if (refuse_query_of_death()) return;
   proxying_ = true;
   ctx_.in_flight.fetch_add(1);
   ctx_.metrics.in_flight().add(1);
@@ -244,7 +270,7 @@ bool ProxySession::answer_cors() {
   for (const auto& [k, v] :
        ctx_.cors.preflight_headers(origin, "GET, HEAD, POST", std::string_view(headers.data(), headers.size())))
     head += k + ": " + v + "\r\n";
-  respond(204, "", "", head);
+  respond(204, "", "", head);  // (with cors_head_: Allow-Origin and Vary, once each)
   return true;
 }
 

@@ -16,6 +16,9 @@
 // them (one read, one write: a slow client slows its replica's socket, never
 // the gateway); if the replica fails after that, the stream ends with an
 // OpenAI-style error event and `data: [DONE]` (code replica_failed).
+// A request whose replica died with it in flight is retried at most once
+// more, and one that killed two replicas is refused for a while
+// (query_of_death.h, proxy_query_of_death.cpp).
 // proxy_session.cpp holds the client side (requests, the gateway's own
 // routes, replies), proxy_attempt.cpp the attempts.
 #pragma once
@@ -100,7 +103,9 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   // Realtime failover (proxy_realtime_failover.cpp): the relay watches the
   // frames both ways (the transcript), and a replica that dies moves the
   // session to another one.
-  void observe_client(std::string_view bytes);  // fills up_out_ with what to forward
+  // Fills up_out_ with what to forward; false when a message is refused
+  // (admit_client_message: nothing of these bytes goes on).
+  bool observe_client(std::string_view bytes);
   void observe_replica(std::string_view bytes);
   void upstream_lost(const std::string& detail);
   void failover_connected();
@@ -108,17 +113,39 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   // An `error` event and a close frame (1011), then the end of the tunnel.
   void end_session(const std::string& code, const std::string& message);
 
+  // Queries of death (proxy_query_of_death.cpp, query_of_death.h).
+  uint64_t request_fingerprint();
+  // A request known as a query of death: answered 502 (true).
+  bool refuse_query_of_death();
+  // The replica's connection died with the request sent: a death of the
+  // request, unless the replica was failing already; then the retry, or
+  // the 502 of a request that killed two replicas.
+  void replica_died(const std::string& detail);
+  // Records a death of this request on replica_; true when it must not go
+  // to another replica (its second death, or a known query of death).
+  bool request_died();
+  void answer_query_of_death();
+  // Realtime: a client message that is a known query of death ends the
+  // session before the replica gets it (false: the caller stops).
+  bool admit_client_message(std::string_view payload);
+  void refuse_client_message();
+  // Realtime: the replica died with these messages in flight; true when the
+  // session must not move again (the same messages killed two replicas).
+  bool session_killed_two_replicas();
+
   // Attempts.
   void start_attempt();
   void begin_attempt(size_t replica, Admission admission);
   void connect_upstream();
   void write_upstream();
+  void read_upstream_header();
   void on_upstream_header(boost::system::error_code ec);
   void read_upstream_body();
   void on_upstream_body(boost::system::error_code ec);
   void relay(size_t n);
+  void stream_client_gone();
   void on_answer(Answer a);
-  void attempt_failed(RetryReason reason, const std::string& detail);
+  void attempt_failed(RetryReason reason, const std::string& detail, bool retry = true);
   void end_attempt(AttemptEnd how, bool keep_connection);
   void retry_or_give_up(RetryReason reason);
   void give_up();
@@ -168,6 +195,8 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   std::optional<StreamUsageTap> usage_tap_;  // a stream's usage chunk (stream_usage.h)
   Clock::time_point received_;
   int attempts_ = 0;
+  int deaths_ = 0;                          // replicas that died with it in flight (query_of_death.h)
+  std::optional<uint64_t> fingerprint_;     // of this request, once needed
   std::optional<Outcome> outcome_;  // this request's, once finish()ed (for the log)
   std::vector<bool> tried_;
   std::optional<Answer> last_answer_;  // the last retryable answer, relayed if nothing better comes
@@ -208,7 +237,16 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   bool client_parked_ = false;
   bool replica_closed_ = false;  // the replica sent its close frame (an orderly end, not a failure)
   int failovers_ = 0;
+  // Realtime queries of death: fingerprints of the client messages the
+  // replica got since its last message (in flight), those carried by the
+  // replay of the last move, and whether the new replica has answered
+  // anything past that replay yet.
+  std::vector<uint64_t> in_flight_messages_, replayed_messages_;
+  Clock::time_point last_forward_at_{};
+  bool replay_unanswered_ = false;
+  bool message_refused_ = false;  // a client message was a known query of death: the session ends
   bool streaming_ = false;
+  int interim_answers_ = 0;  // 100 Continue answers skipped in this attempt
   bool started_ = false;  // bytes of the response reached the client
   bool blank_line_last_ = true;
   bool timed_out_ = false;

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "server/realtime_events.h"
+#include "util/json_depth.h"
 
 namespace nexus::gateway {
 
@@ -106,11 +107,11 @@ void RealtimeTranscript::end_response() {
   committed_ = response_at_ + 1;
 }
 
-void RealtimeTranscript::on_server_event(std::string_view text) {
-  if (lost_) return;
-  json ev = json::parse(text, nullptr, false);
-  if (!ev.is_object()) return;
-  const std::string type = string_field(ev, "type");
+std::string RealtimeTranscript::on_server_event(std::string_view text) {
+  if (lost_) return {};
+  json ev = parse_json_bounded_or_discarded(text);
+  if (!ev.is_object()) return {};
+  std::string type = string_field(ev, "type");
   if (type == "response.delta") {
     if (running_) response_text_ += string_field(ev, "text");
   } else if (type == "response.created") {
@@ -128,7 +129,7 @@ void RealtimeTranscript::on_server_event(std::string_view text) {
     }
   } else if (type == "error") {
     const auto e = ev.find("error");
-    if (e == ev.end() || !e->is_object()) return;
+    if (e == ev.end() || !e->is_object()) return type;
     const std::string code = string_field(*e, "code"), event = string_field(*e, "event");
     if (loses_track(code)) {
       lost_ = true;
@@ -147,6 +148,7 @@ void RealtimeTranscript::on_server_event(std::string_view text) {
       answered_create(false);
     }
   }
+  return type;
 }
 
 std::vector<std::string> RealtimeTranscript::replay() {

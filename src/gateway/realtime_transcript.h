@@ -53,9 +53,11 @@ class RealtimeTranscript {
 
   explicit RealtimeTranscript(size_t max_bytes = kLimit) : max_bytes_(max_bytes) {}
 
-  // One whole text message each way (the frame layer's messages).
+  // One whole text message each way (the frame layer's messages). JSON is
+  // read under the process's nesting limit (util/json_depth.h).
   void on_client_event(std::string_view text);
-  void on_server_event(std::string_view text);
+  // Returns the event's "type" ("" when it has none, or the transcript is lost).
+  std::string on_server_event(std::string_view text);
   // The relay could not follow one direction's messages (binary, too large,
   // broken framing): the transcript no longer matches the session.
   void mark_lost() { lost_ = true; }

@@ -26,6 +26,13 @@ struct Replica {
         pool(std::move(ex), url.host, url.port),
         breaker(breaker_opts, std::move(on_transition)) {}
 
+  // Whether its health probes were failing already before `t` (a death
+  // then says nothing about the request in flight: query_of_death.h).
+  bool failing_before(CircuitBreaker::Clock::time_point t) const {
+    const auto since = probe_failing_since.load();
+    return since != 0 && since < t.time_since_epoch().count();
+  }
+
   // Listed, not draining and the breaker admits (routing's filter).
   bool available(CircuitBreaker::Clock::time_point now) {
     return listed.load() && !draining.load() && breaker.would_admit(now);
@@ -39,6 +46,9 @@ struct Replica {
   CircuitBreaker breaker;
   std::atomic<bool> draining{false};
   std::atomic<bool> listed{true};  // false: its DNS name no longer resolves to it
+  // When its health probes began to fail (steady_clock ticks), 0 while the
+  // last one succeeded (health_checker.h).
+  std::atomic<CircuitBreaker::Clock::rep> probe_failing_since{0};
 };
 
 }  // namespace nexus::gateway

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/json_depth.h"
+
 namespace nexus::gateway {
 
 namespace {
@@ -19,12 +21,17 @@ std::optional<TokenUsage> usage_in(const nlohmann::json& doc) {
 }  // namespace
 
 std::optional<TokenUsage> usage_of_body(std::string_view body) {
-  return usage_in(nlohmann::json::parse(body, nullptr, false));
+  return usage_in(parse_json_bounded_or_discarded(body));
 }
 
 std::optional<StreamUsageRequest> with_stream_usage(std::string_view body) {
   // ordered_json: the body goes on with its fields in the client's order.
-  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(body, nullptr, false);
+  nlohmann::ordered_json doc;
+  try {
+    doc = parse_json_bounded<nlohmann::ordered_json>(body);
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // not JSON: the replica answers 400
+  }
   if (!doc.is_object()) return std::nullopt;
   const auto s = doc.find("stream");
   if (s == doc.end() || !s->is_boolean() || !s->get<bool>()) return std::nullopt;
@@ -43,18 +50,28 @@ std::optional<StreamUsageRequest> with_stream_usage(std::string_view body) {
 }
 
 std::string StreamUsageTap::feed(std::string_view bytes) {
+  if (overflowed_) return {};
   held_.append(bytes);
   std::string out;
   size_t start = 0;
-  for (size_t end; (end = held_.find("\n\n", start)) != std::string::npos; start = end + 2)
+  // (From one byte back: the blank line may straddle two reads.)
+  size_t from = scanned_ > 0 ? scanned_ - 1 : 0;
+  for (size_t end; (end = held_.find("\n\n", from)) != std::string::npos; start = from = end + 2)
     out += event(std::string_view(held_).substr(start, end + 2 - start));
   held_.erase(0, start);
+  scanned_ = held_.size();
+  if (held_.size() > max_event_) {
+    overflowed_ = true;
+    std::string().swap(held_);
+    scanned_ = 0;
+  }
   return out;
 }
 
 std::string StreamUsageTap::flush() {
   std::string rest;
   rest.swap(held_);
+  scanned_ = 0;
   return rest;
 }
 
@@ -63,7 +80,7 @@ std::string StreamUsageTap::event(std::string_view ev) {
   if (!ev.starts_with(data)) return std::string(ev);
   const std::string_view payload = ev.substr(6, ev.size() - 8);  // without "data: " and "\n\n"
   if (payload.find("\"usage\":{") != std::string_view::npos) {
-    const auto doc = nlohmann::json::parse(payload, nullptr, false);
+    const auto doc = parse_json_bounded_or_discarded(payload);
     if (auto u = usage_in(doc)) {
       usage_ = u;
       const auto c = doc.find("choices");

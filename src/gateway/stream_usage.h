@@ -12,9 +12,11 @@
 //                 `"usage": null` that ends every other chunk, so the
 //                 client gets the stream it asked for.
 // A stream cut before its usage chunk counts nothing (the replica's count
-// never arrived).
+// never arrived). The replica's JSON is read with the process's nesting
+// limit (util/json_depth.h); a text past it counts nothing either.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,7 +34,9 @@ std::optional<TokenUsage> usage_of_body(std::string_view body);
 
 // For a request body with "stream": true: the body with include_usage set,
 // and whether the client had set it itself. nullopt when the body is not a
-// JSON object streaming (left as it is).
+// JSON object streaming (left as it is). Throws nexus::JsonTooDeep for a
+// body nested past the limit (util/json_depth.h), which the gateway cannot
+// rewrite without recursing as deep.
 struct StreamUsageRequest {
   std::string body;
   bool client_asked = false;
@@ -43,11 +47,21 @@ std::optional<StreamUsageRequest> with_stream_usage(std::string_view body);
 // until its blank line, so the client still gets each event as soon as it
 // is complete), reads the usage chunk, and strips what include_usage added
 // when `strip` (the client had not asked for it).
+//
+// Bounded: each byte is scanned for the blank line once (a partial event
+// is searched from where the last read ended), and at most `max_event`
+// bytes of one event are held. An event longer than that (a replica's
+// events are a few hundred bytes; a chunk with top-20 logprobs a few KiB)
+// cannot be followed: the tap is then overflowed() and passes nothing
+// more, and the caller ends the stream.
 class StreamUsageTap {
  public:
-  explicit StreamUsageTap(bool strip) : strip_(strip) {}
+  static constexpr size_t kMaxEventBytes = 1 << 20;
+  explicit StreamUsageTap(bool strip, size_t max_event = kMaxEventBytes) : strip_(strip), max_event_(max_event) {}
   // The bytes to relay now for `bytes` read from the replica.
   std::string feed(std::string_view bytes);
+  // An event passed max_event: what was held is dropped, feed() returns "".
+  bool overflowed() const { return overflowed_; }
   // At the end of the stream: whatever was held back (a last event without
   // its blank line, relayed as it came).
   std::string flush();
@@ -57,7 +71,10 @@ class StreamUsageTap {
   std::string event(std::string_view ev);  // one whole event, blank line included
 
   bool strip_;
+  size_t max_event_;
+  bool overflowed_ = false;
   std::string held_;
+  size_t scanned_ = 0;  // held_'s bytes searched for the blank line already
   std::optional<TokenUsage> usage_;
 };
 

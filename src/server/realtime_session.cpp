@@ -10,6 +10,7 @@
 
 #include "server/api_error.h"
 #include "server/api_key.h"
+#include "server/crash_fault.h"
 #include "server/prompt_builder.h"
 #include "server/realtime_input_probe.h"
 #include "server/ws_frames.h"
@@ -176,6 +177,7 @@ void RealtimeSession::on_read(beast::error_code ec, size_t n) {
   } else if (!close_after_output_) {
     const auto data = rbuf_.cdata();
     const std::string_view text(static_cast<const char*>(data.data()), data.size());
+    crash_if_faulty(text);  // (tests only: crash_fault.h)
     if (text.size() < TokenizerPool::kOffThreadBytes) {
       handle_event(text);
     } else if (!refuse_unparsed(text)) {

@@ -3,6 +3,7 @@
 #include <string>
 #include <string_view>
 
+#include "server/crash_fault.h"
 #include "server/websocket_handshake.h"
 
 namespace nexus::server {
@@ -82,6 +83,7 @@ Dispatch dispatch_request(const http::request<http::string_body>& req, const Api
     }
   }
   d.head = req.method() == http::verb::head;
+  crash_if_faulty(req.body());  // (tests only: crash_fault.h)
   RouteResult r = router.route(method, target, req.body());
   if (auto* reply = std::get_if<HttpReply>(&r)) {
     if (reply->status == 405 && cors.enabled())

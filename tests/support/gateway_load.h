@@ -1,13 +1,16 @@
 // Load through a gateway for its tests: one OpenAI request (streamed or
 // not) on a kept-alive client, classified by how it ended, and counts over
-// many. Header-only.
+// many; normal traffic in the background while a test does something
+// hostile; whether a process still answers. Header-only.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -100,5 +103,59 @@ inline double metric_or(const std::vector<MetricSample>& s, const std::string& n
                         const std::map<std::string, std::string>& labels, double fallback = 0) {
   return metric_value(s, name, labels).value_or(fallback);
 }
+
+// The error object of an OpenAI error body ({} when the body is not one).
+inline nlohmann::json error_of(const std::string& body) {
+  const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  return j.is_object() && j.contains("error") && j["error"].is_object() ? j["error"] : nlohmann::json::object();
+}
+
+// Whether the process on `port` (a replica or a gateway) answers GET /health with 200.
+inline bool answers_health(uint16_t port) {
+  try {
+    HttpClient c("127.0.0.1", port, std::chrono::seconds(10));
+    return c.get("/health").status == 200;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Normal non-streamed completions through a gateway, one after another on
+// one kept-alive connection in a thread of their own, until finish() (which
+// waits for at least one): each with a body of its own (the prompt is
+// numbered, so one refused as a query of death is never sent again).
+struct BackgroundTraffic {
+  explicit BackgroundTraffic(uint16_t port, Headers headers = {}) {
+    thread = std::thread([this, port, headers] {
+      HttpClient c("127.0.0.1", port, std::chrono::seconds(30));
+      for (int i = 0; i < 100'000 && (!stop || ok + query_of_death + failed == 0); ++i) {
+        const nlohmann::json body = {{"prompt", "Once upon a time " + std::to_string(i)}, {"max_tokens", 8}};
+        try {
+          const HttpResponse r = c.request("POST", "/v1/completions", body.dump(), headers);
+          if (r.status == 200) ++ok;
+          else if (r.status == 502 && error_of(r.body).value("code", "") == "query_of_death") ++query_of_death;
+          else ++failed;
+        } catch (const std::exception&) {
+          ++failed;
+          return;
+        }
+      }
+    });
+  }
+  ~BackgroundTraffic() {
+    if (thread.joinable()) finish();  // (a test that threw)
+  }
+  void finish() {
+    stop = true;
+    thread.join();
+    std::printf("[background traffic] %d ok, %d answered as a query of death, %d failed\n", ok.load(),
+                query_of_death.load(), failed.load());
+  }
+  std::atomic<bool> stop{false};
+  // query_of_death: in flight on the two replicas a query of death killed,
+  // and answered with it (the gateway cannot tell them apart).
+  std::atomic<int> ok{0}, query_of_death{0}, failed{0};
+  std::thread thread;
+};
 
 }  // namespace nexus::test

@@ -41,11 +41,12 @@ struct GatewayProcess {
 };
 
 // `n` replicas of `model` (extra args for each) and their ports; a replica
-// that did not start has port 0.
+// that did not start has port 0. `binary`, `prefix`: as ServeProcess's.
 struct ReplicaSet {
-  ReplicaSet(const std::string& model, int n, const std::vector<std::string>& extra = {}) {
+  ReplicaSet(const std::string& model, int n, const std::vector<std::string>& extra = {},
+             const std::string& binary = nexus_binary(), const std::vector<std::string>& prefix = {}) {
     for (int i = 0; i < n; ++i) {
-      servers.push_back(std::make_unique<ServeProcess>(model, extra));
+      servers.push_back(std::make_unique<ServeProcess>(model, extra, binary, prefix));
       ports.push_back(servers.back()->port);
     }
   }
