@@ -1,12 +1,18 @@
 // libFuzzer target: the JSON-schema compiler (src/grammar/json_schema.h) and
-// the matcher over the grammar it makes. The input is parsed as JSON; a
+// the matcher over the grammar it makes. The input is parsed as JSON (as the
+// server parses it, with --max-json-depth at its largest, 4096); a
 // document that parses is compiled (compile_json_schema, and
 // json_schema_rules as tool calls embed it); nexus::Error is the expected
-// refusal. A grammar that compiles is then walked by a Matcher over a small
+// refusal. A grammar that compiles is checked as a request's is before
+// generation (check_followable; GrammarLimit is the request's 400), then
+// walked by a Matcher over a small
 // vocabulary (every single byte, and a few multi-byte JSON pieces): each step
 // asks allowed_tokens() and accepts one allowed token picked from a hash of
-// the input, for at most kSteps tokens. Findings besides crashes, sanitizer
-// reports and hangs:
+// the input, for at most kSteps tokens; a GrammarLimit there is the
+// request's 400 too (the engine's error_code). Findings besides crashes,
+// sanitizer reports and hangs:
+//   - any other nexus::Error from check_followable or the walk (the server's
+//     500: the engine fails the generation without an error_code);
 //   - a token allowed_tokens() allows that accept() then refuses;
 //   - a state that is not a complete sentence but allows no token (every
 //     byte is a token, so a live grammar always has one);
@@ -27,7 +33,9 @@
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/vocab_trie.h"
+#include "json_mutator.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace {
 
@@ -52,9 +60,19 @@ const std::shared_ptr<const nexus::grammar::VocabTrie>& vocab() {
 
 }  // namespace
 
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned seed) {
+  return nexus::fuzz::mutate_json_input(data, size, max_size, seed, nexus::fuzz::Framing::Whole);
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
-  const auto schema = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // As the server parses a request (util/json_depth.h), at the largest limit
+  // --max-json-depth takes, so the compiler's own 128 still meets deeper
+  // documents. Unbounded, ordered_json's parse itself recurses per level: a
+  // member added to an object copies the members before it when the vector
+  // grows (pair<const string, json> moves only by copying the string, so
+  // not noexcept), and 24,000 levels overflowed ASan's stack there.
+  const auto schema = nexus::parse_json_bounded_or_discarded<nlohmann::ordered_json>(in, nexus::kMaxJsonDepthLimit);
   if (schema.is_discarded()) return 0;
   std::shared_ptr<const nexus::grammar::Grammar> g;
   try {
@@ -62,6 +80,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)nexus::grammar::json_schema_rules(schema, "t0-");
   } catch (const nexus::Error&) {
     return 0;
+  }
+  try {
+    nexus::grammar::check_followable(g);
+  } catch (const nexus::grammar::GrammarLimit&) {
+    return 0;  // grammar_too_complex
+  } catch (const nexus::Error& e) {
+    finding("check_followable threw an error other than GrammarLimit (a 500)", e.what());
   }
 
   // Walk the grammar: the choices come from an FNV-1a hash of the input.
@@ -86,8 +111,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!m.accept(piece)) finding("accept() refused a token allowed_tokens() allowed", out);
       out += piece;
     }
-  } catch (const nexus::Error&) {
-    return 0;  // bounds of the matcher (too many stacks or states)
+  } catch (const nexus::grammar::GrammarLimit&) {
+    return 0;  // bounds of the matcher (too many stacks or states): the request's 400
+  } catch (const nexus::Error& e) {
+    finding("the walk threw an error other than GrammarLimit (a 500)", out + " / " + e.what());
   }
   if (m.can_end() && out.find("\\u") == std::string::npos &&
       !nlohmann::json::accept(out))

@@ -12,8 +12,11 @@
 // the handshake as raw frame bytes instead.
 // Findings besides ASan/UBSan reports: a server that keeps the connection
 // open (10 s), a handshake not answered 101, a server frame that is not a
-// well-formed unmasked frame, a text message that is not a JSON object with
-// a string "type".
+// well-formed unmasked frame, a text message (fragments joined) that is not
+// a JSON object with a string "type", a response.done with finish_reason
+// "error" (the stub engine never fails: the session's own failure, a 500's
+// equivalent).
+// Mutations: json_mutator.h, on one event line at a time.
 #include <cstdint>
 #include <cstdio>
 #include <cerrno>
@@ -23,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_mutator.h"
 #include "loopback_server.h"
 
 namespace {
@@ -54,8 +58,19 @@ std::string client_frame(unsigned opcode, std::string_view payload) {
   return f;
 }
 
+// A whole server text message.
+void check_event(std::string_view text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) finding("a server event without a type", text);
+  if (j["type"] == "response.done" && j.contains("response") && j["response"].is_object() &&
+      j["response"].value("finish_reason", "") == "error")
+    finding("a response that failed", text);
+}
+
 // Checks the server's frames after the 101 response.
 void check_frames(std::string_view s) {
+  std::string message;
+  bool in_message = false;
   while (!s.empty()) {
     if (s.size() < 2) return;  // cut by the close: tolerated
     const auto b0 = static_cast<unsigned char>(s[0]), b1 = static_cast<unsigned char>(s[1]);
@@ -72,9 +87,18 @@ void check_frames(std::string_view s) {
     if (s.size() - at < len) return;
     const std::string_view payload = s.substr(at, static_cast<size_t>(len));
     const unsigned op = b0 & 0x0f;
-    if (op == 1) {
-      const auto j = nlohmann::json::parse(payload, nullptr, false);
-      if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) finding("a server event without a type", payload);
+    const bool fin = b0 & 0x80;
+    if (op == 1 || op == 0) {
+      // A message may come in fragments (Beast writes 4 KiB frames):
+      // a text frame, then continuations, the last with FIN.
+      if ((op == 0) != in_message)
+        finding(op == 0 ? "a continuation outside a message" : "a message inside a message", s);
+      message.append(payload);
+      in_message = !fin;
+      if (fin) {
+        check_event(message);
+        message.clear();
+      }
     } else if (op != 8 && op != 9 && op != 10) {
       finding("an unexpected server opcode", s);
     }
@@ -83,6 +107,10 @@ void check_frames(std::string_view s) {
 }
 
 }  // namespace
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned seed) {
+  return nexus::fuzz::mutate_json_input(data, size, max_size, seed, nexus::fuzz::Framing::Lines);
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
@@ -118,6 +146,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   shutdown(fd, SHUT_WR);
   reply = reply.substr(reply.find("\r\n\r\n") + 4) + nexus::fuzz::read_until_closed(fd);
   close(fd);
+  nexus::fuzz::show(reply);
   check_frames(reply);
   return 0;
 }
