@@ -2,11 +2,16 @@
 // the matcher over the grammar it makes. The input is parsed as JSON; a
 // document that parses is compiled (compile_json_schema, and
 // json_schema_rules as tool calls embed it); nexus::Error is the expected
-// refusal. A grammar that compiles is then walked by a Matcher over a small
+// refusal. A grammar that compiles is checked as a request's is before
+// generation (check_followable; GrammarLimit is the request's 400), then
+// walked by a Matcher over a small
 // vocabulary (every single byte, and a few multi-byte JSON pieces): each step
 // asks allowed_tokens() and accepts one allowed token picked from a hash of
-// the input, for at most kSteps tokens. Findings besides crashes, sanitizer
-// reports and hangs:
+// the input, for at most kSteps tokens; a GrammarLimit there is the
+// request's 400 too (the engine's error_code). Findings besides crashes,
+// sanitizer reports and hangs:
+//   - any other nexus::Error from check_followable or the walk (the server's
+//     500: the engine fails the generation without an error_code);
 //   - a token allowed_tokens() allows that accept() then refuses;
 //   - a state that is not a complete sentence but allows no token (every
 //     byte is a token, so a live grammar always has one);
@@ -27,6 +32,7 @@
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/vocab_trie.h"
+#include "json_mutator.h"
 #include "util/error.h"
 
 namespace {
@@ -52,6 +58,10 @@ const std::shared_ptr<const nexus::grammar::VocabTrie>& vocab() {
 
 }  // namespace
 
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned seed) {
+  return nexus::fuzz::mutate_json_input(data, size, max_size, seed, nexus::fuzz::Framing::Whole);
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   const auto schema = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -62,6 +72,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)nexus::grammar::json_schema_rules(schema, "t0-");
   } catch (const nexus::Error&) {
     return 0;
+  }
+  try {
+    nexus::grammar::check_followable(g);
+  } catch (const nexus::grammar::GrammarLimit&) {
+    return 0;  // grammar_too_complex
+  } catch (const nexus::Error& e) {
+    finding("check_followable threw an error other than GrammarLimit (a 500)", e.what());
   }
 
   // Walk the grammar: the choices come from an FNV-1a hash of the input.
@@ -86,8 +103,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!m.accept(piece)) finding("accept() refused a token allowed_tokens() allowed", out);
       out += piece;
     }
-  } catch (const nexus::Error&) {
-    return 0;  // bounds of the matcher (too many stacks or states)
+  } catch (const nexus::grammar::GrammarLimit&) {
+    return 0;  // bounds of the matcher (too many stacks or states): the request's 400
+  } catch (const nexus::Error& e) {
+    finding("the walk threw an error other than GrammarLimit (a 500)", out + " / " + e.what());
   }
   if (m.can_end() && out.find("\\u") == std::string::npos &&
       !nlohmann::json::accept(out))

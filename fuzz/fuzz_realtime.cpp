@@ -13,7 +13,9 @@
 // Findings besides ASan/UBSan reports: a server that keeps the connection
 // open (10 s), a handshake not answered 101, a server frame that is not a
 // well-formed unmasked frame, a text message that is not a JSON object with
-// a string "type".
+// a string "type", a response.done with finish_reason "error" (the stub
+// engine never fails: the session's own failure, a 500's equivalent).
+// Mutations: json_mutator.h, on one event line at a time.
 #include <cstdint>
 #include <cstdio>
 #include <cerrno>
@@ -23,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_mutator.h"
 #include "loopback_server.h"
 
 namespace {
@@ -75,6 +78,9 @@ void check_frames(std::string_view s) {
     if (op == 1) {
       const auto j = nlohmann::json::parse(payload, nullptr, false);
       if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) finding("a server event without a type", payload);
+      if (j["type"] == "response.done" && j.contains("response") && j["response"].is_object() &&
+          j["response"].value("finish_reason", "") == "error")
+        finding("a response that failed", payload);
     } else if (op != 8 && op != 9 && op != 10) {
       finding("an unexpected server opcode", s);
     }
@@ -83,6 +89,10 @@ void check_frames(std::string_view s) {
 }
 
 }  // namespace
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned seed) {
+  return nexus::fuzz::mutate_json_input(data, size, max_size, seed, nexus::fuzz::Framing::Lines);
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
@@ -118,6 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   shutdown(fd, SHUT_WR);
   reply = reply.substr(reply.find("\r\n\r\n") + 4) + nexus::fuzz::read_until_closed(fd);
   close(fd);
+  nexus::fuzz::show(reply);
   check_frames(reply);
   return 0;
 }

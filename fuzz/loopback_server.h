@@ -3,12 +3,17 @@
 // target with coverage) on an ephemeral loopback port, over SyncBackend, a
 // stub engine that answers each submit() at once.
 //
-// SyncBackend: tokens are bytes + 2 with BOS = 1 (n_ctx 64, vocabulary 258),
+// SyncBackend: tokens are bytes + 2 with BOS = 1 (n_ctx 4096, vocabulary 258),
 // as tests/support/fake_backend.h. submit() delivers min(max_tokens, 4)
-// token events and the final one from inside the call: the relays post them
-// to the connection's strand, so the session handles them after
+// token events (64 under a grammar) and the final one from inside the call:
+// the relays post them to the connection's strand, so the session handles them after
 // start_generation / create_response returned, as with the real engine, and
-// the run is deterministic (no engine thread, no timing).
+// the run is deterministic (no engine thread, no timing). A request's
+// grammar is followed as the engine follows it (engine.cpp): a Matcher over
+// the stub's vocabulary picks each token among those it allows (from a hash
+// of the prompt); a GrammarLimit fails the request with error_code
+// grammar_too_complex (the client's 400), any other exception as the
+// server's fault (a 500).
 //
 // exchange(): one TCP connection per input: write the bytes, half-close,
 // read until the server closes. A server that does not close within 10 s is
@@ -31,6 +36,8 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/matcher.h"
+#include "grammar/vocab_trie.h"
 #include "server/backend.h"
 #include "server/http_server.h"
 
@@ -39,7 +46,10 @@ namespace nexus::fuzz {
 class SyncBackend final : public server::Backend {
  public:
   const std::string& model_id() const override { return id_; }
-  int32_t n_ctx() const override { return 64; }
+  // 4096: room for a chat with tools (rendered into the prompt, byte by
+  // byte), so that forced tool calls reach their grammars; a 64 KiB body
+  // can still pass it.
+  int32_t n_ctx() const override { return 4096; }
   int32_t n_vocab() const override { return 258; }
   const server::ChatTemplate& chat_template() const override { return chat_; }
   std::vector<int32_t> tokenize(std::string_view text, bool) const override {
@@ -53,18 +63,34 @@ class SyncBackend final : public server::Backend {
     return ids;
   }
   std::shared_ptr<RequestHandle> submit(GenerationRequest req, EventCallback cb) override {
-    if (req.prompt.empty() || req.prompt.size() >= 64) std::abort();  // the server must have checked
+    if (req.prompt.empty() || req.prompt.size() >= static_cast<size_t>(n_ctx())) std::abort();  // checked first
     auto h = std::make_shared<RequestHandle>();
     GenerationEvent final;
     final.done = true;
     final.finish = FinishReason::Length;
     final.usage.prompt_tokens = static_cast<int32_t>(req.prompt.size());
-    for (int32_t i = 0; i < std::min(req.stop.max_tokens, 4); ++i) {
-      GenerationEvent ev;
-      ev.token = 2 + i;
-      ev.text = i == 2 ? "\xE2\x82" : "t ";  // a UTF-8 sequence cut in two on purpose
-      final.usage.completion_tokens++;
-      cb(ev);
+    try {
+      std::unique_ptr<grammar::Matcher> m;
+      if (req.grammar) m = std::make_unique<grammar::Matcher>(req.grammar, vocab());
+      uint64_t choice = 1469598103934665603ull;  // the grammar's choices: from the prompt
+      for (int32_t id : req.prompt) choice = (choice ^ static_cast<uint64_t>(id)) * 1099511628211ull;
+      // With a grammar, its bytes (up to 64: a short tool call whole, for the
+      // parsers after); without, 4 fixed pieces.
+      for (int32_t i = 0; i < std::min(req.stop.max_tokens, m ? 64 : 4); ++i) {
+        GenerationEvent ev;
+        ev.token = m ? follow(*m, choice) : 2 + i;
+        if (ev.token < 0) {
+          final.finish = FinishReason::Stop;
+          break;
+        }
+        ev.text = m ? vocab()->piece(ev.token) : i == 2 ? "\xE2\x82" : "t ";  // a UTF-8 sequence cut in two
+        final.usage.completion_tokens++;
+        cb(ev);
+      }
+    } catch (const std::exception& e) {
+      final.finish = FinishReason::Error;
+      final.error = e.what();
+      final.error_code = dynamic_cast<const grammar::GrammarLimit*>(&e) ? "grammar_too_complex" : "";
     }
     cb(final);
     return h;
@@ -72,6 +98,32 @@ class SyncBackend final : public server::Backend {
   std::string metrics_text() const override { return "# TYPE fuzz_total counter\nfuzz_total 1\n"; }
 
  private:
+  // The pieces of the stub's tokens: ids 0 and 1 none, id b + 2 the byte b.
+  static const std::shared_ptr<const grammar::VocabTrie>& vocab() {
+    static const auto v = [] {
+      std::vector<std::string> pieces(2);
+      for (int b = 0; b < 256; ++b) pieces.emplace_back(1, static_cast<char>(b));
+      return std::make_shared<const grammar::VocabTrie>(pieces);
+    }();
+    return v;
+  }
+  // The next token under the grammar, picked by `h` among those it allows,
+  // or -1 for the end: where a sentence is complete (a quarter of the time,
+  // as an end-of-generation token would be) or nothing is allowed.
+  static int32_t follow(grammar::Matcher& m, uint64_t& h) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;
+    if (m.can_end() && (h >> 62) == 0) return -1;
+    const std::vector<uint64_t>& mask = m.allowed_tokens();
+    std::vector<int32_t> allowed;
+    for (size_t w = 0; w < mask.size(); ++w)
+      for (uint64_t bits = mask[w]; bits; bits &= bits - 1)
+        allowed.push_back(static_cast<int32_t>(w * 64) + __builtin_ctzll(bits));
+    if (allowed.empty()) return -1;
+    const int32_t id = allowed[(h >> 33) % allowed.size()];
+    if (!m.accept(vocab()->piece(id))) std::abort();  // allowed_tokens() allowed it
+    return id;
+  }
+
   const std::string id_ = "fuzz-model";
   const server::ChatTemplate chat_;  // the plain fallback
 };
@@ -150,6 +202,16 @@ inline std::string read_until_closed(int fd) {
   }
 }
 
+// With NEXUS_FUZZ_SHOW set, what the server sent (its first 4,000 bytes)
+// goes to stderr: to see how a seed is answered (`fuzz_http SEED`).
+inline void show(std::string_view reply) {
+  static const bool on = std::getenv("NEXUS_FUZZ_SHOW") != nullptr;
+  if (!on) return;
+  std::fprintf(stderr, "--- reply (%zu bytes)\n", reply.size());
+  std::fwrite(reply.data(), 1, std::min<size_t>(reply.size(), 4000), stderr);  // NUL bytes too
+  std::fputc('\n', stderr);
+}
+
 // Sends `bytes` on a new connection, half-closes, returns all the server sent.
 inline std::string exchange(std::string_view bytes) {
   const int fd = connect_loopback();
@@ -158,6 +220,7 @@ inline std::string exchange(std::string_view bytes) {
   shutdown(fd, SHUT_WR);
   std::string reply = read_until_closed(fd);
   close(fd);
+  show(reply);
   return reply;
 }
 
