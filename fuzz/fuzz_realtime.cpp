@@ -12,9 +12,10 @@
 // the handshake as raw frame bytes instead.
 // Findings besides ASan/UBSan reports: a server that keeps the connection
 // open (10 s), a handshake not answered 101, a server frame that is not a
-// well-formed unmasked frame, a text message that is not a JSON object with
-// a string "type", a response.done with finish_reason "error" (the stub
-// engine never fails: the session's own failure, a 500's equivalent).
+// well-formed unmasked frame, a text message (fragments joined) that is not
+// a JSON object with a string "type", a response.done with finish_reason
+// "error" (the stub engine never fails: the session's own failure, a 500's
+// equivalent).
 // Mutations: json_mutator.h, on one event line at a time.
 #include <cstdint>
 #include <cstdio>
@@ -57,8 +58,19 @@ std::string client_frame(unsigned opcode, std::string_view payload) {
   return f;
 }
 
+// A whole server text message.
+void check_event(std::string_view text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) finding("a server event without a type", text);
+  if (j["type"] == "response.done" && j.contains("response") && j["response"].is_object() &&
+      j["response"].value("finish_reason", "") == "error")
+    finding("a response that failed", text);
+}
+
 // Checks the server's frames after the 101 response.
 void check_frames(std::string_view s) {
+  std::string message;
+  bool in_message = false;
   while (!s.empty()) {
     if (s.size() < 2) return;  // cut by the close: tolerated
     const auto b0 = static_cast<unsigned char>(s[0]), b1 = static_cast<unsigned char>(s[1]);
@@ -75,12 +87,18 @@ void check_frames(std::string_view s) {
     if (s.size() - at < len) return;
     const std::string_view payload = s.substr(at, static_cast<size_t>(len));
     const unsigned op = b0 & 0x0f;
-    if (op == 1) {
-      const auto j = nlohmann::json::parse(payload, nullptr, false);
-      if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) finding("a server event without a type", payload);
-      if (j["type"] == "response.done" && j.contains("response") && j["response"].is_object() &&
-          j["response"].value("finish_reason", "") == "error")
-        finding("a response that failed", payload);
+    const bool fin = b0 & 0x80;
+    if (op == 1 || op == 0) {
+      // A message may come in fragments (Beast writes 4 KiB frames):
+      // a text frame, then continuations, the last with FIN.
+      if ((op == 0) != in_message)
+        finding(op == 0 ? "a continuation outside a message" : "a message inside a message", s);
+      message.append(payload);
+      in_message = !fin;
+      if (fin) {
+        check_event(message);
+        message.clear();
+      }
     } else if (op != 8 && op != 9 && op != 10) {
       finding("an unexpected server opcode", s);
     }

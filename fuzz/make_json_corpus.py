@@ -126,6 +126,9 @@ def realtime_seeds():
     return {
         "session-update-deep-stop-temperature": "\n".join(
             [update("stop", nested(DEEP, '"x"')), update("temperature", nested(DEEP)), turn]).encode(),
+        # The first finding of the mutator (a harness bug): an error event
+        # over 4 KiB, which Beast sends in fragments, echoing a long type.
+        "long-event-type": json.dumps({"type": "\\" * 3000}).encode(),
         "session-update": "\n".join([
             '{"type":"session.update","session":{"stop":["x","y"],"temperature":0.5,"max_tokens":3}}',
             '{"type":"input.append","message":{"role":"user","content":"hi"}}', turn]).encode(),
