@@ -1,5 +1,6 @@
 // libFuzzer target: the JSON-schema compiler (src/grammar/json_schema.h) and
-// the matcher over the grammar it makes. The input is parsed as JSON; a
+// the matcher over the grammar it makes. The input is parsed as JSON (as the
+// server parses it, with --max-json-depth at its largest, 4096); a
 // document that parses is compiled (compile_json_schema, and
 // json_schema_rules as tool calls embed it); nexus::Error is the expected
 // refusal. A grammar that compiles is checked as a request's is before
@@ -34,6 +35,7 @@
 #include "grammar/vocab_trie.h"
 #include "json_mutator.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace {
 
@@ -64,7 +66,13 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
-  const auto schema = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // As the server parses a request (util/json_depth.h), at the largest limit
+  // --max-json-depth takes, so the compiler's own 128 still meets deeper
+  // documents. Unbounded, ordered_json's parse itself recurses per level: a
+  // member added to an object copies the members before it when the vector
+  // grows (pair<const string, json> moves only by copying the string, so
+  // not noexcept), and 24,000 levels overflowed ASan's stack there.
+  const auto schema = nexus::parse_json_bounded_or_discarded<nlohmann::ordered_json>(in, nexus::kMaxJsonDepthLimit);
   if (schema.is_discarded()) return 0;
   std::shared_ptr<const nexus::grammar::Grammar> g;
   try {
