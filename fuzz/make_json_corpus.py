@@ -8,9 +8,12 @@ of the same requests for json_mutator.h to deepen.
   fuzz/corpus_json_schema/issue42-*.json     JSON schemas
   fuzz/findings/*                            open findings (not replayed)
 
-Nesting: DEEP (12,000) levels where the issue had 20,000-100,000: the fuzz
-server's body limit is 64 KiB, nlohmann's dump() already overflows ASan's
-8 MiB stack at 10,000 (clang 14, -O2), and the corpus stays small. The GBNF
+Nesting, where the issue had 20,000-100,000 levels: as deep as the code
+before the fix (1cf2e85) needed to overflow its stack under ASan, within the
+fuzz server's 64 KiB body limit, so the corpus stays small: DEEP (12,000;
+the Jinja conversion of tool calls, and nlohmann's dump() already at
+10,000), DEEP_REALTIME (20,000: a session.update held 12,000) and
+DEEP_SCHEMA (32,000: a schema's ordered_json copies held 20,000). The GBNF
 and enum seeds have the issue's own sizes.
 
 Usage: fuzz/make_json_corpus.py [FUZZ_DIR]   (default: the folder of this file)
@@ -21,6 +24,8 @@ import os
 import sys
 
 DEEP = 12000
+DEEP_REALTIME = 20000
+DEEP_SCHEMA = 32000
 USER = {"role": "user", "content": "hi"}
 
 
@@ -85,15 +90,15 @@ COMPLETIONS = "/v1/completions"
 
 
 def http_seeds():
-    deep = nested(DEEP)
+    deep, deep_schema = nested(DEEP), nested(DEEP_SCHEMA)
     return {
         # The issue's crashes: deep JSON in a chat request.
         "tool-calls-arguments-deep": post(CHAT, with_hole(tool_call({"a": HOLE}), HOLE, deep)),
         "tool-calls-extra-field-deep": post(CHAT, with_hole(tool_call("{}", HOLE), HOLE, deep)),
         "tools-parameters-deep-tool-choice-none": post(CHAT, with_hole(
-            chat(tools=[tool({"type": "object", "x": HOLE})], tool_choice="none"), HOLE, deep)),
+            chat(tools=[tool({"type": "object", "x": HOLE})], tool_choice="none"), HOLE, deep_schema)),
         "response-format-schema-deep": post(CHAT, with_hole(
-            chat(response_format=schema_format({"type": "object", "x": HOLE})), HOLE, deep)),
+            chat(response_format=schema_format({"type": "object", "x": HOLE})), HOLE, deep_schema)),
         # GBNF: 10,000 nested groups; 5,000 alternatives and an enum of 5,000
         # strings (past the matcher's 4,096 stacks: 500s at generation).
         "gbnf-groups-10000": post(COMPLETIONS, json.dumps({"prompt": "a", "max_tokens": 4,
@@ -126,7 +131,8 @@ def realtime_seeds():
             '{"type":"response.create","response":{"max_tokens":2}}')
     return {
         "session-update-deep-stop-temperature": "\n".join(
-            [update("stop", nested(DEEP, '"x"')), update("temperature", nested(DEEP)), turn]).encode(),
+            [update("stop", nested(DEEP_REALTIME, '"x"')), update("temperature", nested(DEEP_REALTIME)),
+             turn]).encode(),
         # The first finding of the mutator (a harness bug): an error event
         # over 4 KiB, which Beast sends in fragments, echoing a long type.
         "long-event-type": json.dumps({"type": "\\" * 3000}).encode(),
