@@ -1,9 +1,6 @@
 #include "util/json_depth.h"
 
-#include <algorithm>
 #include <atomic>
-#include <utility>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -25,18 +22,5 @@ std::string json_too_deep_message(int limit) {
 }
 
 JsonTooDeep::JsonTooDeep(int limit) : Error(json_too_deep_message(limit)), limit(limit) {}
-
-int json_depth(const nlohmann::json& value) {
-  int deepest = 0;
-  std::vector<std::pair<const nlohmann::json*, int>> todo{{&value, 0}};
-  while (!todo.empty()) {
-    auto [v, d] = todo.back();
-    todo.pop_back();
-    if (!v->is_structured()) continue;
-    deepest = std::max(deepest, d + 1);
-    for (const auto& child : *v) todo.emplace_back(&child, d + 1);
-  }
-  return deepest;
-}
 
 }  // namespace nexus

@@ -107,9 +107,4 @@ BasicJson parse_json_bounded_or_discarded(std::string_view text, int max_depth =
   return BasicJson(BasicJson::value_t::discarded);
 }
 
-// The nesting depth of a value (containers, as above), walked iteratively:
-// for values built in-process (a template's output) that are about to be
-// serialized by a recursive walker.
-int json_depth(const nlohmann::json& value);
-
 }  // namespace nexus
