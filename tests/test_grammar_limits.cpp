@@ -66,6 +66,15 @@ TEST(GrammarLimits, TooManyParseStacksAreRefusedBeforeGeneration) {
   }
 }
 
+TEST(GrammarLimits, APassingGrammarIsRememberedARefusedOneIsRefusedEveryTime) {
+  std::string alts = "root ::= \"y\"";
+  for (int i = 1; i < 5000; ++i) alts += " | \"y\"";
+  for (int i = 0; i < 2; ++i) EXPECT_THROW(check_followable(gbnf(alts)), GrammarLimit) << "check " << i;
+  // Another copy of a grammar that passed (same content, another object) passes.
+  EXPECT_NO_THROW(check_followable(gbnf("root ::= \"a\" [0-9]+")));
+  EXPECT_NO_THROW(check_followable(gbnf("root ::= \"a\" [0-9]+")));
+}
+
 TEST(GrammarLimits, AnEnumOfFiveThousandStringsIsRefusedBeforeGeneration) {
   nlohmann::ordered_json names = nlohmann::ordered_json::array();
   for (int i = 0; i < 5000; ++i) names.push_back("name_" + std::to_string(i));

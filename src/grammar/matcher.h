@@ -62,10 +62,15 @@ class GrammarLimit : public Error {
 // byte of each). Throws GrammarLimit naming the bound; milliseconds for the
 // grammars of real schemas. A grammar that passes can still meet a bound
 // deep in an output (a state the walk did not reach), which then throws
-// GrammarLimit from accept() / allowed_tokens().
+// GrammarLimit from accept() / allowed_tokens(). Thread-safe; a grammar
+// that passed once (by content) passes again at the cost of hashing it (the
+// last kCheckCacheEntries are kept).
 constexpr size_t kCheckStates = 64;
 constexpr size_t kCheckExpansions = size_t{1} << 20;
+constexpr size_t kCheckCacheEntries = 4096;
 void check_followable(std::shared_ptr<const Grammar> g);
+// The walk itself, uncached.
+void check_walk(std::shared_ptr<const Grammar> g);
 
 // The lazy automaton of one grammar over one vocabulary: the interned
 // frames and states, the transitions and the masks found so far. Matchers of
@@ -85,7 +90,7 @@ class Automaton {
 
  private:
   friend class Matcher;
-  friend void check_followable(std::shared_ptr<const Grammar> g);
+  friend void check_walk(std::shared_ptr<const Grammar> g);
   using Pos = uint64_t;  // rule << 32 | alternative << 16 | element index
   static constexpr int32_t kBottom = 0;  // the frame below every stack: the empty stack
   static constexpr int32_t kDead = -1, kUnknown = -2;
