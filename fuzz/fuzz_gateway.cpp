@@ -77,23 +77,23 @@ void check_access(TenantLimiter& limiter, std::string_view auth, std::string_vie
 
 void check_body(std::string_view body, PrefixAffinity& affinity, QueryOfDeath& qod, uint8_t replica,
                 std::chrono::steady_clock::time_point now) {
-  json doc;
+  // As ProxySession::body_json parses it (a body past the bound is the gateway's 400).
+  nlohmann::ordered_json doc;
   try {
-    doc = nexus::parse_json_bounded(body);
+    doc = nexus::parse_json_bounded<nlohmann::ordered_json>(body);
   } catch (const nexus::JsonTooDeep&) {
+    doc = nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
   } catch (const json::exception&) {
+    doc = nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
   }
   const auto hashes = prefix_block_hashes(prefix_text(doc));
   if (affinity.lookup(hashes)) affinity.owned(replica % 4);
   affinity.record(hashes, replica % 4);
-  try {
-    if (auto r = with_stream_usage(body)) {
-      const json back = json::parse(r->body, nullptr, false);
-      if (!back.is_object() || !back.contains("stream_options") || !back["stream_options"].is_object() ||
-          back["stream_options"].value("include_usage", false) != true)
-        finding("a rewritten stream body without include_usage", r->body);
-    }
-  } catch (const nexus::JsonTooDeep&) {
+  if (auto r = with_stream_usage(doc)) {
+    const json back = json::parse(r->body, nullptr, false);
+    if (!back.is_object() || !back.contains("stream_options") || !back["stream_options"].is_object() ||
+        back["stream_options"].value("include_usage", false) != true)
+      finding("a rewritten stream body without include_usage", r->body);
   }
   usage_of_body(body);
   const uint64_t fp = QueryOfDeath::fingerprint("POST /v1/completions", body);

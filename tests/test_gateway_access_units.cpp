@@ -21,6 +21,13 @@ using namespace nexus::gateway;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+namespace {
+// A body as the gateway parses it (ProxySession::body_json).
+nlohmann::ordered_json parsed(const std::string& body) {
+  return nexus::parse_json_bounded_or_discarded<nlohmann::ordered_json>(body);
+}
+}  // namespace
+
 TEST(GatewayApiKeys, ParsesLinesWithCommentsAndOptionalLimits) {
   const ApiKeyTable t = parse_api_keys(
       "# key tenant rps tpm\n"
@@ -114,7 +121,7 @@ TEST(GatewayApiKeys, PriorityAboveTheTenantsCapIsRefusedInOpenAIsShape) {
   capped.limits.max_priority = 0;
   for (const char* body : {R"({"prompt":"x","priority":"interactive"})", R"({"prompt":"x","priority":1})",
                            R"({"messages":[],"priority":1000.0})"}) {
-    const auto refusal = priority_refusal(capped, body);
+    const auto refusal = priority_refusal(capped, parsed(body));
     ASSERT_TRUE(refusal) << body;
     EXPECT_EQ(refusal->status, 400);
     EXPECT_EQ(refusal->param, "priority");
@@ -124,14 +131,14 @@ TEST(GatewayApiKeys, PriorityAboveTheTenantsCapIsRefusedInOpenAIsShape) {
     EXPECT_EQ(j["error"]["type"], "invalid_request_error");
   }
   // At or below the cap, absent, or for the replica to refuse (not a class
-  // or an integer in range, not JSON, nested past the bound): relayed.
+  // or an integer in range, not JSON): relayed. (Nested past the bound: the
+  // gateway's 400 when it parses the body, test_gateway_hostile.cpp.)
   for (const char* body : {R"({"prompt":"x","priority":"default"})", R"({"prompt":"x","priority":-5})",
                            R"({"prompt":"x"})", R"({"prompt":"x","priority":null})",
                            R"({"prompt":"x","priority":"urgent"})", R"({"prompt":"x","priority":5000})",
                            R"({"prompt":"x","priority":1.5})", "{not json", "[1]"})
-    EXPECT_FALSE(priority_refusal(capped, body)) << body;
-  EXPECT_FALSE(priority_refusal(capped, std::string(100000, '[') + std::string(100000, ']')));
-  EXPECT_FALSE(priority_refusal(Tenant{"ops", {}}, R"({"prompt":"x","priority":1000})")) << "no cap";
+    EXPECT_FALSE(priority_refusal(capped, parsed(body))) << body;
+  EXPECT_FALSE(priority_refusal(Tenant{"ops", {}}, parsed(R"({"prompt":"x","priority":1000})"))) << "no cap";
 }
 
 TEST(GatewayApiKeys, BearerParsingAndComparison) {
@@ -199,17 +206,20 @@ TEST(GatewayTenantLimiter, AdmitsByKeyAndLimitsWithRetryAfter) {
 }
 
 TEST(GatewayStreamUsage, AddsIncludeUsageKeepingTheClientsFields) {
-  const auto r = with_stream_usage(R"({"stream":true,"prompt":"hi","max_tokens":3})");
+  nlohmann::ordered_json doc = parsed(R"({"stream":true,"prompt":"hi","max_tokens":3})");
+  const auto r = with_stream_usage(doc);
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->client_asked);
   EXPECT_EQ(r->body, R"({"stream":true,"prompt":"hi","max_tokens":3,"stream_options":{"include_usage":true}})");
-  const auto asked = with_stream_usage(R"({"stream":true,"stream_options":{"include_usage":true}})");
+  nlohmann::ordered_json asked_doc = parsed(R"({"stream":true,"stream_options":{"include_usage":true}})");
+  const auto asked = with_stream_usage(asked_doc);
   ASSERT_TRUE(asked);
   EXPECT_TRUE(asked->client_asked);
-  EXPECT_FALSE(with_stream_usage(R"({"stream":false})"));
-  EXPECT_FALSE(with_stream_usage(R"({"prompt":"x"})"));
-  EXPECT_FALSE(with_stream_usage("not json"));
-  EXPECT_FALSE(with_stream_usage(R"({"stream":true,"stream_options":5})"));  // the replica refuses it
+  for (const char* body : {R"({"stream":false})", R"({"prompt":"x"})", "not json",
+                           R"({"stream":true,"stream_options":5})"}) {  // (the last: the replica refuses it)
+    nlohmann::ordered_json d = parsed(body);
+    EXPECT_FALSE(with_stream_usage(d)) << body;
+  }
 }
 
 TEST(GatewayStreamUsage, TapReadsAndStripsTheUsageChunkAcrossReads) {
@@ -274,7 +284,6 @@ TEST(GatewayStreamUsage, TapHoldsAnEventUpToItsLimitScanningEachByteOnce) {
 
 TEST(GatewayStreamUsage, JsonNestedPastTheLimitIsNeitherRewrittenNorCounted) {
   const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
-  EXPECT_THROW(with_stream_usage("{\"stream\":true,\"prompt\":" + deep + "}"), nexus::JsonTooDeep);
   EXPECT_FALSE(usage_of_body("{\"usage\":{\"prompt_tokens\":1},\"x\":" + deep + "}"));
   StreamUsageTap tap(false);
   const std::string ev = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1},\"x\":" + deep + "}\n\n";

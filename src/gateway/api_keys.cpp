@@ -154,9 +154,8 @@ ApiKeyTable parse_api_keys(std::string_view text, const std::string& source) {
   return std::move(b.table);
 }
 
-std::optional<server::ApiError> priority_refusal(const Tenant& tenant, std::string_view body) {
+std::optional<server::ApiError> priority_refusal(const Tenant& tenant, const nlohmann::ordered_json& doc) {
   if (!tenant.limits.max_priority) return std::nullopt;
-  const nlohmann::json doc = parse_json_bounded_or_discarded(body);
   if (!doc.is_object()) return std::nullopt;
   const auto p = doc.find("priority");
   if (p == doc.end()) return std::nullopt;

@@ -33,6 +33,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "server/api_error.h"
 
 namespace nexus::gateway {
@@ -66,7 +68,7 @@ ApiKeyTable load_api_keys(const std::string& path);  // reads, then parse_api_ke
 // code priority_above_cap), else nullopt -- no cap, no priority, or a body
 // or value the replica refuses itself (not JSON, not a class name or an
 // integer in range: relayed, so the replica's error names what is wrong).
-// The body is parsed (util/json_depth.h's bound) only when there is a cap.
-std::optional<server::ApiError> priority_refusal(const Tenant& tenant, std::string_view body);
+// `body`: the request body as parsed (a discarded value when not JSON).
+std::optional<server::ApiError> priority_refusal(const Tenant& tenant, const nlohmann::ordered_json& body);
 
 }  // namespace nexus::gateway

@@ -4,7 +4,7 @@
 
 namespace nexus::gateway {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // the body as the gateway parsed it (proxy_session.h body_json)
 
 namespace {
 

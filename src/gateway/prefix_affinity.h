@@ -31,7 +31,7 @@ inline constexpr size_t kMaxPrefixBlocks = 64;  // 4 KiB of prompt
 
 // The text the prefix hashes are taken over (see above); "" when the body
 // has neither "prompt" nor "messages".
-std::string prefix_text(const nlohmann::json& body);
+std::string prefix_text(const nlohmann::ordered_json& body);
 // Chained hashes of the leading full blocks of `text` (at most kMaxPrefixBlocks).
 std::vector<uint64_t> prefix_block_hashes(std::string_view text);
 

@@ -49,8 +49,9 @@ bool ProxySession::admit_request() {
   const bool generation = req_.method() == http::verb::post &&
                           (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/completions" ||
                            path == "/chat/completions");
-  if (const auto refusal = generation ? priority_refusal(ctx_.limiter->tenants()[v.tenant], req_.body())
-                                      : std::nullopt) {
+  const Tenant& tenant = ctx_.limiter->tenants()[v.tenant];
+  if (const auto refusal = generation && tenant.limits.max_priority ? priority_refusal(tenant, body_json())
+                                                                    : std::nullopt) {
     respond(400, server::error_body(*refusal));
     return false;
   }
@@ -60,7 +61,7 @@ bool ProxySession::admit_request() {
   tenant_in_flight_ = true;
   // A stream's tokens come in its usage chunk: ask the replica for it.
   if (req_.method() == http::verb::post && (path == "/v1/completions" || path == "/v1/chat/completions")) {
-    if (auto r = with_stream_usage(req_.body())) {
+    if (auto r = with_stream_usage(body_json())) {
       req_.body() = std::move(r->body);
       req_.prepare_payload();
       usage_tap_.emplace(!r->client_asked);

@@ -161,6 +161,7 @@ void ProxySession::on_request(boost::system::error_code ec) {
 }
 
 void ProxySession::handle_request() {
+  body_json_.reset();  // (a request answered early left the last one's)
   replica_ = nullptr;  // (of the previous request on this connection)
   // Absolute-form (`POST http://host:port/v1/completions`: RFC 9112 section
   // 3.2.2, a server MUST accept it): routed, and relayed, by its path.
@@ -217,15 +218,13 @@ void ProxySession::handle_request() {
   // as it is, and the replica answers 400).
   prefix_.clear();
   if (ctx_.router.policy() == PolicyKind::Prefix && !req_.body().empty()) {
-    json body;
     try {
-      body = parse_json_bounded(req_.body());
+      prefix_ = prefix_block_hashes(prefix_text(body_json()));
     } catch (const JsonTooDeep& e) {
       return too_deep(e);
-    } catch (const json::exception&) {
     }
-    prefix_ = prefix_block_hashes(prefix_text(body));
   }
+  body_json_.reset();  // read by all that needed it: not kept for the request's life
   if (refuse_query_of_death()) return;
   proxying_ = true;
   ctx_.in_flight.fetch_add(1);
@@ -248,6 +247,17 @@ void ProxySession::respond(int status, const std::string& body, const std::strin
   if (req_.method() != http::verb::head) out_ += body;
   log_request(status);
   write_client(true);
+}
+
+nlohmann::ordered_json& ProxySession::body_json() {
+  if (!body_json_) {
+    try {
+      body_json_ = parse_json_bounded<nlohmann::ordered_json>(req_.body());
+    } catch (const nlohmann::json::exception&) {
+      body_json_ = nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+    }
+  }
+  return *body_json_;
 }
 
 bool ProxySession::answer_cors() {

@@ -35,6 +35,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
 
 #include "gateway/client_stream.h"
 #include "gateway/gateway_context.h"
@@ -73,6 +74,9 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   // Client side.
   void handshake();  // TLS only, before the first request
   void read_request();
+  // body_json_, parsed on first use under util/json_depth.h's bound (a
+  // discarded value when the body is not JSON); throws JsonTooDeep.
+  nlohmann::ordered_json& body_json();
   void on_header(boost::system::error_code ec);
   void on_request(boost::system::error_code ec);
   void handle_request();
@@ -190,6 +194,10 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   bool keep_alive_ = true;
   bool chunked_ = true;  // HTTP/1.1 client: a stream in chunks
   std::vector<uint64_t> prefix_;
+  // The body as JSON, parsed once by whichever reads it first (the
+  // tenant's priority cap, the usage tap, the prefix policy) and dropped
+  // before the attempts start: body_json().
+  std::optional<nlohmann::ordered_json> body_json_;
   std::optional<size_t> tenant_;          // --api-keys: the admitted tenant
   bool tenant_in_flight_ = false;         // counted in its in-flight gauge
   std::optional<StreamUsageTap> usage_tap_;  // a stream's usage chunk (stream_usage.h)

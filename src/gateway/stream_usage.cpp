@@ -24,15 +24,9 @@ std::optional<TokenUsage> usage_of_body(std::string_view body) {
   return usage_in(parse_json_bounded_or_discarded(body));
 }
 
-std::optional<StreamUsageRequest> with_stream_usage(std::string_view body) {
+std::optional<StreamUsageRequest> with_stream_usage(nlohmann::ordered_json& doc) {
   // ordered_json: the body goes on with its fields in the client's order.
-  nlohmann::ordered_json doc;
-  try {
-    doc = parse_json_bounded<nlohmann::ordered_json>(body);
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;  // not JSON: the replica answers 400
-  }
-  if (!doc.is_object()) return std::nullopt;
+  if (!doc.is_object()) return std::nullopt;  // not JSON: the replica answers 400
   const auto s = doc.find("stream");
   if (s == doc.end() || !s->is_boolean() || !s->get<bool>()) return std::nullopt;
   StreamUsageRequest r;

@@ -22,6 +22,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace nexus::gateway {
 
 struct TokenUsage {
@@ -32,16 +34,15 @@ struct TokenUsage {
 // The "usage" of a JSON response body; nullopt when it has none.
 std::optional<TokenUsage> usage_of_body(std::string_view body);
 
-// For a request body with "stream": true: the body with include_usage set,
-// and whether the client had set it itself. nullopt when the body is not a
-// JSON object streaming (left as it is). Throws nexus::JsonTooDeep for a
-// body nested past the limit (util/json_depth.h), which the gateway cannot
-// rewrite without recursing as deep.
+// For a request body with "stream": true (`doc`, the body as parsed under
+// util/json_depth.h's bound; a discarded value when not JSON): include_usage
+// set in `doc`, the new body, and whether the client had set it itself.
+// nullopt when the body is not a JSON object streaming (`doc` left as it is).
 struct StreamUsageRequest {
   std::string body;
   bool client_asked = false;
 };
-std::optional<StreamUsageRequest> with_stream_usage(std::string_view body);
+std::optional<StreamUsageRequest> with_stream_usage(nlohmann::ordered_json& doc);
 
 // Splits a relayed SSE stream into whole events (a partial event is held
 // until its blank line, so the client still gets each event as soon as it
