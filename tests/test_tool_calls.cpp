@@ -13,6 +13,7 @@
 #include "grammar/matcher.h"
 #include "server/api_error.h"
 #include "server/chat_template.h"
+#include "server/openai_response.h"
 #include "server/openai_tools.h"
 #include "server/tool_calls/grammar.h"
 #include "server/tool_calls/parser.h"
@@ -126,9 +127,9 @@ json reassemble(const Case& c, const std::vector<std::string>& pieces, json* str
       }
     }
   };
-  for (const std::string& p : pieces) apply(s.feed(p, 5));
-  apply(s.finish());
-  if (streamed_message) *streamed_message = s.message();
+  for (const std::string& p : pieces) apply(chat_delta(s.feed(p, 5)));
+  apply(chat_delta(s.finish()));
+  if (streamed_message) *streamed_message = chat_message(s.message());
   return msg;
 }
 
@@ -208,19 +209,19 @@ TEST(ToolCallStream, ContentIsHeldBackOnlyWhileItMayStartACall) {
   setup->parser.syntax = ToolSyntax::Hermes;
   setup->parser.names = {"f"};
   ToolCallStream s(setup);
-  EXPECT_EQ(s.feed("Hello", 3), json({{"content", "Hello"}}));
-  EXPECT_TRUE(s.feed(" <tool", 3).is_null());  // may be "<tool_call>"
-  EXPECT_EQ(s.feed("s> are", 3), json({{"content", " <tools> are"}}));
-  EXPECT_TRUE(s.feed("\n<tool_call>{\"name\": \"f", 3).is_null());  // the name is not known yet
-  const json d = s.feed("\", \"arguments\": {\"x\"", 3);
+  EXPECT_EQ(chat_delta(s.feed("Hello", 3)), json({{"content", "Hello"}}));
+  EXPECT_TRUE(s.feed(" <tool", 3).empty());  // may be "<tool_call>"
+  EXPECT_EQ(chat_delta(s.feed("s> are", 3)), json({{"content", " <tools> are"}}));
+  EXPECT_TRUE(s.feed("\n<tool_call>{\"name\": \"f", 3).empty());  // the name is not known yet
+  const json d = chat_delta(s.feed("\", \"arguments\": {\"x\"", 3));
   ASSERT_TRUE(d.contains("tool_calls")) << d;
   EXPECT_EQ(d["tool_calls"][0]["function"]["name"], "f");
   EXPECT_EQ(d["tool_calls"][0]["function"]["arguments"], "{\"x\"");
   EXPECT_TRUE(std::string(d["tool_calls"][0]["id"]).rfind("call_", 0) == 0);
   EXPECT_EQ(std::string(d["tool_calls"][0]["id"]).size(), 29u);
-  EXPECT_EQ(s.feed(": 1}}</tool_call>", 3), json({{"tool_calls", {{{"index", 0}, {"function", {{"arguments", ": 1}"}}}}}}}));
-  EXPECT_TRUE(s.finish().is_null());
-  EXPECT_EQ(s.message()["content"], "Hello <tools> are");
+  EXPECT_EQ(chat_delta(s.feed(": 1}}</tool_call>", 3)), json({{"tool_calls", {{{"index", 0}, {"function", {{"arguments", ": 1}"}}}}}}}));
+  EXPECT_TRUE(s.finish().empty());
+  EXPECT_EQ(chat_message(s.message())["content"], "Hello <tools> are");
 }
 
 TEST(ToolCallStream, AControlTokenMarkerIsPutBack) {
@@ -232,7 +233,7 @@ TEST(ToolCallStream, AControlTokenMarkerIsPutBack) {
   s.feed("", 9);
   s.feed("[{\"name\": \"f\", \"arguments\": {}}]", 4);
   s.finish();
-  const json m = s.message();
+  const json m = chat_message(s.message());
   ASSERT_TRUE(m.contains("tool_calls")) << m;
   EXPECT_TRUE(m["content"].is_null());
   EXPECT_EQ(std::string(m["tool_calls"][0]["id"]).size(), 9u);  // Mistral's templates check it
@@ -293,7 +294,7 @@ TEST(ToolCallSyntax, ParsedCallsGoBackThroughRealTemplates) {
     ToolCallStream s(setup);
     s.feed(it->second, 1);
     s.finish();
-    const json m = s.message();
+    const json m = chat_message(s.message());
     ASSERT_TRUE(m.contains("tool_calls")) << t["name"] << ": " << m;
     ChatMessage user{"user", "Weather in Paris?", nullptr, "", ""};
     ChatMessage assistant{"assistant", "", nlohmann::ordered_json::parse(m["tool_calls"].dump()), "", ""};

@@ -144,6 +144,9 @@ struct GenerationEvent {
   // grammar passed a matcher bound, grammar/matcher.h), which the protocols
   // answer as a client error (400); empty: the server's fault (500).
   std::string error_code;
+  // On the final event of an output ended by one of StopParams::stop: that
+  // string (Anthropic's stop_sequence); "" otherwise.
+  std::string stop_sequence;
   Usage usage;
   Timings timings;
 };

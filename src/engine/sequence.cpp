@@ -320,6 +320,7 @@ std::string Sequence::flush_text(bool& hit_stop) {
 void Sequence::deliver_final(GenerationEvent& ev, FinishReason reason) {
   ev.done = true;
   ev.finish = reason;
+  if (reason == FinishReason::Stop && stop_.stopped()) ev.stop_sequence = stop_.which();
   const Clock::time_point now = Clock::now();
   if (n_generated_ > 0) timings_.decode_s = seconds(first_token_, last_token_);
   timings_.e2e_s = seconds(job_.submitted, now);

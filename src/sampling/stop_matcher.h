@@ -38,6 +38,7 @@ class StopMatcher {
   std::string flush();
 
   bool stopped() const { return stopped_; }
+  const std::string& which() const { return which_; }  // the stop string that matched ("" before a stop)
   size_t held_bytes() const { return pending_.size(); }
 
  private:

@@ -70,9 +70,13 @@ const char* ApiRouter::allowed_methods(std::string_view target) {
 
 ApiRouter::ApiRouter(Backend& backend) : backend_(backend), created_(unix_now()) {}
 
+ApiError ApiRouter::queue_full_error() {
+  return ApiError(429, "The server is busy: the request queue is full. Retry shortly.", "", "queue_full",
+                  "rate_limit_error");
+}
+
 HttpReply ApiRouter::queue_full() {
-  HttpReply r = error_reply(ApiError(429, "The server is busy: the request queue is full. Retry shortly.", "",
-                                     "queue_full", "rate_limit_error"));
+  HttpReply r = error_reply(queue_full_error());
   r.headers.emplace_back("Retry-After", "1");
   return r;
 }

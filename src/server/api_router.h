@@ -30,19 +30,12 @@
 #include "server/api_error.h"
 #include "server/backend.h"
 #include "server/choices_formatter.h"
+#include "server/http_reply.h"
 #include "server/openai_response.h"
 #include "server/request_priority.h"
 
 namespace nexus::server {
 
-struct HttpReply {
-  int status = 200;
-  std::string body;  // JSON unless content_type says otherwise
-  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
-  std::string content_type = "application/json";
-};
-
-HttpReply error_reply(const ApiError& e);
 
 // A generation to submit: choice 0's request, and, for n > 1, the requests
 // of choices 1..n-1, which the session submits once choice 0's first event
@@ -50,7 +43,7 @@ HttpReply error_reply(const ApiError& e);
 struct PendingGeneration {
   GenerationRequest request;
   std::vector<GenerationRequest> more;
-  std::unique_ptr<ChoicesFormatter> formatter;
+  std::unique_ptr<ResponseFormatter> formatter;
 };
 
 using RouteResult = std::variant<HttpReply, PendingGeneration>;
@@ -61,7 +54,9 @@ class ApiRouter {
 
   RouteResult route(std::string_view method, std::string_view target, std::string_view body) const;
 
-  // 429 for when Backend::submit refuses (queue full), with Retry-After.
+  // 429 queue_full for when Backend::submit refuses; queue_full() is the
+  // OpenAI reply with Retry-After.
+  static ApiError queue_full_error();
   static HttpReply queue_full();
   // 405 method_not_allowed naming `method` and `path`, with `Allow: allow`.
   static HttpReply method_not_allowed(std::string_view method, std::string_view path, std::string_view allow);

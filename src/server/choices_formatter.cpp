@@ -21,7 +21,13 @@ ChoicesFormatter::ChoicesFormatter(ResponseMeta meta, int32_t n) : meta_(std::mo
   done_.assign(static_cast<size_t>(n), false);
 }
 
-std::string ChoicesFormatter::stream_preamble() const {
+HttpReply ChoicesFormatter::error_reply(const ApiError& e) const { return server::error_reply(e); }
+
+std::string ChoicesFormatter::stream_error(const ApiError& e) const {
+  return sse_event(error_body(e)) + std::string(kSseDone);
+}
+
+std::string ChoicesFormatter::stream_preamble() {
   std::string out;
   for (const auto& c : choices_) out += c->stream_preamble();
   return out;

@@ -26,23 +26,28 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/core/response_formatter.h"
 #include "server/openai_response.h"
 
 namespace nexus::server {
 
-class ChoicesFormatter {
+class ChoicesFormatter final : public ResponseFormatter {
  public:
   ChoicesFormatter(ResponseMeta meta, int32_t n);
 
   int32_t n() const { return static_cast<int32_t>(choices_.size()); }
+  bool stream() const override { return meta_.stream; }
   // Streaming only: what to send right after the headers.
-  std::string stream_preamble() const;
+  std::string stream_preamble() override;
   // The bytes for this event of choice `index` (in [0, n)); see above. Events
   // after finished() yield "".
-  std::string on_event(const GenerationEvent& ev, int32_t index);
+  std::string on_event(const GenerationEvent& ev, int32_t index) override;
   // Every choice has ended, or one failed: the response is complete.
-  bool finished() const { return finished_; }
-  int status() const { return status_; }  // 200, or 500 after an Error event (non-streaming)
+  bool finished() const override { return finished_; }
+  int status() const override { return status_; }  // 200, or 500 after an Error event (non-streaming)
+  // OpenAI's error body; in a stream an event {"error": ...} and [DONE].
+  HttpReply error_reply(const ApiError& e) const override;
+  std::string stream_error(const ApiError& e) const override;
   const ResponseMeta& meta() const { return meta_; }
 
  private:

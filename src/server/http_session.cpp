@@ -1,6 +1,7 @@
 #include "server/http_session.h"
 
 #include "server/api_key.h"
+#include "server/core/protocol.h"
 #include "server/realtime_session.h"
 #include "server/request_dispatch.h"
 #include "server/request_framing.h"
@@ -94,14 +95,19 @@ void HttpSession::refuse(HttpReply reply) {
 
 namespace {
 
-// 503 server_shutting_down with Retry-After: 1, for requests refused while
-// the server drains and for generations it stops (its body is also the SSE
-// error event of a cut-short stream).
-HttpReply shutting_down_reply(const std::string& message) {
-  HttpReply r = error_reply(ApiError(503, message, "", "server_shutting_down", "server_error"));
+// 503 server_shutting_down, for requests refused while the server drains
+// and for generations it stops (in a stream: the protocol's error event).
+ApiError shutting_down_error(const std::string& message) {
+  return ApiError(503, message, "", "server_shutting_down", "server_error");
+}
+
+HttpReply with_retry_after(HttpReply r) {
   r.headers.emplace_back("Retry-After", "1");
   return r;
 }
+
+constexpr const char* kStoppedMidGeneration =
+    "The server stopped before this generation finished; send the request to another replica.";
 
 }  // namespace
 
@@ -118,11 +124,10 @@ void HttpSession::end_for_shutdown() {
   if (!generating_ || closed_ || !formatter_) return close();
   cancel_generation();
   keep_alive_ = false;
-  const HttpReply r =
-      shutting_down_reply("The server stopped before this generation finished; send the request to another replica.");
-  if (!formatter_->meta().stream) return send_reply(r);
+  if (!formatter_->stream())
+    return send_reply(with_retry_after(formatter_->error_reply(shutting_down_error(kStoppedMidGeneration))));
   log_request(200, " (server shutting down)");
-  enqueue_body(sse_event(r.body) + std::string(kSseDone));
+  enqueue_body(formatter_->stream_error(shutting_down_error(kStoppedMidGeneration)));
   if (chunked_) enqueue("0\r\n\r\n");
   response_queued_ = true;
   if (!writing_) after_response_written();
@@ -266,7 +271,8 @@ void HttpSession::handle_request() {
   const bool status_target = target_ == "/metrics" || target_.starts_with("/metrics?") || target_ == "/load";
   if (ctx_.draining.load(std::memory_order_relaxed) && !status_target) {
     keep_alive_ = false;
-    return send_reply(shutting_down_reply("The server is shutting down; send the request to another replica."));
+    return send_reply(with_retry_after(error_reply(
+        protocol_of(target_), shutting_down_error("The server is shutting down; send the request to another replica."))));
   }
   if (!ctx_.opts.api_key.empty() && !open_without_key(method_, target_)) {
     const auto auth = req[http::field::authorization];
@@ -274,7 +280,7 @@ void HttpSession::handle_request() {
     const auto key = presented_key(std::string_view(auth.data(), auth.size()),
                                    std::string_view(protocols.data(), protocols.size()));
     if (!key || !same_key(*key, ctx_.opts.api_key)) {
-      HttpReply r = error_reply(invalid_api_key(key.has_value()));
+      HttpReply r = error_reply(protocol_of(target_), invalid_api_key(key.has_value()));
       r.headers.emplace_back("WWW-Authenticate", "Bearer");
       return send_reply(r);
     }
@@ -355,10 +361,9 @@ void HttpSession::submit_more_choices() {
   for (GenerationRequest& r : more) {
     if (submit_choice(std::move(r))) continue;
     cancel_generation();
-    const HttpReply q = ApiRouter::queue_full();
-    if (!formatter_->meta().stream) return send_reply(q);
+    if (!formatter_->stream()) return send_reply(with_retry_after(formatter_->error_reply(ApiRouter::queue_full_error())));
     log_request(200, " (queue full)");
-    enqueue_body(sse_event(q.body) + std::string(kSseDone));
+    enqueue_body(formatter_->stream_error(ApiRouter::queue_full_error()));
     if (chunked_) enqueue("0\r\n\r\n");
     response_queued_ = true;
     if (!writing_) after_response_written();
@@ -370,14 +375,14 @@ void HttpSession::start_generation(PendingGeneration g) {
   more_ = std::move(g.more);
   if (!submit_choice(std::move(g.request))) {
     more_.clear();
-    return send_reply(ApiRouter::queue_full());
+    return send_reply(with_retry_after(g.formatter->error_reply(ApiRouter::queue_full_error())));
   }
   generating_ = true;
   overflow_ = false;
   in_flight_ = true;
   ctx_.http_in_flight.fetch_add(1, std::memory_order_relaxed);
   formatter_ = std::move(g.formatter);
-  if (formatter_->meta().stream) {
+  if (formatter_->stream()) {
     if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the end of the stream is the close
     std::string head = fmt::format("HTTP/1.1 200 OK\r\nServer: nexus\r\nContent-Type: text/event-stream\r\n"
                                    "Cache-Control: no-cache\r\nConnection: {}\r\n{}",
@@ -398,7 +403,7 @@ void HttpSession::on_engine_event(const GenerationEvent& ev, int32_t index) {
   if (ev.done && ev.finish == FinishReason::Cancelled) {
     // Cancelled by us: the client is gone or too slow. Nothing more to say.
     cancel_generation();
-    log_request(formatter_->meta().stream ? 200 : 499, overflow_ ? " (client too slow)" : " (cancelled)");
+    log_request(formatter_->stream() ? 200 : 499, overflow_ ? " (client too slow)" : " (cancelled)");
     return close();
   }
   if (index == 0 && !more_.empty()) {
@@ -409,7 +414,7 @@ void HttpSession::on_engine_event(const GenerationEvent& ev, int32_t index) {
   std::string out = formatter_->on_event(ev, index);
   const bool finished = formatter_->finished();
   if (finished) cancel_generation();  // a no-op unless a choice failed while others run
-  if (formatter_->meta().stream) {
+  if (formatter_->stream()) {
     if (finished) log_request(200);  // before the last bytes leave: the log is never behind the client
     enqueue_body(out);
     if (finished) {
@@ -464,7 +469,7 @@ void HttpSession::on_write(beast::error_code ec) {
   inflight_.clear();
   if (closed_) return;
   if (ec) {
-    if (generating_) log_request(formatter_->meta().stream ? 200 : 499, " (client gone)");
+    if (generating_) log_request(formatter_->stream() ? 200 : 499, " (client gone)");
     return close();
   }
   if (!pending_.empty()) return do_write();
@@ -505,7 +510,7 @@ void HttpSession::on_watchdog(beast::error_code ec, size_t n) {
   if (closed_) return;
   if (ec) {
     if (generating_) {
-      log_request(formatter_->meta().stream ? 200 : 499, " (client gone)");
+      log_request(formatter_->stream() ? 200 : 499, " (client gone)");
       cancel_generation();
     }
     return close();

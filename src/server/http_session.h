@@ -213,7 +213,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::vector<std::shared_ptr<EventRelay>> relays_;
   std::vector<std::shared_ptr<RequestHandle>> handles_;
   std::vector<GenerationRequest> more_;
-  std::unique_ptr<ChoicesFormatter> formatter_;
+  std::unique_ptr<ResponseFormatter> formatter_;
   bool generating_ = false;
   bool overflow_ = false;
   bool in_flight_ = false;  // counted in ctx_.http_in_flight

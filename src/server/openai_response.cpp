@@ -50,22 +50,6 @@ json chat_entry(const TokenLogprob& t) {
   return {{"token", t.piece}, {"logprob", t.logprob}, {"bytes", bytes_json(t.piece)}};
 }
 
-// Two deltas of one event as one (tool_calls/stream.h): contents joined,
-// entries of the same call joined.
-json merge_deltas(json a, const json& b) {
-  if (b.contains("content")) a["content"] = a.value("content", std::string()) + b["content"].get<std::string>();
-  if (!b.contains("tool_calls")) return a;
-  json& calls = a["tool_calls"];
-  if (!calls.is_array()) calls = json::array();
-  for (const json& e : b["tool_calls"]) {
-    auto same = std::find_if(calls.begin(), calls.end(), [&](const json& c) { return c["index"] == e["index"]; });
-    if (same == calls.end()) { calls.push_back(e); continue; }
-    auto& f = (*same)["function"];
-    f["arguments"] = f.value("arguments", std::string()) + e["function"]["arguments"].get<std::string>();
-  }
-  return a;
-}
-
 // A failed generation: the request's fault (GenerationEvent::error_code) is a
 // 400 naming it, anything else a 500.
 ApiError generation_error(const GenerationEvent& ev) {
@@ -76,6 +60,26 @@ ApiError generation_error(const GenerationEvent& ev) {
 std::string error_payload(const GenerationEvent& ev) { return error_body(generation_error(ev)); }
 
 }  // namespace
+
+// A neutral delta as a chat completion chunk's `delta` (OpenAI's "The chat
+// completion chunk object"): {"content"} and/or {"tool_calls": [{"index",
+// "id", "type", "function": {"name", "arguments"}}]} for a call's first
+// piece, [{"index", "function": {"arguments"}}] for the later ones.
+json chat_delta(const OutputDelta& d) {
+  json delta = json::object();
+  if (!d.text.empty()) delta["content"] = d.text;
+  if (d.calls.empty()) return delta;
+  json calls = json::array();
+  for (const CallDelta& c : d.calls) {
+    if (c.opens)
+      calls.push_back({{"index", c.index}, {"id", c.id}, {"type", "function"},
+                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    else
+      calls.push_back({{"index", c.index}, {"function", {{"arguments", c.arguments}}}});
+  }
+  delta["tool_calls"] = std::move(calls);
+  return delta;
+}
 
 json usage_json(const Usage& u) {
   json j = {{"prompt_tokens", u.prompt_tokens},
@@ -95,9 +99,8 @@ std::string make_response_id(Endpoint endpoint) {
                      static_cast<uint32_t>(rng()));
 }
 
-CompletionFormatter::CompletionFormatter(ResponseMeta meta) : meta_(std::move(meta)), text_(meta_.echo_text) {
-  if (meta_.tools) tool_stream_ = std::make_unique<tool_calls::ToolCallStream>(meta_.tools);
-}
+CompletionFormatter::CompletionFormatter(ResponseMeta meta)
+    : meta_(std::move(meta)), output_(meta_.tools), text_(meta_.echo_text) {}
 
 json CompletionFormatter::take_logprobs() {
   if (meta_.logprobs < 0) return nullptr;
@@ -167,26 +170,32 @@ std::string CompletionFormatter::stream_preamble() const {
   return sse_event(dump(c));
 }
 
+json chat_message(const OutputMessage& m) {
+  json msg = {{"role", "assistant"}};
+  msg["content"] = m.text.empty() && !m.calls.empty() ? json() : json(m.text);
+  if (m.calls.empty()) return msg;
+  json calls = json::array();
+  for (const OutputCall& c : m.calls)
+    calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  msg["tool_calls"] = std::move(calls);
+  return msg;
+}
+
 std::string CompletionFormatter::on_event(const GenerationEvent& ev) {
   const bool chat = meta_.endpoint == Endpoint::ChatCompletions;
   pending_.insert(pending_.end(), ev.prompt_logprobs.begin(), ev.prompt_logprobs.end());
   if (ev.logprob) pending_.push_back(*ev.logprob);
   // With tools the text goes through the tool-call parser, streaming or not.
-  json delta;
-  if (tool_stream_) {
-    delta = tool_stream_->feed(ev.text, ev.token);
-    if (ev.done && ev.finish != FinishReason::Error) {
-      json last = tool_stream_->finish();
-      if (delta.is_null()) delta = std::move(last);
-      else if (!last.is_null()) delta = merge_deltas(std::move(delta), last);
-    }
-  }
+  const OutputDelta delta = output_.on_event(ev);
   const char* finish = ev.done ? finish_name(ev.finish) : nullptr;
-  if (tool_stream_ && tool_stream_->has_calls() && ev.finish == FinishReason::Stop) finish = "tool_calls";
+  if (ev.done && output_.end() == OutputEnd::ToolCalls) finish = "tool_calls";
   if (meta_.stream) {
     std::string out;
-    if (tool_stream_) {
-      if (!delta.is_null()) out += chunk("", nullptr, nullptr, &delta);
+    if (output_.has_tools()) {
+      if (!delta.empty()) {
+        const json d = chat_delta(delta);
+        out += chunk("", nullptr, nullptr, &d);
+      }
     } else if (!ev.text.empty()) {
       out += chunk(ev.text, nullptr, nullptr);
     }
@@ -213,8 +222,8 @@ std::string CompletionFormatter::on_event(const GenerationEvent& ev) {
     return error_payload(ev);
   }
   json choice = {{"index", meta_.index}, {"logprobs", take_logprobs()}, {"finish_reason", finish}};
-  if (tool_stream_) {
-    choice["message"] = tool_stream_->message();
+  if (output_.has_tools()) {
+    choice["message"] = chat_message(output_.message());
   } else if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
   } else {

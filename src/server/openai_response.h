@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "server/core/output.h"
 #include "server/openai_request.h"
 #include "server/tool_calls/stream.h"
 
@@ -65,6 +66,13 @@ struct ResponseMeta {
   // NaN logprob, the first token's, is null, its top_logprobs null).
   std::string echo_text;
 };
+
+// OpenAI chat's renderings of the neutral output (core/output.h): a chunk's
+// `delta` and the choice's `message` ({"role": "assistant", "content": text
+// | null (calls and no text), "tool_calls": [{"id", "type": "function",
+// "function": {"name", "arguments"}}]}).
+nlohmann::json chat_delta(const OutputDelta& d);
+nlohmann::json chat_message(const OutputMessage& m);
 
 // {"prompt_tokens", "completion_tokens", "total_tokens",
 //  "prompt_tokens_details": {"cached_tokens"}}.
@@ -97,11 +105,11 @@ class CompletionFormatter {
   nlohmann::json take_logprobs();
 
   ResponseMeta meta_;
+  OutputStream output_;  // tool calls parsed when meta_.tools
   std::string text_;  // non-streaming accumulation
   std::vector<TokenLogprob> pending_;  // logprobs not yet sent
   int64_t piece_offset_ = 0;           // completions' text_offset
   int status_ = 200;
-  std::unique_ptr<tool_calls::ToolCallStream> tool_stream_;  // when meta_.tools
 };
 
 }  // namespace nexus::server

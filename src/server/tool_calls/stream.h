@@ -1,21 +1,12 @@
-// Tool calls in a chat completion's response (OpenAI's API reference, "The
-// chat completion object" and "The chat completion chunk object").
+// Tool calls in a model's output, as the output streams (every protocol's
+// tool calls: OpenAI chat and Responses, Anthropic Messages; server/core/output.h).
 //
 // Every piece of generated text goes through feed() (streaming or not); the
 // text is parsed again as a whole each time (parser.h) and what the new
-// parse adds to the last one becomes one `delta`:
-//   {"content": "..."}                      text that cannot start a call
-//   {"tool_calls": [{"index": i, "id": "call_…", "type": "function",
-//     "function": {"name": N, "arguments": "<what is known>"}}]}
-//                                           the first delta of call i
-//   {"tool_calls": [{"index": i, "function": {"arguments": "<more>"}}]}
-//                                           later deltas of call i
-// (content and several calls may share one delta when one event carries
-// several tokens). The concatenated deltas equal message() exactly.
-// message(): {"role": "assistant", "content": text | null (when there are
-// calls and no text), "tool_calls": [{"id", "type": "function", "function":
-// {"name", "arguments"}}]} (tool_calls only when there are calls).
-// finish_reason: "tool_calls" replaces "stop" when the output holds calls.
+// parse adds to the last one becomes one OutputDelta: text that cannot start
+// a call, the first piece of call i (`opens`: its id and name, and the
+// arguments known so far), or more of call i's arguments. The concatenated
+// deltas equal message() exactly.
 //
 // Ids: "call_" + 24 random letters and digits; Mistral's templates require
 // exactly 9 letters and digits, so with that syntax ids are 9 of them.
@@ -31,8 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "server/core/output.h"
 #include "server/tool_calls/parser.h"
 
 namespace nexus::server::tool_calls {
@@ -47,16 +37,16 @@ class ToolCallStream {
   explicit ToolCallStream(std::shared_ptr<const ToolCallSetup> setup);
 
   // The delta for `text` (the event's text) and `token` (its sampled id);
-  // null when nothing can be said yet.
-  nlohmann::json feed(std::string_view text, int32_t token);
-  // At the end of the output: the last delta (null when none).
-  nlohmann::json finish();
+  // empty when nothing can be said yet.
+  OutputDelta feed(std::string_view text, int32_t token);
+  // At the end of the output: the last delta (empty when none).
+  OutputDelta finish();
 
-  nlohmann::json message() const;  // after finish()
+  OutputMessage message() const;  // after finish()
   bool has_calls() const { return !sent_.calls.empty(); }
 
  private:
-  nlohmann::json advance(bool final);
+  OutputDelta advance(bool final);
   std::string new_id();
 
   std::shared_ptr<const ToolCallSetup> setup_;
