@@ -70,6 +70,8 @@ struct ServeArgs {
   int32_t spec_max_seqs = 4;
   std::string draft_model;    // --draft-model: a GGUF of the same vocabulary, or empty
   std::string max_request_priority = "interactive";  // a class name or an integer (server/request_priority.h)
+  int64_t responses_store_mib = 256;  // --responses-store-bytes, in MiB
+  bool strict_tools = false;
 };
 
 // Graceful shutdown after the first stop signal: new requests get 503 while
@@ -227,6 +229,8 @@ int serve(ServeArgs& a) {
   opts.body_timeout = ms(a.body_timeout);
   opts.api_key = a.api_key;
   opts.max_request_priority = *server::parse_priority_cap(a.max_request_priority);  // checked by the option
+  opts.responses_store_bytes = static_cast<size_t>(a.responses_store_mib) << 20;
+  opts.strict_tools = a.strict_tools;
   opts.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   // Declared after the engine: destroyed (and stopped) first, so no engine
   // event is posted to a server that is gone.
@@ -369,6 +373,14 @@ std::function<int()> setup(CLI::App& sub) {
             return server::parse_priority_cap(p) ? std::string() : "'" + p + "' is not " + server::kPriorityCapValues;
           },
           "PRIORITY"));
+  sub.add_option("--responses-store-mib", a->responses_store_mib,
+                 "MiB of stored responses kept for previous_response_id and GET /v1/responses/{id} "
+                 "(least recently used out; 0 keeps none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  sub.add_flag("--strict-tools", a->strict_tools,
+               "refuse a Responses request that offers a hosted tool (web_search, ...) with 400 unsupported_tool "
+               "instead of leaving the tool out");
   add_cors_option(sub, a->cors_allow_origins);
   return [a] { return serve(*a); };
 }

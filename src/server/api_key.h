@@ -8,6 +8,9 @@
 // preflights (browsers send those without credentials). The gateway's
 // per-tenant keys (gateway/api_keys.h) use the same parsing and reply.
 //
+// Anthropic's clients send the key as `x-api-key: KEY` instead; the server
+// takes that header on any path when no bearer credential is present.
+//
 // A browser cannot put an Authorization header on a WebSocket, so the
 // opening handshake of /v1/realtime may carry the key as the subprotocol
 // "openai-insecure-api-key.KEY" instead (the name OpenAI's browser clients

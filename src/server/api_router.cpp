@@ -7,7 +7,12 @@
 #include "assets/web_assets.h"
 #include "server/choices.h"
 #include "server/embeddings.h"
+#include "server/anthropic/messages_formatter.h"
+#include "server/anthropic/messages_request.h"
+#include "server/core/protocol.h"
 #include "server/prompt_builder.h"
+#include "server/responses/responses_formatter.h"
+#include "server/responses/responses_request.h"
 #include "server/tokenize_endpoints.h"
 #include "server/tool_calls/request.h"
 
@@ -44,6 +49,32 @@ HttpReply web_asset_reply(const WebAsset& a) {
                    std::string(a.content_type)};
 }
 
+// Whether `method` is one of the comma-separated `allow` list.
+bool method_listed(std::string_view allow, std::string_view method) {
+  while (!allow.empty()) {
+    const size_t comma = allow.find(',');
+    std::string_view m = allow.substr(0, comma);
+    while (m.starts_with(' ')) m.remove_prefix(1);
+    if (m == method) return true;
+    if (comma == std::string_view::npos) break;
+    allow.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// An ApiError as the protocol's reply; any other exception (e.g. a
+// tokenizer failure: the request was fine, the server was not) a 500.
+template <typename F>
+RouteResult guarded(Protocol protocol, F&& f) {
+  try {
+    return f();
+  } catch (const ApiError& e) {
+    return error_reply(protocol, e);
+  } catch (const std::exception& e) {
+    return error_reply(protocol, ApiError(500, std::string("internal error: ") + e.what(), "", "", "server_error"));
+  }
+}
+
 }  // namespace
 
 HttpReply error_reply(const ApiError& e) { return HttpReply{e.status, error_body(e), {}}; }
@@ -60,8 +91,13 @@ const char* ApiRouter::allowed_methods(std::string_view target) {
   const std::string_view path = strip_query(target);
   const std::string_view p = strip_v1(path);
   if (p == "/completions" || p == "/chat/completions" || p == "/embeddings" || path == "/tokenize" ||
-      path == "/detokenize")
+      path == "/detokenize" || p == "/responses" || p == "/messages" || p == "/messages/count_tokens")
     return "POST";
+  if (p.starts_with("/responses/")) {
+    if (p.ends_with("/cancel")) return "POST";
+    if (p.ends_with("/input_items")) return "GET, HEAD";
+    return "GET, HEAD, DELETE";
+  }
   if (p == "/models" || p.starts_with("/models/") || path == "/health" || path == "/metrics" || path == "/load")
     return "GET, HEAD";
   if (find_web_asset(path)) return "GET, HEAD";
@@ -87,11 +123,21 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
   const char* allow = allowed_methods(path);
   if (!allow)
     return error_reply(ApiError(404, "Unknown path: " + printable(path), "", "not_found", "not_found_error"));
-  const bool get = method == "GET" || method == "HEAD";
-  if (std::string_view(allow) == "POST" ? method != "POST" : !get) return method_not_allowed(method, path, allow);
+  if (!method_listed(allow, method == "HEAD" ? "GET" : method)) {
+    HttpReply r = method_not_allowed(method, path, allow);
+    if (protocol_of(path) == Protocol::OpenAI) return r;
+    HttpReply a = error_reply(Protocol::Anthropic, ApiError(405, "Method " + printable(method) + " is not allowed on " +
+                                                                    printable(path) + "; use " + allow + "."));
+    a.headers = std::move(r.headers);
+    return a;
+  }
   if (p == "/completions" || p == "/chat/completions") {
     return completion(p == "/completions" ? Endpoint::Completions : Endpoint::ChatCompletions, body);
   }
+  if (p == "/responses") return responses(body);
+  if (p == "/messages") return messages(body);
+  if (p == "/messages/count_tokens") return count_tokens(body);
+  if (p.starts_with("/responses/")) return stored_response(method, p.substr(std::string_view("/responses/").size()));
   if (p == "/embeddings") return embeddings_reply(backend_, body);
   if (path == "/tokenize") return tokenize_reply(backend_, body);
   if (path == "/detokenize") return detokenize_reply(backend_, body);
@@ -123,7 +169,7 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
 }
 
 RouteResult ApiRouter::completion(Endpoint endpoint, std::string_view body) const {
-  try {
+  return guarded(Protocol::OpenAI, [&]() -> RouteResult {
     ApiRequest req = parse_api_request(endpoint, body, max_request_priority_);
     PendingGeneration g;
     g.request = build_generation(req, backend_);
@@ -140,12 +186,79 @@ RouteResult ApiRouter::completion(Endpoint endpoint, std::string_view body) cons
     g.more = more_choices(g.request, req.n);
     g.formatter = std::make_unique<ChoicesFormatter>(std::move(meta), req.n);
     return g;
-  } catch (const ApiError& e) {
-    return error_reply(e);
-  } catch (const std::exception& e) {
-    // e.g. a tokenizer failure: the request was fine, the server was not.
-    return error_reply(ApiError(500, std::string("internal error: ") + e.what(), "", "", "server_error"));
+  });
+}
+
+RouteResult ApiRouter::responses(std::string_view body) const {
+  return guarded(Protocol::OpenAI, [&]() -> RouteResult {
+    ResponsesParseOptions o;
+    o.max_priority = max_request_priority_;
+    o.strict_tools = strict_tools_;
+    const ResponsesRequest req = parse_responses_request(body, *responses_, o);
+    PendingGeneration g;
+    g.request = build_generation(req.conversation, backend_);
+    g.formatter = std::make_unique<ResponsesFormatter>(
+        req, backend_.model_id(), tool_calls::response_setup(req.conversation.tool_use, backend_), responses_.get());
+    return g;
+  });
+}
+
+RouteResult ApiRouter::messages(std::string_view body) const {
+  return guarded(Protocol::Anthropic, [&]() -> RouteResult {
+    MessagesParseOptions o;
+    o.max_priority = max_request_priority_;
+    const ApiRequest req = parse_messages_request(body, o);
+    PendingGeneration g;
+    g.request = build_generation(req, backend_);
+    g.formatter = std::make_unique<MessagesFormatter>(req.stream, backend_.model_id(),
+                                                      static_cast<int64_t>(g.request.prompt.size()),
+                                                      tool_calls::response_setup(req.tool_use, backend_));
+    return g;
+  });
+}
+
+// The prompt's tokens as POST /v1/messages would render them: {"input_tokens"}.
+RouteResult ApiRouter::count_tokens(std::string_view body) const {
+  return guarded(Protocol::Anthropic, [&]() -> RouteResult {
+    MessagesParseOptions o;
+    o.max_priority = max_request_priority_;
+    o.count_tokens = true;
+    const ApiRequest req = parse_messages_request(body, o);
+    const GenerationRequest g = build_generation(req, backend_);
+    return HttpReply{200, json{{"input_tokens", g.prompt.size()}}.dump(), {}};
+  });
+}
+
+// GET/DELETE /v1/responses/{id}, GET .../input_items, POST .../cancel.
+HttpReply ApiRouter::stored_response(std::string_view method, std::string_view rest) const {
+  std::string_view id = rest;
+  std::string_view sub;
+  if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    id = rest.substr(0, slash);
+    sub = rest.substr(slash + 1);
   }
+  const auto stored = responses_->get(std::string(id));
+  const auto not_found = [&] {
+    return error_reply(ApiError(404, "Response with id '" + printable(id) + "' not found.", "", "not_found",
+                                "invalid_request_error"));
+  };
+  if (!stored || (!sub.empty() && sub != "input_items" && sub != "cancel")) return not_found();
+  if (sub == "cancel")
+    return error_reply(bad_request("Only responses created with background=true can be cancelled; this one has "
+                                   "finished.", "", "response_not_cancellable"));
+  if (sub == "input_items") {
+    json data = json::array();
+    for (const auto& item : stored->input_items) data.push_back(json::parse(item.dump()));
+    json body = {{"object", "list"}, {"data", std::move(data)}, {"has_more", false}};
+    body["first_id"] = nullptr;
+    body["last_id"] = nullptr;
+    return HttpReply{200, body.dump(), {}};
+  }
+  if (method == "DELETE") {
+    responses_->erase(std::string(id));
+    return HttpReply{200, json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump(), {}};
+  }
+  return HttpReply{200, stored->response.dump(), {}};
 }
 
 }  // namespace nexus::server

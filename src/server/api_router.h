@@ -3,6 +3,12 @@
 // Routes (a query string is ignored; the paths also answer without "/v1"):
 //   POST /v1/completions          generation (prompt)
 //   POST /v1/chat/completions     generation (messages)
+//   POST /v1/responses            generation (responses/responses_request.h)
+//   GET, DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items,
+//   POST /v1/responses/{id}/cancel
+//                                 the response store (responses/response_store.h)
+//   POST /v1/messages             generation (anthropic/messages_request.h)
+//   POST /v1/messages/count_tokens {"input_tokens"} of the same request
 //   POST /v1/embeddings           embeddings (embeddings.h)
 //   POST /tokenize, /detokenize   llama.cpp's (tokenize_endpoints.h)
 //   GET  /v1/models               {"object":"list","data":[{"id":…,"object":"model",…}]}
@@ -33,6 +39,7 @@
 #include "server/http_reply.h"
 #include "server/openai_response.h"
 #include "server/request_priority.h"
+#include "server/responses/response_store.h"
 
 namespace nexus::server {
 
@@ -73,14 +80,25 @@ class ApiRouter {
   void set_draining_flag(const std::atomic<bool>* draining) { draining_ = draining; }
   // The highest `priority` a request may ask for (server/request_priority.h).
   void set_max_request_priority(int32_t cap) { max_request_priority_ = cap; }
+  // --responses-store-mib (responses/response_store.h) and --strict-tools
+  // (a hosted tool in a Responses request is a 400, not left out).
+  void set_responses_store_bytes(size_t bytes) { responses_ = std::make_unique<ResponseStore>(bytes); }
+  void set_strict_tools(bool strict) { strict_tools_ = strict; }
+  ResponseStore& responses() const { return *responses_; }
 
  private:
   RouteResult completion(Endpoint endpoint, std::string_view body) const;
+  RouteResult responses(std::string_view body) const;
+  RouteResult messages(std::string_view body) const;
+  RouteResult count_tokens(std::string_view body) const;
+  HttpReply stored_response(std::string_view method, std::string_view rest) const;
 
   Backend& backend_;
   std::function<std::string()> server_metrics_;
   const std::atomic<bool>* draining_ = nullptr;
   int32_t max_request_priority_ = kDefaultMaxRequestPriority;
+  std::unique_ptr<ResponseStore> responses_ = std::make_unique<ResponseStore>();
+  bool strict_tools_ = false;
   int64_t created_;  // unix seconds at startup, reported by /v1/models
 };
 

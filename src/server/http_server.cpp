@@ -56,6 +56,8 @@ ServerContext::ServerContext(Backend& backend, HttpServerOptions o)
   router.set_server_metrics([this] { return server_metrics_text(); });
   router.set_draining_flag(&draining);
   router.set_max_request_priority(opts.max_request_priority);
+  router.set_responses_store_bytes(opts.responses_store_bytes);
+  router.set_strict_tools(opts.strict_tools);
 }
 
 size_t ServerContext::open_connections() const {

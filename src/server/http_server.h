@@ -67,6 +67,11 @@ struct HttpServerOptions {
   // realtime) may ask for; above it 400 priority_above_cap
   // (server/request_priority.h).
   int32_t max_request_priority = kDefaultMaxRequestPriority;
+  // `--responses-store-mib`: the budget of the stored responses
+  // (responses/response_store.h); `--strict-tools`: a hosted tool in a
+  // Responses request is a 400 instead of being left out.
+  size_t responses_store_bytes = size_t{256} << 20;
+  bool strict_tools = false;
   // `--api-key`: requests must carry `Authorization: Bearer KEY` (else 401
   // invalid_api_key; server/api_key.h says which paths stay open). Empty =
   // no check.

@@ -277,8 +277,10 @@ void HttpSession::handle_request() {
   if (!ctx_.opts.api_key.empty() && !open_without_key(method_, target_)) {
     const auto auth = req[http::field::authorization];
     const auto protocols = req[http::field::sec_websocket_protocol];
-    const auto key = presented_key(std::string_view(auth.data(), auth.size()),
-                                   std::string_view(protocols.data(), protocols.size()));
+    const auto x_api_key = req["x-api-key"];  // Anthropic's clients (Claude Code, @anthropic-ai/sdk)
+    auto key = presented_key(std::string_view(auth.data(), auth.size()),
+                             std::string_view(protocols.data(), protocols.size()));
+    if (!key && !x_api_key.empty()) key = std::string_view(x_api_key.data(), x_api_key.size());
     if (!key || !same_key(*key, ctx_.opts.api_key)) {
       HttpReply r = error_reply(protocol_of(target_), invalid_api_key(key.has_value()));
       r.headers.emplace_back("WWW-Authenticate", "Bearer");

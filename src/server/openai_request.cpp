@@ -11,6 +11,7 @@
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "server/api_error.h"
+#include "server/core/request_fields.h"
 #include "server/openai_tools.h"
 #include "server/openai_prediction.h"
 #include "server/request_priority.h"
@@ -48,74 +49,6 @@ bool is_valid_utf8(std::string_view s) {
 }
 
 namespace {
-
-const char* type_name(const json& v) {
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number()) return "a number";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
-ApiError type_error(const std::string& name, const char* expected, const json& got) {
-  return bad_request(fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name,
-                                 expected, type_name(got)),
-                     name, "invalid_type");
-}
-
-// The field, or nullptr when absent or null.
-const json* field(const json& obj, const char* name) {
-  auto it = obj.find(name);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::optional<double> get_number(const json& obj, const char* name, double lo, double hi) {
-  const json* v = field(obj, name);
-  if (!v) return std::nullopt;
-  if (!v->is_number()) throw type_error(name, "a number", *v);
-  const double d = v->get<double>();
-  if (!(d >= lo && d <= hi)) {
-    throw bad_request(fmt::format("Invalid '{}': expected a value in [{}, {}], but got {} instead.",
-                                  name, lo, hi, d),
-                      name, "invalid_value");
-  }
-  return d;
-}
-
-// An integer field. Values a 64-bit integer cannot hold (2^64, 1e30) are a
-// 400 naming the field, never clamped; an integral float (3.0) is accepted.
-std::optional<int64_t> get_integer(const json& obj, const char* name) {
-  const json* v = field(obj, name);
-  if (!v) return std::nullopt;
-  const auto out_of_range = [&] {
-    return bad_request(fmt::format("Invalid '{}': {} is outside the range of a 64-bit integer.", name, v->dump()),
-                       name, "invalid_value");
-  };
-  if (v->is_number_unsigned()) {
-    const uint64_t u = v->get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) throw out_of_range();
-    return static_cast<int64_t>(u);
-  }
-  if (v->is_number_integer()) return v->get<int64_t>();
-  if (v->is_number_float()) {
-    const double d = v->get<double>();
-    if (std::isfinite(d) && d == std::floor(d)) {
-      // [-2^63, 2^63): the doubles that convert exactly.
-      if (d >= 9223372036854775808.0 || d < -9223372036854775808.0) throw out_of_range();
-      return static_cast<int64_t>(d);
-    }
-  }
-  throw type_error(name, "an integer", *v);
-}
-
-std::optional<bool> get_bool(const json& obj, const char* name) {
-  const json* v = field(obj, name);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean()) throw type_error(name, "a boolean", *v);
-  return v->get<bool>();
-}
 
 void parse_prompt(const json& body, ApiRequest& r) {
   const json* p = field(body, "prompt");
@@ -255,28 +188,6 @@ void parse_stop(const json& body, ApiRequest& r) {
   }
 }
 
-void parse_sampling(const json& body, ApiRequest& r) {
-  SamplingParams& s = r.sampling;
-  if (auto v = get_number(body, "temperature", 0, 2)) s.temperature = static_cast<float>(*v);
-  if (auto v = get_number(body, "top_p", 0, 1)) s.top_p = static_cast<float>(*v);
-  if (auto v = get_number(body, "min_p", 0, 1)) s.min_p = static_cast<float>(*v);
-  if (auto v = get_number(body, "frequency_penalty", -2, 2)) s.frequency_penalty = static_cast<float>(*v);
-  if (auto v = get_number(body, "presence_penalty", -2, 2)) s.presence_penalty = static_cast<float>(*v);
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  if (auto v = get_number(body, "repeat_penalty", -kInf, kInf)) {
-    if (!(*v > 0 && *v <= 1e9))  // one message for both ends (0 itself divides by zero)
-      throw bad_request(fmt::format("Invalid 'repeat_penalty': expected a value in (0, 1e9], but got {} instead.", *v),
-                        "repeat_penalty", "invalid_value");
-    s.repeat_penalty = static_cast<float>(*v);
-  }
-  if (auto v = get_integer(body, "top_k")) {
-    if (*v < 0 || *v > std::numeric_limits<int32_t>::max())
-      throw bad_request(fmt::format("Invalid 'top_k': expected a value from 0 to {}.", std::numeric_limits<int32_t>::max()),
-                        "top_k", "invalid_value");
-    s.top_k = static_cast<int32_t>(*v);
-  }
-  if (auto v = get_integer(body, "seed")) s.seed = static_cast<uint64_t>(*v);
-}
 
 // logprobs: chat takes `logprobs` (bool) + `top_logprobs` (0..20); legacy
 // completions take `logprobs` as the number of alternatives (0..5), as
@@ -309,7 +220,7 @@ void parse_logprobs(const json& body, ApiRequest& r) {
 // response_format {"type": "json_schema", "json_schema": {"name", "schema",
 // "strict"}}: the schema compiled to a grammar. Read again from the raw body
 // as an ordered_json, so that the properties keep the schema's order.
-std::shared_ptr<const grammar::Grammar> schema_grammar(const json& rf, std::string_view raw) {
+std::shared_ptr<const grammar::Grammar> response_format_grammar(const json& rf, std::string_view raw) {
   const json* js = field(rf, "json_schema");
   if (!js) throw bad_request("Missing required parameter: 'response_format.json_schema'.", "response_format.json_schema",
                              "missing_required_parameter");
@@ -321,12 +232,7 @@ std::shared_ptr<const grammar::Grammar> schema_grammar(const json& rf, std::stri
   const auto it = ojs.find("schema");
   const nlohmann::ordered_json schema =
       it == ojs.end() || it->is_null() ? nlohmann::ordered_json::object() : *it;
-  try {
-    return std::make_shared<const grammar::Grammar>(grammar::compile_json_schema(schema));
-  } catch (const Error& e) {
-    throw bad_request(fmt::format("Invalid 'response_format.json_schema.schema': {}", printable(e.what())),
-                      "response_format.json_schema.schema", "invalid_value");
-  }
+  return schema_grammar(schema, "response_format.json_schema.schema");
 }
 
 // response_format {"type": "text" | "json_object" | "json_schema"} and
@@ -354,13 +260,12 @@ void parse_grammar(const json& body, std::string_view raw, ApiRequest& r) {
                       "invalid_value");
   r.grammar_param = g ? "grammar" : "response_format";
   if (type == "json_schema") {
-    r.grammar = schema_grammar(*rf, raw);
+    r.grammar = response_format_grammar(*rf, raw);
     return;
   }
   try {
     if (type == "json_object") {
-      static const auto json_grammar = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::json_object_gbnf()));
-      r.grammar = json_grammar;
+      r.grammar = json_object_grammar();
     } else if (g && !g->get_ref<const std::string&>().empty()) {
       r.grammar = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(g->get<std::string>()));
     }
@@ -398,30 +303,6 @@ namespace {
 
 // "interactive" | "default" | "batch" | an integer in [kPriorityMin, kPriorityMax],
 // at most max_priority (server/request_priority.h).
-int32_t parse_priority(const json& doc, int32_t max_priority) {
-  const json* p = field(doc, "priority");
-  if (p == nullptr) return kPriorityDefault;
-  const auto names_or_integer = [] {
-    return bad_request("Invalid 'priority': use \"interactive\", \"default\", \"batch\" or an integer.", "priority",
-                       "invalid_value");
-  };
-  const auto capped = [max_priority](int32_t priority) {
-    if (priority > max_priority) throw priority_above_cap(priority, max_priority, "this server");
-    return priority;
-  };
-  if (p->is_string()) {
-    if (const std::optional<int32_t> c = priority_class(p->get_ref<const std::string&>())) return capped(*c);
-    throw names_or_integer();
-  }
-  if (!p->is_number()) throw names_or_integer();
-  const double d = p->get<double>();
-  if (d != std::floor(d)) throw names_or_integer();
-  auto v = get_integer(doc, "priority");
-  if (!v || *v < kPriorityMin || *v > kPriorityMax)
-    throw bad_request(fmt::format("Invalid 'priority': an integer must be in [{}, {}].", kPriorityMin, kPriorityMax),
-                      "priority", "invalid_value");
-  return capped(static_cast<int32_t>(*v));
-}
 
 // Fields of OpenAI's API this server does not implement: refused when they
 // ask for something (a client would otherwise get a silent wrong answer),
@@ -474,6 +355,67 @@ void parse_echo(const json& doc, ApiRequest& r) {
 }
 
 }  // namespace
+
+void parse_sampling(const json& body, ApiRequest& r) {
+  SamplingParams& s = r.sampling;
+  if (auto v = get_number(body, "temperature", 0, 2)) s.temperature = static_cast<float>(*v);
+  if (auto v = get_number(body, "top_p", 0, 1)) s.top_p = static_cast<float>(*v);
+  if (auto v = get_number(body, "min_p", 0, 1)) s.min_p = static_cast<float>(*v);
+  if (auto v = get_number(body, "frequency_penalty", -2, 2)) s.frequency_penalty = static_cast<float>(*v);
+  if (auto v = get_number(body, "presence_penalty", -2, 2)) s.presence_penalty = static_cast<float>(*v);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (auto v = get_number(body, "repeat_penalty", -kInf, kInf)) {
+    if (!(*v > 0 && *v <= 1e9))  // one message for both ends (0 itself divides by zero)
+      throw bad_request(fmt::format("Invalid 'repeat_penalty': expected a value in (0, 1e9], but got {} instead.", *v),
+                        "repeat_penalty", "invalid_value");
+    s.repeat_penalty = static_cast<float>(*v);
+  }
+  if (auto v = get_integer(body, "top_k")) {
+    if (*v < 0 || *v > std::numeric_limits<int32_t>::max())
+      throw bad_request(fmt::format("Invalid 'top_k': expected a value from 0 to {}.", std::numeric_limits<int32_t>::max()),
+                        "top_k", "invalid_value");
+    s.top_k = static_cast<int32_t>(*v);
+  }
+  if (auto v = get_integer(body, "seed")) s.seed = static_cast<uint64_t>(*v);
+}
+
+int32_t parse_priority(const json& doc, int32_t max_priority) {
+  const json* p = field(doc, "priority");
+  if (p == nullptr) return kPriorityDefault;
+  const auto names_or_integer = [] {
+    return bad_request("Invalid 'priority': use \"interactive\", \"default\", \"batch\" or an integer.", "priority",
+                       "invalid_value");
+  };
+  const auto capped = [max_priority](int32_t priority) {
+    if (priority > max_priority) throw priority_above_cap(priority, max_priority, "this server");
+    return priority;
+  };
+  if (p->is_string()) {
+    if (const std::optional<int32_t> c = priority_class(p->get_ref<const std::string&>())) return capped(*c);
+    throw names_or_integer();
+  }
+  if (!p->is_number()) throw names_or_integer();
+  const double d = p->get<double>();
+  if (d != std::floor(d)) throw names_or_integer();
+  auto v = get_integer(doc, "priority");
+  if (!v || *v < kPriorityMin || *v > kPriorityMax)
+    throw bad_request(fmt::format("Invalid 'priority': an integer must be in [{}, {}].", kPriorityMin, kPriorityMax),
+                      "priority", "invalid_value");
+  return capped(static_cast<int32_t>(*v));
+}
+
+std::shared_ptr<const grammar::Grammar> schema_grammar(const nlohmann::ordered_json& schema, const std::string& param) {
+  try {
+    return std::make_shared<const grammar::Grammar>(grammar::compile_json_schema(schema));
+  } catch (const Error& e) {
+    throw bad_request(fmt::format("Invalid '{}': {}", param, printable(e.what())), param, "invalid_value");
+  }
+}
+
+std::shared_ptr<const grammar::Grammar> json_object_grammar() {
+  static const auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::json_object_gbnf()));
+  return g;
+}
 
 json parse_json_body(std::string_view body) {
   if (!is_valid_utf8(body)) throw bad_request("The request body is not valid UTF-8.", "", "invalid_utf8");

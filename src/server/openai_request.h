@@ -72,7 +72,9 @@
 
 namespace nexus::server {
 
-enum class Endpoint { Completions, ChatCompletions };
+// The protocol a request came by; every one but Completions is a
+// conversation (messages rendered with the chat template).
+enum class Endpoint { Completions, ChatCompletions, Responses, Messages };
 
 struct ApiRequest {
   Endpoint endpoint = Endpoint::Completions;
@@ -83,6 +85,7 @@ struct ApiRequest {
   bool prompt_is_tokens = false;
   // Chat completions.
   std::vector<ChatMessage> messages;
+  std::string messages_param = "messages";  // the field they came from, for errors ("input" in Responses)
   nlohmann::ordered_json tools;        // for the chat template; null: it gets none (no tools, or tool_choice none)
   ToolRequest tool_use;                // tools, tool_choice, parallel_tool_calls (openai_tools.h)
   std::optional<int64_t> max_tokens;   // as given; may be <= 0 or huge (checked later)
@@ -115,5 +118,17 @@ bool is_valid_utf8(std::string_view s);
 // 400 invalid_utf8, invalid_json (not JSON, or not an object) or
 // nesting_too_deep (past util/json_depth.h's limit, refused while parsing).
 nlohmann::json parse_json_body(std::string_view body);
+
+// The pieces the other protocols' parsers share (each throws ApiError 400
+// naming the field):
+// temperature [0,2], top_p [0,1], top_k, min_p, the penalties, seed;
+void parse_sampling(const nlohmann::json& body, ApiRequest& r);
+// `priority` (see above), at most `max_priority`;
+int32_t parse_priority(const nlohmann::json& body, int32_t max_priority);
+// a JSON schema compiled to the grammar its instances follow (grammar/json_schema.h),
+// 400 invalid_value naming `param` for a schema it refuses;
+std::shared_ptr<const grammar::Grammar> schema_grammar(const nlohmann::ordered_json& schema, const std::string& param);
+// any JSON object (response_format json_object).
+std::shared_ptr<const grammar::Grammar> json_object_grammar();
 
 }  // namespace nexus::server

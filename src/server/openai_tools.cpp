@@ -64,31 +64,9 @@ ToolDefinition parse_tool(const ojson& t, size_t i) {
   if (!f->is_object()) throw wrong_type(where + ".function", "an object", *f);
   const std::string fw = where + ".function";
   refuse_unknown_keys(*f, fw, {"name", "description", "parameters", "strict"});
-  ToolDefinition d;
-  const ojson* name = member(*f, "name");
-  if (!name) throw bad_request(fmt::format("Missing required parameter: '{}.name'.", fw), fw + ".name",
-                               "missing_required_parameter");
-  if (!name->is_string()) throw wrong_type(fw + ".name", "a string", *name);
-  d.name = name->get<std::string>();
-  if (!valid_name(d.name))
-    throw bad_request(fmt::format("Invalid '{}.name': '{}' does not match ^[a-zA-Z0-9_-]{{1,64}}$.", fw, printable(d.name)),
-                      fw + ".name", "invalid_value");
-  if (const ojson* desc = member(*f, "description")) {
-    if (!desc->is_string()) throw wrong_type(fw + ".description", "a string", *desc);
-    d.description = desc->get<std::string>();
-  }
   if (const ojson* strict = member(*f, "strict"); strict && !strict->is_boolean())
     throw wrong_type(fw + ".strict", "a boolean", *strict);
-  const ojson* params = member(*f, "parameters");
-  if (params && !params->is_object()) throw wrong_type(fw + ".parameters", "an object (a JSON schema)", *params);
-  d.parameters = params ? *params : ojson{{"type", "object"}, {"properties", ojson::object()}};
-  try {
-    (void)grammar::compile_json_schema(d.parameters);  // refused now, whatever tool_choice says
-  } catch (const Error& e) {
-    throw bad_request(fmt::format("Invalid '{}.parameters': {}", fw, printable(e.what())), fw + ".parameters",
-                      "invalid_value");
-  }
-  return d;
+  return checked_tool(member(*f, "name"), member(*f, "description"), member(*f, "parameters"), fw, "parameters");
 }
 
 void parse_choice(const ojson& c, ToolRequest& r, bool has_grammar) {
@@ -113,18 +91,68 @@ void parse_choice(const ojson& c, ToolRequest& r, bool has_grammar) {
   } else {
     throw wrong_type("tool_choice", "a string or an object", c);
   }
-  if ((r.choice == ToolChoice::Required || r.choice == ToolChoice::Named) && r.tools.empty())
-    throw bad_request("Invalid 'tool_choice': it requires 'tools' to call.", "tool_choice", "invalid_value");
-  if (r.choice == ToolChoice::Named &&
-      std::none_of(r.tools.begin(), r.tools.end(), [&](const ToolDefinition& d) { return d.name == r.named; }))
-    throw bad_request(fmt::format("Invalid 'tool_choice': no tool is named '{}'.", printable(r.named)), "tool_choice",
-                      "invalid_value");
-  if (r.forced() && has_grammar)
-    throw bad_request("Invalid 'tool_choice': a required or named tool choice cannot be combined with "
-                      "'response_format' or 'grammar'.", "tool_choice", "invalid_value");
+  check_choice(r, has_grammar, "tool_choice");
 }
 
 }  // namespace
+
+ToolDefinition checked_tool(const ojson* name, const ojson* description, const ojson* parameters,
+                            const std::string& where, const char* parameters_key, bool compile) {
+  ToolDefinition d;
+  if (!name) throw bad_request(fmt::format("Missing required parameter: '{}.name'.", where), where + ".name",
+                               "missing_required_parameter");
+  if (!name->is_string()) throw wrong_type(where + ".name", "a string", *name);
+  d.name = name->get<std::string>();
+  if (!valid_name(d.name))
+    throw bad_request(fmt::format("Invalid '{}.name': '{}' does not match ^[a-zA-Z0-9_-]{{1,64}}$.", where,
+                                  printable(d.name)),
+                      where + ".name", "invalid_value");
+  if (description) {
+    if (!description->is_string()) throw wrong_type(where + ".description", "a string", *description);
+    d.description = description->get<std::string>();
+  }
+  const std::string pw = where + "." + parameters_key;
+  if (parameters && !parameters->is_object()) throw wrong_type(pw, "an object (a JSON schema)", *parameters);
+  d.parameters = parameters ? *parameters : ojson{{"type", "object"}, {"properties", ojson::object()}};
+  if (!compile) return d;
+  try {
+    (void)grammar::compile_json_schema(d.parameters);  // refused now, whatever tool_choice says
+  } catch (const Error& e) {
+    throw bad_request(fmt::format("Invalid '{}': {}", pw, printable(e.what())), pw, "invalid_value");
+  }
+  return d;
+}
+
+void add_tool(ToolRequest& r, ToolDefinition d, const std::string& where) {
+  for (const ToolDefinition& other : r.tools)
+    if (other.name == d.name)
+      throw bad_request(fmt::format("Invalid '{}.name': '{}' names two tools.", where, d.name), where + ".name",
+                        "invalid_value");
+  r.tools.push_back(std::move(d));
+}
+
+void check_choice(const ToolRequest& r, bool has_grammar, const std::string& param) {
+  if ((r.choice == ToolChoice::Required || r.choice == ToolChoice::Named) && r.tools.empty())
+    throw bad_request(fmt::format("Invalid '{}': it requires 'tools' to call.", param), param, "invalid_value");
+  if (r.choice == ToolChoice::Named &&
+      std::none_of(r.tools.begin(), r.tools.end(), [&](const ToolDefinition& d) { return d.name == r.named; }))
+    throw bad_request(fmt::format("Invalid '{}': no tool is named '{}'.", param, printable(r.named)), param,
+                      "invalid_value");
+  if (r.forced() && has_grammar)
+    throw bad_request(fmt::format("Invalid '{}': a required or named tool choice cannot be combined with a "
+                                  "response format or grammar.", param), param, "invalid_value");
+}
+
+ojson template_tools(const std::vector<ToolDefinition>& tools) {
+  ojson out = ojson::array();
+  for (const ToolDefinition& d : tools) {
+    ojson f = {{"name", d.name}};
+    if (!d.description.empty()) f["description"] = d.description;
+    f["parameters"] = d.parameters;
+    out.push_back({{"type", "function"}, {"function", std::move(f)}});
+  }
+  return out;
+}
 
 ToolRequest parse_tools(const nlohmann::json& body, std::string_view raw, bool has_grammar) {
   ToolRequest r;
@@ -133,14 +161,8 @@ ToolRequest parse_tools(const nlohmann::json& body, std::string_view raw, bool h
   const ojson doc = parse_json_bounded<ojson>(raw);  // parsed once already (openai_request.cpp): cannot fail
   if (const ojson* tools = member(doc, "tools")) {
     if (!tools->is_array()) throw wrong_type("tools", "an array", *tools);
-    for (size_t i = 0; i < tools->size(); ++i) {
-      ToolDefinition d = parse_tool((*tools)[i], i);
-      for (const ToolDefinition& other : r.tools)
-        if (other.name == d.name)
-          throw bad_request(fmt::format("Invalid 'tools[{}].function.name': '{}' names two tools.", i, d.name),
-                            fmt::format("tools[{}].function.name", i), "invalid_value");
-      r.tools.push_back(std::move(d));
-    }
+    for (size_t i = 0; i < tools->size(); ++i)
+      add_tool(r, parse_tool((*tools)[i], i), fmt::format("tools[{}].function", i));
     if (!r.tools.empty()) {
       r.template_tools = *tools;
       r.choice = ToolChoice::Auto;

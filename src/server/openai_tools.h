@@ -51,6 +51,28 @@ struct ToolRequest {
   bool forced() const { return active() && (choice == ToolChoice::Required || choice == ToolChoice::Named); }
 };
 
+// The pieces every protocol's tool parser shares (Responses' and
+// Anthropic's tools have the same three parts in other places):
+// a definition from its name, description and parameter schema (JSON
+// values, null when absent), errors naming `where`.name, `where`.description
+// and `where`.`parameters_key`; with `compile` the schema must compile to a
+// grammar now (chat completions' rule), else only when a forced choice needs
+// it (tool_calls/grammar.h: Responses and Messages, whose agent clients send
+// schemas with keywords the compiler refuses, such as allOf or format uri,
+// for tools the model is merely told about);
+ToolDefinition checked_tool(const nlohmann::ordered_json* name, const nlohmann::ordered_json* description,
+                            const nlohmann::ordered_json* parameters, const std::string& where,
+                            const char* parameters_key, bool compile = true);
+// `d` added to `r.tools` (400 naming `where`.name when the name is taken);
+void add_tool(ToolRequest& r, ToolDefinition d, const std::string& where);
+// the choice against the tools: required/named without tools, a name not
+// among them, a forced choice with a grammar (400 naming `param`);
+void check_choice(const ToolRequest& r, bool has_grammar, const std::string& param);
+// the tools as a chat template expects them (transformers' convention,
+// chat_template.h): [{"type": "function", "function": {"name",
+// "description"?, "parameters"}}].
+nlohmann::ordered_json template_tools(const std::vector<ToolDefinition>& tools);
+
 // `body` is the parsed request, `raw` its text (re-read as ordered_json so
 // that schemas keep their property order). `has_grammar`: response_format
 // or grammar already constrains the output.

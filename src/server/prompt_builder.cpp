@@ -14,7 +14,7 @@ namespace nexus::server {
 namespace {
 
 std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend) {
-  if (req.endpoint == Endpoint::ChatCompletions) {
+  if (req.endpoint != Endpoint::Completions) {
     const ChatTemplate& t = backend.chat_template();
     return tokenize_chat(backend, t.render(tool_calls::prompt_messages(req.messages, req.tool_use, t), req.tools));
   }
@@ -92,13 +92,13 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
     g.grammar = tool_calls::forced_grammar(req.tool_use, tool_calls::syntax_for(backend.chat_template()));
   if (g.grammar) check_grammar(g.grammar, req.tool_use.forced() ? "tools" : req.grammar_param);
   g.prompt = prompt_tokens(req, backend);
-  const std::string param = req.endpoint == Endpoint::ChatCompletions ? "messages" : "prompt";
+  const std::string param = req.endpoint == Endpoint::Completions ? "prompt" : req.messages_param;
   if (g.prompt.empty()) throw bad_request(fmt::format("Invalid '{}': it encodes to no tokens.", param), param, "invalid_value");
   const auto n_prompt = static_cast<int64_t>(g.prompt.size());
   if (n_prompt >= n_ctx) {
     throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, the {} {} {} "
                                   "tokens, which leaves no room for a completion.",
-                                  n_ctx, param, param == "messages" ? "take" : "takes", n_prompt),
+                                  n_ctx, param, param == "prompt" ? "takes" : "take", n_prompt),
                       param, "context_length_exceeded");
   }
   const int64_t wanted = req.max_tokens.value_or(kDefaultMaxTokens);
