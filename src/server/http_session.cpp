@@ -192,7 +192,7 @@ void HttpSession::on_header(beast::error_code ec) {
     target_ = std::string(req.target().substr(0, 256));
     start_ = std::chrono::steady_clock::now();
     keep_alive_ = false;
-    return send_reply(error_reply(*bad));
+    return send_reply(error_reply(protocol_of(target_), *bad));
   }
   // Absolute-form (a client talking to us as to a proxy): routed by its path.
   if (std::optional<std::string> path = origin_form(std::string_view(req.target().data(), req.target().size())))
@@ -226,7 +226,7 @@ void HttpSession::on_read_error(beast::error_code ec) {
     start_ = std::chrono::steady_clock::now();
     keep_alive_ = false;
     const auto limit = header ? ctx_.opts.header_timeout : ctx_.opts.body_timeout;
-    return send_reply(error_reply(ApiError(
+    return send_reply(error_reply(protocol_of(target_), ApiError(
         408,
         fmt::format("The request {} did not arrive within {} ms{}.", header ? "header" : "body", limit.count(),
                     header ? " of its first byte" : " of its header"),
@@ -243,21 +243,24 @@ void HttpSession::on_read_error(beast::error_code ec) {
   start_ = std::chrono::steady_clock::now();
   keep_alive_ = false;
   if (ec == http::error::body_limit) {
-    return send_reply(error_reply(ApiError(
+    // Beast refuses a too-large Content-Length while still reading the
+    // header: the request line is parsed, and names the protocol.
+    if (!got_header) target_ = std::string(parser_->get().target().substr(0, 256));
+    return send_reply(error_reply(protocol_of(target_), ApiError(
         413, fmt::format("The request body exceeds the limit of {} bytes.", ctx_.opts.body_limit), "",
         "request_too_large")));
   }
   if (ec == http::error::header_limit) {
     const auto data = buffer_.data();
     const auto target = parser_->get().target();  // set once Beast parsed the request line
-    return send_reply(error_reply(header_too_large_error(std::string_view(target.data(), target.size()),
+    return send_reply(error_reply(protocol_of(target_), header_too_large_error(std::string_view(target.data(), target.size()),
                                                          std::string_view(static_cast<const char*>(data.data()), data.size()))));
   }
   // A half-read request that is not an end of stream / timeout is malformed.
   const bool benign = ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
                       ec == net::error::operation_aborted || ec == net::error::connection_reset;
   if (benign || (!got_header && buffer_.size() == 0)) return close();
-  send_reply(error_reply(ApiError(400, "Malformed HTTP request: " + ec.message(), "", "bad_http_request")));
+  send_reply(error_reply(protocol_of(target_), ApiError(400, "Malformed HTTP request: " + ec.message(), "", "bad_http_request")));
 }
 
 void HttpSession::handle_request() {

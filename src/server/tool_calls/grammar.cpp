@@ -41,18 +41,21 @@ std::string forced_gbnf(const ToolRequest& req, ToolSyntax syntax) {
     rules += fmt::format("t{}-call ::= {} {} \"}}\"\n{}", i, lit(head), s.top, s.rules);
     alternatives += fmt::format("{}t{}-call", alternatives.empty() ? "" : " | ", i);
   }
+  // A named choice asks for that call, once (a weak model would otherwise
+  // repeat it until max_tokens); parallel_tool_calls false for one call too.
+  const bool many = req.parallel && req.choice != ToolChoice::Named;
   std::string root;
   const auto list = [&](std::string_view open, std::string_view sep, std::string_view close) {
-    return fmt::format("root ::= {} call {} {}\n", lit(open), req.parallel ? fmt::format("( {} call )*", lit(sep)) : "",
+    return fmt::format("root ::= {} call {} {}\n", lit(open), many ? fmt::format("( {} call )*", lit(sep)) : "",
                        lit(close));
   };
   switch (syntax) {
     case ToolSyntax::Hermes:
-      root = fmt::format("root ::= one {}\none ::= {} call {}\n", req.parallel ? "( \"\\n\" one )*" : "",
+      root = fmt::format("root ::= one {}\none ::= {} call {}\n", many ? "( \"\\n\" one )*" : "",
                          lit("<tool_call>\n"), lit("\n</tool_call>"));
       break;
     case ToolSyntax::Llama3:
-      root = fmt::format("root ::= call {}\n", req.parallel ? "( \"; \" call )*" : "");
+      root = fmt::format("root ::= call {}\n", many ? "( \"; \" call )*" : "");
       break;
     case ToolSyntax::Mistral: root = list("[TOOL_CALLS][", ", ", "]"); break;
     case ToolSyntax::Generic: root = list("{\"tool_calls\": [", ", ", "]}"); break;

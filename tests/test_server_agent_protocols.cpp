@@ -1,0 +1,276 @@
+// The agent protocols over a real engine (stories260K, greedy): OpenAI's
+// Responses API and Anthropic's Messages API give the same tokens as chat
+// completions for the same conversation; streamed equals non-streamed;
+// previous_response_id reuses the KV; bad input is a 4xx in the protocol's
+// own error shape and the server goes on.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "server/responses/response_store.h"
+#include "support/engine_server.h"
+
+using namespace nexus;
+using namespace nexus::test;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kPrompt = "Once upon a time there was a little girl named Lily. She loved to play outside.";
+
+class AgentProtocols : public EngineServer {
+ protected:
+  void SetUp() override {
+    EngineOptions eo;
+    eo.n_threads = 1;
+    eo.n_ctx = 512;
+    start("stories260K.gguf", eo);
+  }
+
+  // The `data:` payloads of an SSE body (with their `event:` names, "" when none).
+  static std::vector<std::pair<std::string, json>> sse(const std::string& body) {
+    std::vector<std::pair<std::string, json>> out;
+    std::istringstream in(body);
+    std::string line, event;
+    while (std::getline(in, line)) {
+      if (line.rfind("event: ", 0) == 0) event = line.substr(7);
+      if (line.rfind("data: ", 0) != 0) continue;
+      const std::string data = line.substr(6);
+      if (data != "[DONE]") out.emplace_back(event, json::parse(data));
+      event.clear();
+    }
+    return out;
+  }
+
+  // Anthropic's error shape; returns error.type.
+  static std::string anthropic_error(const HttpResponse& r, int status) {
+    EXPECT_EQ(r.status, status) << r.body;
+    const json j = json::parse(r.body, nullptr, false);
+    EXPECT_EQ(j.value("type", ""), "error") << r.body;
+    EXPECT_TRUE(j.contains("error") && j["error"]["message"].is_string()) << r.body;
+    return j.contains("error") ? j["error"].value("type", "") : "";
+  }
+  // OpenAI's error shape; returns error.param.
+  static json openai_error(const HttpResponse& r, int status) {
+    EXPECT_EQ(r.status, status) << r.body;
+    const json j = json::parse(r.body, nullptr, false);
+    EXPECT_TRUE(j.contains("error") && j["error"]["message"].is_string()) << r.body;
+    return j.contains("error") ? j["error"] : json();
+  }
+};
+
+TEST_F(AgentProtocols, SameConversationSameTokensThroughEveryProtocol) {
+  const json chat = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", kPrompt}}}},
+                                                  {"max_tokens", 16}, {"temperature", 0}});
+  const json resp = post("/v1/responses", {{"input", kPrompt}, {"max_output_tokens", 16}, {"temperature", 0}});
+  const json msg = post("/v1/messages", {{"model", "test-model"}, {"max_tokens", 16}, {"temperature", 0},
+                                         {"messages", {{{"role", "user"}, {"content", kPrompt}}}}});
+  const std::string want = chat["choices"][0]["message"]["content"];
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(resp["output"][0]["content"][0]["text"], want);
+  EXPECT_EQ(msg["content"][0]["text"], want);
+  EXPECT_EQ(resp["usage"]["output_tokens"], chat["usage"]["completion_tokens"]);
+  EXPECT_EQ(msg["usage"]["output_tokens"], chat["usage"]["completion_tokens"]);
+  EXPECT_EQ(resp["status"], "incomplete");
+  EXPECT_EQ(resp["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(msg["stop_reason"], "max_tokens");
+}
+
+TEST_F(AgentProtocols, ResponsesStreamEqualsTheResponseObject) {
+  const json req = {{"input", kPrompt}, {"max_output_tokens", 12}, {"temperature", 0}};
+  const json whole = post("/v1/responses", req);
+  json s = req;
+  s["stream"] = true;
+  const HttpResponse r = post_raw("/v1/responses", s);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-type"), "text/event-stream");
+  const auto events = sse(r.body);
+  ASSERT_GE(events.size(), 4u);
+  std::string text;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].second["sequence_number"], i) << events[i].second;
+    if (events[i].second["type"] == "response.output_text.delta") text += events[i].second["delta"];
+  }
+  EXPECT_EQ(events.front().second["type"], "response.created");
+  EXPECT_EQ(events[1].second["type"], "response.in_progress");
+  const json& last = events.back().second;
+  EXPECT_EQ(last["type"], "response.incomplete");
+  EXPECT_EQ(text, whole["output"][0]["content"][0]["text"]);
+  EXPECT_EQ(last["response"]["output"], json::array({[&] {
+              json item = whole["output"][0];
+              item["id"] = last["response"]["output"][0]["id"];
+              return item;
+            }()}));
+  EXPECT_EQ(last["response"]["usage"]["output_tokens"], whole["usage"]["output_tokens"]);
+}
+
+TEST_F(AgentProtocols, MessagesStreamEqualsTheMessage) {
+  const json req = {{"model", "test-model"}, {"max_tokens", 12}, {"temperature", 0},
+                    {"system", json::array({{{"type", "text"}, {"text", "Tell a story."},
+                                             {"cache_control", {{"type", "ephemeral"}}}}})},
+                    {"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", kPrompt}}}}}}}};
+  const json whole = post("/v1/messages", req);
+  json s = req;
+  s["stream"] = true;
+  const HttpResponse r = post_raw("/v1/messages", s);
+  ASSERT_EQ(r.status, 200);
+  const auto events = sse(r.body);
+  ASSERT_GE(events.size(), 6u);
+  EXPECT_EQ(events.front().first, "message_start");
+  EXPECT_EQ(events.back().first, "message_stop");
+  std::string text;
+  json delta;
+  for (const auto& [name, data] : events) {
+    EXPECT_EQ(data["type"], name);  // the event line names the data's type
+    if (name == "content_block_delta") text += data["delta"]["text"].get<std::string>();
+    if (name == "message_delta") delta = data;
+  }
+  EXPECT_EQ(text, whole["content"][0]["text"]);
+  EXPECT_EQ(delta["delta"]["stop_reason"], whole["stop_reason"]);
+  EXPECT_EQ(delta["usage"]["output_tokens"], whole["usage"]["output_tokens"]);
+  // count_tokens: the same prompt's size (input_tokens + what was read from the cache).
+  json count = req;
+  count.erase("max_tokens");
+  count.erase("temperature");
+  const json n = post("/v1/messages/count_tokens", count);
+  EXPECT_EQ(n["input_tokens"].get<int64_t>(), whole["usage"]["input_tokens"].get<int64_t>() +
+                                                  whole["usage"]["cache_read_input_tokens"].get<int64_t>());
+}
+
+TEST_F(AgentProtocols, PreviousResponseIdContinuesWithTheCachedPrefix) {
+  const json first = post("/v1/responses", {{"input", kPrompt}, {"max_output_tokens", 8}, {"temperature", 0}});
+  const int64_t first_input = first["usage"]["input_tokens"];
+  const json second = post("/v1/responses", {{"input", "What happened next?"},
+                                             {"previous_response_id", first["id"]},
+                                             {"max_output_tokens", 8}, {"temperature", 0}});
+  EXPECT_EQ(second["previous_response_id"], first["id"]);
+  // The prefix cache keeps whole blocks (16 tokens): at least the first
+  // turn's input but its last partial block is reused.
+  EXPECT_GE(second["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), first_input - 16);
+  EXPECT_GT(second["usage"]["input_tokens"].get<int64_t>(), first_input);
+  // The stored response, its input items, and deletion.
+  HttpClient c("127.0.0.1", server_->port());
+  const HttpResponse got = c.get("/v1/responses/" + first["id"].get<std::string>());
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(json::parse(got.body)["output"], first["output"]);
+  const HttpResponse items = c.get("/v1/responses/" + first["id"].get<std::string>() + "/input_items");
+  EXPECT_EQ(json::parse(items.body)["data"][0]["content"][0]["text"], kPrompt);
+  EXPECT_EQ(c.request("DELETE", "/v1/responses/" + first["id"].get<std::string>()).status, 200);
+  EXPECT_EQ(openai_error(c.get("/v1/responses/" + first["id"].get<std::string>()), 404)["code"], "not_found");
+  // store: false keeps nothing.
+  const json unstored = post("/v1/responses", {{"input", "Hi"}, {"max_output_tokens", 2}, {"store", false}});
+  EXPECT_EQ(c.get("/v1/responses/" + unstored["id"].get<std::string>()).status, 404);
+}
+
+TEST_F(AgentProtocols, ForcedToolCallsThroughResponsesAndMessages) {
+  const json schema = {{"type", "object"}, {"properties", {{"city", {{"type", "string"}, {"maxLength", 8}}}}},
+                       {"required", {"city"}}};
+  const json resp = post("/v1/responses", {{"input", "Weather in Paris?"},
+                                           {"tool_choice", {{"type", "function"}, {"name", "get_weather"}}},
+                                           {"max_output_tokens", 200}, {"temperature", 0},
+                                           {"tools", {{{"type", "function"}, {"name", "get_weather"}, {"parameters", schema}},
+                                                      {{"type", "web_search"}}}}});
+  // A named choice: exactly one call of that tool (not calls repeated until max_output_tokens).
+  ASSERT_EQ(resp["output"].size(), 1u) << resp.dump();
+  ASSERT_EQ(resp["output"].back()["type"], "function_call") << resp.dump();
+  EXPECT_EQ(resp["status"], "completed");
+  const json call = resp["output"].back();
+  EXPECT_EQ(call["name"], "get_weather");
+  EXPECT_EQ(call["status"], "completed");
+  EXPECT_TRUE(json::parse(call["arguments"].get<std::string>()).contains("city"));
+  EXPECT_EQ(resp["metadata"]["nexus_dropped_tools"], "web_search");  // a hosted tool is left out, and said so
+  // The call's output continues the stored response.
+  const json next = post("/v1/responses", {{"previous_response_id", resp["id"]}, {"max_output_tokens", 4},
+                                           {"input", {{{"type", "function_call_output"}, {"call_id", call["call_id"]},
+                                                       {"output", "21 C"}}}}});
+  EXPECT_EQ(next["object"], "response");
+
+  const json msg = post("/v1/messages", {{"model", "test-model"}, {"max_tokens", 200}, {"temperature", 0},
+                                         {"tool_choice", {{"type", "any"}, {"disable_parallel_tool_use", true}}},
+                                         {"tools", {{{"name", "get_weather"}, {"input_schema", schema}}}},
+                                         {"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}}});
+  EXPECT_EQ(msg["stop_reason"], "tool_use") << msg.dump();
+  EXPECT_EQ(msg["content"].size(), 1u) << msg.dump();
+  const json use = msg["content"].back();
+  ASSERT_EQ(use["type"], "tool_use");
+  EXPECT_TRUE(use["input"].is_object() && use["input"].contains("city"));
+  const json after = post("/v1/messages",
+                          {{"model", "test-model"}, {"max_tokens", 4},
+                           {"tools", {{{"name", "get_weather"}, {"input_schema", schema}}}},
+                           {"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}},
+                                         {{"role", "assistant"}, {"content", msg["content"]}},
+                                         {{"role", "user"}, {"content", {{{"type", "tool_result"},
+                                                                          {"tool_use_id", use["id"]},
+                                                                          {"content", "21 C"}}}}}}}});
+  EXPECT_EQ(after["type"], "message");
+}
+
+TEST_F(AgentProtocols, BadInputIsRefusedInEachProtocolsShapeAndTheServerGoesOn) {
+  // Responses: OpenAI's shape, param naming the field.
+  EXPECT_EQ(openai_error(post_raw("/v1/responses", {{"input", {{{"type", "reasoning"}, {"summary", json::array()}}}}}),
+                         400)["param"], "input[0].type");
+  EXPECT_EQ(openai_error(post_raw("/v1/responses", {{"input", {{{"type", "function_call_output"}, {"call_id", "nope"},
+                                                                {"output", "x"}}}}}),
+                         400)["param"], "input[0].call_id");
+  const json unknown = openai_error(post_raw("/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_x"}}), 400);
+  EXPECT_EQ(unknown["code"], "previous_response_not_found");
+  EXPECT_EQ(openai_error(post_raw("/v1/responses", {{"input", {{{"role", "user"}, {"content",
+                                                                  {{{"type", "input_image"}, {"image_url", "x"}}}}}}}}),
+                         400)["param"], "input[0].content[0].type");
+  EXPECT_EQ(openai_error(post_raw("/v1/responses", {{"input", "x"}, {"bogus", 1}}), 400)["param"], "bogus");
+  EXPECT_EQ(openai_error(post_raw("/v1/responses", {{"input", "x"}, {"generate", false}}), 400)["param"], "generate");
+  // Messages: Anthropic's shape.
+  const json base = {{"model", "test-model"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+  EXPECT_EQ(anthropic_error(post_raw("/v1/messages", base), 400), "invalid_request_error");  // max_tokens missing
+  json image = base;
+  image["max_tokens"] = 4;
+  image["messages"][0]["content"] = {{{"type", "image"}, {"source", {{"type", "base64"}}}}};
+  const HttpResponse ri = post_raw("/v1/messages", image);
+  EXPECT_EQ(anthropic_error(ri, 400), "invalid_request_error");
+  EXPECT_NE(ri.body.find("messages[0].content[0]"), std::string::npos) << ri.body;
+  json orphan = base;
+  orphan["max_tokens"] = 4;
+  orphan["messages"][0]["content"] = {{{"type", "tool_result"}, {"tool_use_id", "toolu_x"}, {"content", "1"}}};
+  EXPECT_EQ(anthropic_error(post_raw("/v1/messages", orphan), 400), "invalid_request_error");
+  HttpClient c("127.0.0.1", server_->port());
+  EXPECT_EQ(anthropic_error(c.post("/v1/messages", "{not json"), 400), "invalid_request_error");
+  EXPECT_EQ(anthropic_error(c.request("GET", "/v1/messages"), 405), "invalid_request_error");
+  // A body over the limit: 413 in the path's shape.
+  const std::string big(2 << 20, 'a');
+  HttpClient c2("127.0.0.1", server_->port());
+  EXPECT_EQ(anthropic_error(c2.post("/v1/messages", json{{"model", "m"}, {"max_tokens", 1}, {"system", big}}.dump()), 413),
+            "request_too_large");
+  HttpClient c3("127.0.0.1", server_->port());
+  EXPECT_EQ(openai_error(c3.post("/v1/responses", json{{"input", big}}.dump()), 413)["code"], "request_too_large");
+  // And the server goes on.
+  EXPECT_EQ(post("/v1/responses", {{"input", "Hi"}, {"max_output_tokens", 2}})["object"], "response");
+  EXPECT_EQ(post("/v1/messages", {{"model", "test-model"}, {"max_tokens", 2},
+                                  {"messages", {{{"role", "user"}, {"content", "Hi"}}}}})["type"], "message");
+}
+
+TEST(ResponseStore, KeepsTheMostRecentlyUsedWithinItsBudget) {
+  server::ResponseStore store(4096);
+  const auto entry = [](size_t text_bytes) {
+    server::StoredResponse r;
+    r.response = {{"id", "x"}};
+    r.transcript.push_back({"user", std::string(text_bytes, 'a'), nullptr, "", ""});
+    return r;
+  };
+  store.put("a", entry(1000));
+  store.put("b", entry(1000));
+  store.put("c", entry(1000));
+  ASSERT_NE(store.get("a"), nullptr);  // now the most recent: b goes first
+  store.put("d", entry(1000));
+  EXPECT_LE(store.bytes(), 4096u);
+  EXPECT_NE(store.get("a"), nullptr);
+  EXPECT_EQ(store.get("b"), nullptr);
+  EXPECT_NE(store.get("d"), nullptr);
+  store.put("huge", entry(10000));  // larger than the whole budget: not kept
+  EXPECT_EQ(store.get("huge"), nullptr);
+  EXPECT_TRUE(store.erase("a"));
+  EXPECT_FALSE(store.erase("a"));
+}
+
+}  // namespace
