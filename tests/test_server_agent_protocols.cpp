@@ -78,6 +78,27 @@ TEST_F(AgentProtocols, SameConversationSameTokensThroughEveryProtocol) {
   EXPECT_EQ(msg["stop_reason"], "max_tokens");
 }
 
+// Tools under "auto" reach the prompt the same way in every protocol (the
+// plain template gets them explained in a system message).
+TEST_F(AgentProtocols, ToolsReachThePromptAlikeInEveryProtocol) {
+  const json schema = {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}};
+  const json user = {{"role", "user"}, {"content", "Weather in Paris?"}};
+  const json chat = post("/v1/chat/completions",
+                         {{"messages", {user}}, {"max_tokens", 1},
+                          {"tools", {{{"type", "function"},
+                                      {"function", {{"name", "get_weather"}, {"parameters", schema}}}}}}});
+  const json resp = post("/v1/responses", {{"input", "Weather in Paris?"}, {"max_output_tokens", 1},
+                                           {"tools", {{{"type", "function"}, {"name", "get_weather"},
+                                                       {"parameters", schema}}}}});
+  const json count = post("/v1/messages/count_tokens",
+                          {{"model", "test-model"}, {"messages", {user}},
+                           {"tools", {{{"name", "get_weather"}, {"input_schema", schema}}}}});
+  const json bare = post("/v1/chat/completions", {{"messages", {user}}, {"max_tokens", 1}});
+  EXPECT_GT(chat["usage"]["prompt_tokens"], bare["usage"]["prompt_tokens"]);
+  EXPECT_EQ(resp["usage"]["input_tokens"], chat["usage"]["prompt_tokens"]);
+  EXPECT_EQ(count["input_tokens"], chat["usage"]["prompt_tokens"]);
+}
+
 TEST_F(AgentProtocols, ResponsesStreamEqualsTheResponseObject) {
   const json req = {{"input", kPrompt}, {"max_output_tokens", 12}, {"temperature", 0}};
   const json whole = post("/v1/responses", req);

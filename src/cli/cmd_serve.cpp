@@ -62,6 +62,7 @@ struct ServeArgs {
   double drain_timeout = 10;  // seconds
   double drain_grace = 1;     // seconds
   int max_connections = 0;    // 0 = from RLIMIT_NOFILE
+  int body_limit_mib = 1;     // --body-limit-mib
   double idle_timeout = 60, header_timeout = 30, body_timeout = 60;  // seconds
   int max_json_depth = kDefaultMaxJsonDepth;  // util/json_depth.h
   std::string spec = "off";   // speculative decoding proposer: off | ngram
@@ -223,6 +224,7 @@ int serve(ServeArgs& a) {
   opts.io_threads = a.io_threads;
   opts.cors_allow_origins = a.cors_allow_origins;
   opts.max_connections = a.max_connections;
+  opts.body_limit = static_cast<size_t>(a.body_limit_mib) << 20;
   auto ms = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); };
   opts.idle_timeout = ms(a.idle_timeout);
   opts.header_timeout = ms(a.header_timeout);
@@ -298,6 +300,11 @@ std::function<int()> setup(CLI::App& sub) {
                  "/metrics answers); at most --drain-timeout")
       ->capture_default_str()
       ->check(range(0.0, 3600.0));
+  sub.add_option("--body-limit-mib", a->body_limit_mib,
+                 "MiB a request body (and a realtime message) may hold; beyond it 413. Agents over HTTP send "
+                 "the whole conversation every turn")
+      ->capture_default_str()
+      ->check(range(1, 1024));
   sub.add_option("--max-connections", a->max_connections,
                  "open connections (HTTP and realtime) at most; beyond it 503 too_many_connections; "
                  "0 = the descriptor limit (RLIMIT_NOFILE, raised to its hard limit up to 65536) less 64")

@@ -6,6 +6,7 @@
 
 #include "grammar/json_schema.h"
 #include "server/api_error.h"
+#include "server/core/request_fields.h"
 #include "util/error.h"
 #include "util/json_depth.h"
 
@@ -15,25 +16,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-const char* kind(const ojson& v) {
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number()) return "a number";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
-ApiError wrong_type(const std::string& name, const char* expected, const ojson& got) {
-  return bad_request(fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected, kind(got)),
-                     name, "invalid_type");
-}
-
-const ojson* member(const ojson& obj, const char* name) {
-  auto it = obj.find(name);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 void refuse_unknown_keys(const ojson& obj, const std::string& where, std::initializer_list<const char*> known) {
   for (const auto& item : obj.items()) {
@@ -52,21 +34,21 @@ bool valid_name(const std::string& n) {
 
 ToolDefinition parse_tool(const ojson& t, size_t i) {
   const std::string where = fmt::format("tools[{}]", i);
-  if (!t.is_object()) throw wrong_type(where, "an object", t);
+  if (!t.is_object()) throw type_error(where, "an object", t);
   refuse_unknown_keys(t, where, {"type", "function"});
-  const ojson* type = member(t, "type");
+  const ojson* type = field(t, "type");
   if (!type || !type->is_string() || type->get<std::string>() != "function")
     throw bad_request(fmt::format("Invalid '{}.type': only \"function\" tools are supported.", where), where + ".type",
                       "invalid_value");
-  const ojson* f = member(t, "function");
+  const ojson* f = field(t, "function");
   if (!f) throw bad_request(fmt::format("Missing required parameter: '{}.function'.", where), where + ".function",
                             "missing_required_parameter");
-  if (!f->is_object()) throw wrong_type(where + ".function", "an object", *f);
+  if (!f->is_object()) throw type_error(where + ".function", "an object", *f);
   const std::string fw = where + ".function";
   refuse_unknown_keys(*f, fw, {"name", "description", "parameters", "strict"});
-  if (const ojson* strict = member(*f, "strict"); strict && !strict->is_boolean())
-    throw wrong_type(fw + ".strict", "a boolean", *strict);
-  return checked_tool(member(*f, "name"), member(*f, "description"), member(*f, "parameters"), fw, "parameters");
+  if (const ojson* strict = field(*f, "strict"); strict && !strict->is_boolean())
+    throw type_error(fw + ".strict", "a boolean", *strict);
+  return checked_tool(field(*f, "name"), field(*f, "description"), field(*f, "parameters"), fw, "parameters");
 }
 
 void parse_choice(const ojson& c, ToolRequest& r, bool has_grammar) {
@@ -80,16 +62,16 @@ void parse_choice(const ojson& c, ToolRequest& r, bool has_grammar) {
                                     "naming a function.", printable(s)),
                         "tool_choice", "invalid_value");
   } else if (c.is_object()) {
-    const ojson* type = member(c, "type");
-    const ojson* f = member(c, "function");
-    const ojson* name = f && f->is_object() ? member(*f, "name") : nullptr;
+    const ojson* type = field(c, "type");
+    const ojson* f = field(c, "function");
+    const ojson* name = f && f->is_object() ? field(*f, "name") : nullptr;
     if (!type || !type->is_string() || type->get<std::string>() != "function" || !name || !name->is_string())
       throw bad_request("Invalid 'tool_choice': expected {\"type\": \"function\", \"function\": {\"name\": ...}}.",
                         "tool_choice", "invalid_value");
     r.choice = ToolChoice::Named;
     r.named = name->get<std::string>();
   } else {
-    throw wrong_type("tool_choice", "a string or an object", c);
+    throw type_error("tool_choice", "a string or an object", c);
   }
   check_choice(r, has_grammar, "tool_choice");
 }
@@ -101,18 +83,18 @@ ToolDefinition checked_tool(const ojson* name, const ojson* description, const o
   ToolDefinition d;
   if (!name) throw bad_request(fmt::format("Missing required parameter: '{}.name'.", where), where + ".name",
                                "missing_required_parameter");
-  if (!name->is_string()) throw wrong_type(where + ".name", "a string", *name);
+  if (!name->is_string()) throw type_error(where + ".name", "a string", *name);
   d.name = name->get<std::string>();
   if (!valid_name(d.name))
     throw bad_request(fmt::format("Invalid '{}.name': '{}' does not match ^[a-zA-Z0-9_-]{{1,64}}$.", where,
                                   printable(d.name)),
                       where + ".name", "invalid_value");
   if (description) {
-    if (!description->is_string()) throw wrong_type(where + ".description", "a string", *description);
+    if (!description->is_string()) throw type_error(where + ".description", "a string", *description);
     d.description = description->get<std::string>();
   }
   const std::string pw = where + "." + parameters_key;
-  if (parameters && !parameters->is_object()) throw wrong_type(pw, "an object (a JSON schema)", *parameters);
+  if (parameters && !parameters->is_object()) throw type_error(pw, "an object (a JSON schema)", *parameters);
   d.parameters = parameters ? *parameters : ojson{{"type", "object"}, {"properties", ojson::object()}};
   if (!compile) return d;
   try {
@@ -159,8 +141,8 @@ ToolRequest parse_tools(const nlohmann::json& body, std::string_view raw, bool h
   const auto present = [&](const char* k) { return body.contains(k) && !body.at(k).is_null(); };
   if (!present("tools") && !present("tool_choice") && !present("parallel_tool_calls")) return r;
   const ojson doc = parse_json_bounded<ojson>(raw);  // parsed once already (openai_request.cpp): cannot fail
-  if (const ojson* tools = member(doc, "tools")) {
-    if (!tools->is_array()) throw wrong_type("tools", "an array", *tools);
+  if (const ojson* tools = field(doc, "tools")) {
+    if (!tools->is_array()) throw type_error("tools", "an array", *tools);
     for (size_t i = 0; i < tools->size(); ++i)
       add_tool(r, parse_tool((*tools)[i], i), fmt::format("tools[{}].function", i));
     if (!r.tools.empty()) {
@@ -168,9 +150,9 @@ ToolRequest parse_tools(const nlohmann::json& body, std::string_view raw, bool h
       r.choice = ToolChoice::Auto;
     }
   }
-  if (const ojson* c = member(doc, "tool_choice")) parse_choice(*c, r, has_grammar);
-  if (const ojson* p = member(doc, "parallel_tool_calls")) {
-    if (!p->is_boolean()) throw wrong_type("parallel_tool_calls", "a boolean", *p);
+  if (const ojson* c = field(doc, "tool_choice")) parse_choice(*c, r, has_grammar);
+  if (const ojson* p = field(doc, "parallel_tool_calls")) {
+    if (!p->is_boolean()) throw type_error("parallel_tool_calls", "a boolean", *p);
     r.parallel = p->get<bool>();
   }
   if (r.choice == ToolChoice::None) r.template_tools = nullptr;  // none: the model is not told about them

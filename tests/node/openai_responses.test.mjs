@@ -156,6 +156,9 @@ try {
       model: id,
       previous_response_id: callResponse.id,
       input: [{ type: 'function_call_output', call_id: call.call_id, output: '{"temperature": 21}' }],
+      // Tools are not carried over by previous_response_id (OpenAI's rule):
+      // an agent sends them every time, and the prompt's prefix is then the same.
+      tools: [weatherTool],
       max_output_tokens: 16,
       temperature: 0,
     });

@@ -17,17 +17,12 @@ namespace {
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
-const ojson* ofield(const ojson& obj, const char* name) {
-  auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
 ApiError missing(const std::string& param) {
   return bad_request(fmt::format("Missing required parameter: '{}'.", param), param, "missing_required_parameter");
 }
 
 std::string string_at(const ojson& obj, const char* name, const std::string& where) {
-  const ojson* v = ofield(obj, name);
+  const ojson* v = field(obj, name);
   if (!v) throw missing(where + "." + name);
   if (!v->is_string()) throw type_error(where + "." + name, "a string", *v);
   return v->get<std::string>();
@@ -49,7 +44,8 @@ std::string text_of(const ojson& v, const std::string& where) {
       throw bad_request(fmt::format("Invalid '{}.type': '{}' is not supported here; expected text.", bw,
                                     printable(type)),
                         bw + ".type", "invalid_value");
-    out += (out.empty() ? "" : "\n") + string_at(v[i], "text", bw);
+    if (!out.empty()) out += '\n';
+    out += string_at(v[i], "text", bw);
   }
   return out;
 }
@@ -64,7 +60,7 @@ void parse_message(const ojson& m, size_t i, std::vector<ChatMessage>& out,
   if (role != "user" && role != "assistant" && role != "system")
     throw bad_request(fmt::format("Invalid '{}.role': '{}' is not one of user, assistant.", where, printable(role)),
                       where + ".role", "invalid_value");
-  const ojson* content = ofield(m, "content");
+  const ojson* content = field(m, "content");
   if (!content) throw missing(where + ".content");
   if (content->is_string() || role == "system") {
     out.push_back({role, text_of(*content, where + ".content"), nullptr, "", ""});
@@ -79,14 +75,15 @@ void parse_message(const ojson& m, size_t i, std::vector<ChatMessage>& out,
     if (!b.is_object()) throw type_error(bw, "an object", b);
     const std::string type = string_at(b, "type", bw);
     if (type == "text") {
-      msg.content += (msg.content.empty() ? "" : "\n") + string_at(b, "text", bw);
+      if (!msg.content.empty()) msg.content += '\n';
+      msg.content += string_at(b, "text", bw);
     } else if (type == "tool_use") {
       if (role != "assistant")
         throw bad_request(fmt::format("Invalid '{}': tool_use blocks belong to assistant messages.", bw), bw + ".type",
                           "invalid_value");
       const std::string id = string_at(b, "id", bw);
       const std::string name = string_at(b, "name", bw);
-      const ojson* input = ofield(b, "input");
+      const ojson* input = field(b, "input");
       if (input && !input->is_object()) throw type_error(bw + ".input", "an object", *input);
       calls[id] = name;
       if (!msg.tool_calls.is_array()) msg.tool_calls = ojson::array();
@@ -102,9 +99,9 @@ void parse_message(const ojson& m, size_t i, std::vector<ChatMessage>& out,
         throw bad_request(fmt::format("Invalid '{}.tool_use_id': no earlier tool_use block has id '{}'.", bw,
                                       printable(id)),
                           bw + ".tool_use_id", "invalid_value");
-      const ojson* c = ofield(b, "content");
+      const ojson* c = field(b, "content");
       std::string text = c ? text_of(*c, bw + ".content") : std::string();
-      if (const ojson* err = ofield(b, "is_error"); err && err->is_boolean() && err->get<bool>())
+      if (const ojson* err = field(b, "is_error"); err && err->is_boolean() && err->get<bool>())
         text = "Error: " + text;
       results.push_back({"tool", std::move(text), nullptr, id, issued->second});
     } else if (type == "thinking" || type == "redacted_thinking") {
@@ -128,26 +125,26 @@ bool server_tool(const std::string& type) {
 
 void parse_tools(const ojson& doc, ApiRequest& r) {
   ToolRequest& tr = r.tool_use;
-  if (const ojson* tools = ofield(doc, "tools")) {
+  if (const ojson* tools = field(doc, "tools")) {
     if (!tools->is_array()) throw type_error("tools", "an array", *tools);
     for (size_t i = 0; i < tools->size(); ++i) {
       const ojson& t = (*tools)[i];
       const std::string where = fmt::format("tools[{}]", i);
       if (!t.is_object()) throw type_error(where, "an object", t);
-      if (const ojson* type = ofield(t, "type")) {
+      if (const ojson* type = field(t, "type")) {
         if (!type->is_string()) throw type_error(where + ".type", "a string", *type);
         if (server_tool(type->get<std::string>())) continue;
       }
-      if (const ojson* d = ofield(t, "defer_loading"); d && d->is_boolean() && d->get<bool>()) continue;
-      const ojson* schema = ofield(t, "input_schema");
+      if (const ojson* d = field(t, "defer_loading"); d && d->is_boolean() && d->get<bool>()) continue;
+      const ojson* schema = field(t, "input_schema");
       if (!schema) throw missing(where + ".input_schema");
-      add_tool(tr, checked_tool(ofield(t, "name"), ofield(t, "description"), schema, where, "input_schema",
+      add_tool(tr, checked_tool(field(t, "name"), field(t, "description"), schema, where, "input_schema",
                                 /*compile=*/false),
                where);
     }
     if (!tr.tools.empty()) tr.choice = ToolChoice::Auto;
   }
-  if (const ojson* c = ofield(doc, "tool_choice")) {
+  if (const ojson* c = field(doc, "tool_choice")) {
     if (!c->is_object()) throw type_error("tool_choice", "an object", *c);
     const std::string type = string_at(*c, "type", "tool_choice");
     if (type == "auto") tr.choice = tr.tools.empty() ? ToolChoice::None : ToolChoice::Auto;
@@ -161,13 +158,16 @@ void parse_tools(const ojson& doc, ApiRequest& r) {
                                     printable(type)),
                         "tool_choice.type", "invalid_value");
     }
-    if (const ojson* d = ofield(*c, "disable_parallel_tool_use")) {
+    if (const ojson* d = field(*c, "disable_parallel_tool_use")) {
       if (!d->is_boolean()) throw type_error("tool_choice.disable_parallel_tool_use", "a boolean", *d);
       tr.parallel = !d->get<bool>();
     }
   }
   check_choice(tr, false, "tool_choice");
-  r.tools = tr.active() ? template_tools(tr.tools) : ojson();
+  // The template's list (and, for a template without tool support, the
+  // system message explaining them: tool_calls/request.h) reads template_tools.
+  tr.template_tools = tr.active() ? template_tools(tr.tools) : ojson();
+  r.tools = tr.template_tools;
 }
 
 bool accepted_field(const std::string& k) {
@@ -216,8 +216,8 @@ ApiRequest parse_messages_request(std::string_view body, const MessagesParseOpti
   for (const char* name : {"metadata", "thinking"})
     if (const json* v = field(doc, name); v && !v->is_object()) throw type_error(name, "an object", *v);
 
-  if (const ojson* system = ofield(odoc, "system")) r.messages.push_back({"system", text_of(*system, "system"), nullptr, "", ""});
-  const ojson* messages = ofield(odoc, "messages");
+  if (const ojson* system = field(odoc, "system")) r.messages.push_back({"system", text_of(*system, "system"), nullptr, "", ""});
+  const ojson* messages = field(odoc, "messages");
   if (!messages) throw missing("messages");
   if (!messages->is_array()) throw type_error("messages", "an array", *messages);
   if (messages->empty()) throw bad_request("Invalid 'messages': at least one message is required.", "messages", "invalid_value");

@@ -45,6 +45,12 @@ const json* field(const json& obj, const char* name) {
   return &*it;
 }
 
+const nlohmann::ordered_json* field(const nlohmann::ordered_json& obj, const char* name) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
 std::optional<double> get_number(const json& obj, const char* name, double lo, double hi) {
   const json* v = field(obj, name);
   if (!v) return std::nullopt;

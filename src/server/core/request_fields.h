@@ -26,6 +26,7 @@ ApiError type_error(const std::string& name, const char* expected, const nlohman
 
 // The field, or nullptr when absent or null.
 const nlohmann::json* field(const nlohmann::json& obj, const char* name);
+const nlohmann::ordered_json* field(const nlohmann::ordered_json& obj, const char* name);
 
 // A number in [lo, hi] (400 invalid_value outside; NaN never passes).
 std::optional<double> get_number(const nlohmann::json& obj, const char* name, double lo, double hi);

@@ -65,13 +65,8 @@ std::string content_text(const ojson& content, const std::string& where) {
   return text;
 }
 
-const ojson* ofield(const ojson& obj, const char* name) {
-  auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
 std::string required_string(const ojson& obj, const char* name, const std::string& where) {
-  const ojson* v = ofield(obj, name);
+  const ojson* v = field(obj, name);
   if (!v)
     throw bad_request(fmt::format("Missing required parameter: '{}.{}'.", where, name), where + "." + name,
                       "missing_required_parameter");
@@ -95,7 +90,7 @@ void parse_items(const ojson& input, std::vector<ChatMessage>& out, std::map<std
     const std::string where = fmt::format("input[{}]", i);
     if (!item.is_object()) throw type_error(where, "an object", item);
     std::string type = "message";
-    if (const ojson* t = ofield(item, "type")) {
+    if (const ojson* t = field(item, "type")) {
       if (!t->is_string()) throw type_error(where + ".type", "a string", *t);
       type = t->get<std::string>();
     }
@@ -105,7 +100,7 @@ void parse_items(const ojson& input, std::vector<ChatMessage>& out, std::map<std
       if (role == "developer") role = "system";
       if (role != "system" && role != "user" && role != "assistant")
         throw unknown_value(where + ".role", "the role", role, "system, developer, user or assistant");
-      const ojson* content = ofield(item, "content");
+      const ojson* content = field(item, "content");
       if (!content)
         throw bad_request(fmt::format("Missing required parameter: '{}.content'.", where), where + ".content",
                           "missing_required_parameter");
@@ -127,7 +122,7 @@ void parse_items(const ojson& input, std::vector<ChatMessage>& out, std::map<std
         throw bad_request(fmt::format("No tool call found for function call output with call_id '{}'.",
                                       printable(call_id)),
                           where + ".call_id", "invalid_value");
-      const ojson* output = ofield(item, "output");
+      const ojson* output = field(item, "output");
       if (!output)
         throw bad_request(fmt::format("Missing required parameter: '{}.output'.", where), where + ".output",
                           "missing_required_parameter");
@@ -145,23 +140,23 @@ void parse_function_tool(const ojson& t, const std::string& where, ResponsesRequ
       throw bad_request(fmt::format("Unrecognized parameter: '{}.{}'.", where, printable(k)), where + "." + k,
                         "unknown_parameter");
   }
-  if (const ojson* strict = ofield(t, "strict"); strict && !strict->is_boolean())
+  if (const ojson* strict = field(t, "strict"); strict && !strict->is_boolean())
     throw type_error(where + ".strict", "a boolean", *strict);
   add_tool(r.conversation.tool_use,
-           checked_tool(ofield(t, "name"), ofield(t, "description"), ofield(t, "parameters"), where, "parameters",
+           checked_tool(field(t, "name"), field(t, "description"), field(t, "parameters"), where, "parameters",
                         /*compile=*/false),
            where);
 }
 
 void parse_tools(const ojson& doc, ResponsesRequest& r, bool strict_tools) {
   ToolRequest& tr = r.conversation.tool_use;
-  if (const ojson* tools = ofield(doc, "tools")) {
+  if (const ojson* tools = field(doc, "tools")) {
     if (!tools->is_array()) throw type_error("tools", "an array", *tools);
     for (size_t i = 0; i < tools->size(); ++i) {
       const ojson& t = (*tools)[i];
       const std::string where = fmt::format("tools[{}]", i);
       if (!t.is_object()) throw type_error(where, "an object", t);
-      const ojson* type = ofield(t, "type");
+      const ojson* type = field(t, "type");
       if (!type || !type->is_string())
         throw bad_request(fmt::format("Missing required parameter: '{}.type'.", where), where + ".type",
                           "missing_required_parameter");
@@ -170,7 +165,7 @@ void parse_tools(const ojson& doc, ResponsesRequest& r, bool strict_tools) {
         parse_function_tool(t, where, r);
         r.tools_echo.push_back(t);
       } else if (ty == "namespace") {
-        const ojson* inner = ofield(t, "tools");
+        const ojson* inner = field(t, "tools");
         if (!inner || !inner->is_array())
           throw type_error(where + ".tools", "an array of function tools", inner ? *inner : ojson());
         for (size_t j = 0; j < inner->size(); ++j) {
@@ -191,7 +186,7 @@ void parse_tools(const ojson& doc, ResponsesRequest& r, bool strict_tools) {
     }
     if (!tr.tools.empty()) tr.choice = ToolChoice::Auto;
   }
-  if (const ojson* c = ofield(doc, "tool_choice")) {
+  if (const ojson* c = field(doc, "tool_choice")) {
     r.tool_choice = json::parse(c->dump());
     if (c->is_string()) {
       const std::string s = c->get<std::string>();
@@ -200,8 +195,8 @@ void parse_tools(const ojson& doc, ResponsesRequest& r, bool strict_tools) {
       else if (s == "required") tr.choice = ToolChoice::Required;
       else throw unknown_value("tool_choice", "the mode", s, "none, auto, required or {\"type\": \"function\", \"name\"}");
     } else if (c->is_object()) {
-      const ojson* type = ofield(*c, "type");
-      const ojson* name = ofield(*c, "name");
+      const ojson* type = field(*c, "type");
+      const ojson* name = field(*c, "name");
       if (!type || !type->is_string() || type->get<std::string>() != "function" || !name || !name->is_string())
         throw bad_request("Invalid 'tool_choice': expected {\"type\": \"function\", \"name\": ...}; hosted tool "
                           "choices are not supported.", "tool_choice", "invalid_value");
@@ -211,23 +206,26 @@ void parse_tools(const ojson& doc, ResponsesRequest& r, bool strict_tools) {
       throw type_error("tool_choice", "a string or an object", *c);
     }
   }
-  if (const ojson* p = ofield(doc, "parallel_tool_calls")) {
+  if (const ojson* p = field(doc, "parallel_tool_calls")) {
     if (!p->is_boolean()) throw type_error("parallel_tool_calls", "a boolean", *p);
     tr.parallel = p->get<bool>();
   }
   check_choice(tr, r.conversation.grammar != nullptr, "tool_choice");
-  r.conversation.tools = tr.active() ? template_tools(tr.tools) : ojson();
+  // The template's list (and, for a template without tool support, the
+  // system message explaining them: tool_calls/request.h) reads template_tools.
+  tr.template_tools = tr.active() ? template_tools(tr.tools) : ojson();
+  r.conversation.tools = tr.template_tools;
 }
 
 void parse_text_format(const ojson& doc, ResponsesRequest& r) {
-  const ojson* text = ofield(doc, "text");
+  const ojson* text = field(doc, "text");
   if (!text) return;
   if (!text->is_object()) throw type_error("text", "an object", *text);
   for (const auto& kv : text->items())
     if (kv.key() != "format" && kv.key() != "verbosity")
       throw bad_request(fmt::format("Unrecognized parameter: 'text.{}'.", printable(kv.key())), "text." + kv.key(),
                         "unknown_parameter");
-  const ojson* f = ofield(*text, "format");
+  const ojson* f = field(*text, "format");
   if (!f) return;
   if (!f->is_object()) throw type_error("text.format", "an object", *f);
   const std::string type = required_string(*f, "type", "text.format");
@@ -239,9 +237,9 @@ void parse_text_format(const ojson& doc, ResponsesRequest& r) {
     return;
   }
   if (type != "json_schema") throw unknown_value("text.format.type", "the format", type, "text, json_object or json_schema");
-  if (const ojson* strict = ofield(*f, "strict"); strict && !strict->is_boolean())
+  if (const ojson* strict = field(*f, "strict"); strict && !strict->is_boolean())
     throw type_error("text.format.strict", "a boolean", *strict);
-  const ojson* schema = ofield(*f, "schema");
+  const ojson* schema = field(*f, "schema");
   if (!schema)
     throw bad_request("Missing required parameter: 'text.format.schema'.", "text.format.schema",
                       "missing_required_parameter");
@@ -315,7 +313,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const ResponseSt
       if (m.tool_calls.is_array())
         for (const auto& call : m.tool_calls) calls[call["id"].get<std::string>()] = call["function"]["name"];
   }
-  const ojson* input = ofield(odoc, "input");
+  const ojson* input = field(odoc, "input");
   if (!input) throw bad_request("Missing required parameter: 'input'.", "input", "missing_required_parameter");
   parse_items(*input, r.transcript, calls, r.input_items);
   if (r.transcript.empty()) throw bad_request("Invalid 'input': it holds no items.", "input", "invalid_value");
