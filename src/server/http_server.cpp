@@ -62,7 +62,7 @@ ServerContext::ServerContext(Backend& backend, HttpServerOptions o)
 
 size_t ServerContext::open_connections() const {
   std::lock_guard lock(mu);
-  const size_t n = sessions.size() + realtime_sessions.size();
+  const size_t n = sessions.size() + ws_sessions.size();
   // Refused connections (sending their 503) are bounded on their own.
   return n - std::min(n, static_cast<size_t>(std::max(0, refusing.load(std::memory_order_relaxed))));
 }
@@ -195,18 +195,18 @@ void HttpServer::stop() {
   closed.get_future().wait();
   s.ctx.stats->stop();  // its timer and streams
   std::vector<std::shared_ptr<HttpSession>> live;
-  std::vector<std::shared_ptr<RealtimeSession>> live_realtime;
+  std::vector<std::shared_ptr<WsSession>> live_realtime;
   {
     std::lock_guard lock(s.ctx.mu);
     for (auto& [ptr, weak] : s.ctx.sessions) {
       if (auto session = weak.lock()) live.push_back(std::move(session));
     }
-    for (auto& [ptr, weak] : s.ctx.realtime_sessions) {
+    for (auto& [ptr, weak] : s.ctx.ws_sessions) {
       if (auto session = weak.lock()) live_realtime.push_back(std::move(session));
     }
   }
   // Outside the lock: dropping the last reference runs ~HttpSession (or
-  // ~RealtimeSession), which takes ctx.mu.
+  // ~WsSession), which takes ctx.mu.
   for (auto& session : live) session->shutdown();
   for (auto& session : live_realtime) session->shutdown();
   live.clear();
@@ -216,7 +216,7 @@ void HttpServer::stop() {
     // own. Do not wait forever for one that is somehow stuck.
     std::unique_lock lock(s.ctx.mu);
     s.ctx.cv.wait_for(lock, std::chrono::seconds(2),
-                      [&s] { return s.ctx.sessions.empty() && s.ctx.realtime_sessions.empty(); });
+                      [&s] { return s.ctx.sessions.empty() && s.ctx.ws_sessions.empty(); });
   }
   // From here on no engine thread posts into (or holds a part of) ioc.
   s.ctx.gate->close();

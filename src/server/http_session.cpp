@@ -3,6 +3,7 @@
 #include "server/api_key.h"
 #include "server/core/protocol.h"
 #include "server/realtime_session.h"
+#include "server/responses/responses_ws_session.h"
 #include "server/request_dispatch.h"
 #include "server/request_framing.h"
 #include "server/sse.h"
@@ -310,20 +311,22 @@ void HttpSession::on_dispatched(Dispatch d) {
   if (closed_) return;
   head_ = d.head;
   cors_headers_ = std::move(d.cors);
-  if (std::holds_alternative<UpgradeToRealtime>(d.action)) return upgrade_to_realtime();
+  if (std::holds_alternative<UpgradeToRealtime>(d.action)) return upgrade<RealtimeSession>();
+  if (std::holds_alternative<UpgradeToResponses>(d.action)) return upgrade<ResponsesWsSession>();
   if (std::holds_alternative<StreamStats>(d.action)) return hand_to_stats_stream();
   if (auto* reply = std::get_if<HttpReply>(&d.action)) return send_reply(*reply);
   start_generation(std::move(std::get<PendingGeneration>(d.action)));
 }
 
-void HttpSession::upgrade_to_realtime() {
-  // The socket moves to a RealtimeSession (same strand); this session ends.
+template <class Session>
+void HttpSession::upgrade() {
+  // The socket moves to a WebSocket session (same strand); this session ends.
   // Bytes already read past the request stay behind: a client must not send
   // frames before the 101 response (RFC 6455, section 4.1).
   log_request(101);
   closed_ = true;
-  auto rt = std::make_shared<RealtimeSession>(stream_.release_socket(), ctx_);
-  rt->start(parser_->release());
+  auto ws = std::make_shared<Session>(stream_.release_socket(), ctx_);
+  ws->start(parser_->release());
 }
 
 void HttpSession::hand_to_stats_stream() {

@@ -47,7 +47,7 @@
 namespace nexus::server {
 
 class HttpSession;
-class RealtimeSession;
+class WsSession;
 
 // A connection closed for something the client sent (an oversized body, a
 // realtime flood) is half-closed and drained first: closing with unread data
@@ -110,7 +110,7 @@ struct ServerContext {
   mutable std::mutex mu;
   std::condition_variable cv;
   std::unordered_map<HttpSession*, std::weak_ptr<HttpSession>> sessions;
-  std::unordered_map<RealtimeSession*, std::weak_ptr<RealtimeSession>> realtime_sessions;
+  std::unordered_map<WsSession*, std::weak_ptr<WsSession>> ws_sessions;  // realtime and Responses WebSocket
   std::shared_ptr<PostGate> gate = std::make_shared<PostGate>();
 };
 
@@ -152,7 +152,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_read_error(boost::beast::error_code ec);
   void handle_request();
   void on_dispatched(Dispatch d);
-  void upgrade_to_realtime();
+  template <class Session>
+  void upgrade();  // hands the socket to a WsSession of type Session
   void hand_to_stats_stream();  // GET /v1/stats/stream (stats_stream.h)
   void start_generation(PendingGeneration g);
   bool submit_choice(GenerationRequest req);  // the next choice; false: queue full

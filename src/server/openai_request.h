@@ -86,6 +86,10 @@ struct ApiRequest {
   // Chat completions.
   std::vector<ChatMessage> messages;
   std::string messages_param = "messages";  // the field they came from, for errors ("input" in Responses)
+  // The rendered prompt opens the assistant's turn (chat_template.h); false
+  // for a prefill-only request (the Responses WebSocket mode's generate:
+  // false), whose prompt is then a prefix of the next turn's.
+  bool add_generation_prompt = true;
   nlohmann::ordered_json tools;        // for the chat template; null: it gets none (no tools, or tool_choice none)
   ToolRequest tool_use;                // tools, tool_choice, parallel_tool_calls (openai_tools.h)
   std::optional<int64_t> max_tokens;   // as given; may be <= 0 or huge (checked later)

@@ -16,7 +16,8 @@ namespace {
 std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend) {
   if (req.endpoint != Endpoint::Completions) {
     const ChatTemplate& t = backend.chat_template();
-    return tokenize_chat(backend, t.render(tool_calls::prompt_messages(req.messages, req.tool_use, t), req.tools));
+    return tokenize_chat(backend, t.render(tool_calls::prompt_messages(req.messages, req.tool_use, t), req.tools,
+                                           req.add_generation_prompt));
   }
   if (!req.prompt_is_tokens) return backend.tokenize(req.prompt, true);
   std::vector<int32_t> ids;

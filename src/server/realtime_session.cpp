@@ -4,16 +4,12 @@
 #include <atomic>
 #include <utility>
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
 #include "server/api_error.h"
 #include "server/api_key.h"
-#include "server/crash_fault.h"
 #include "server/prompt_builder.h"
 #include "server/realtime_input_probe.h"
-#include "server/ws_frames.h"
 
 namespace nexus::server {
 
@@ -25,172 +21,64 @@ using tcp = net::ip::tcp;
 using nlohmann::json;
 using realtime::EventError;
 
-namespace {
-
-// Engine session ids (GenerationRequest::session), unique per process.
-std::atomic<uint64_t> g_next_session{1};
-
-constexpr size_t kReadChunk = 64 << 10;  // bytes per read of a message
-constexpr size_t kDrainChunk = 64 << 10;  // bytes per read while lingering
-
-}  // namespace
-
-// Carries engine events to the session's strand (see EventRelay in
-// http_session.h, which this mirrors); detach() makes later events vanish.
-class RealtimeRelay {
- public:
-  RealtimeRelay(std::shared_ptr<PostGate> gate, std::shared_ptr<RealtimeSession> s)
-      : gate_(std::move(gate)), session_(std::move(s)) {}
-  void deliver(const GenerationEvent& ev) {  // engine thread
-    std::lock_guard lock(gate_->mu);
-    if (!gate_->open || !session_) return;
-    // The final event hands the reference to the posted handler, so the
-    // engine thread never destroys a session.
-    std::shared_ptr<RealtimeSession> s = ev.done ? std::move(session_) : session_;
-    auto ex = s->executor();
-    net::post(ex, [s = std::move(s), ev] { s->on_engine_event(ev); });
-  }
-  void detach() {
-    std::lock_guard lock(gate_->mu);
-    session_.reset();
-  }
-
- private:
-  std::shared_ptr<PostGate> gate_;
-  std::shared_ptr<RealtimeSession> session_;  // guarded by gate_->mu
-};
-
 RealtimeSession::RealtimeSession(tcp::socket socket, ServerContext& ctx)
-    : registration_{ctx, this},
-      ws_(std::move(socket)),
-      ctx_(ctx),
-      backend_(ctx.router.backend()),
-      refused_input_(ctx.opts.body_limit),
-      timer_(ws_.get_executor()),
-      engine_session_(g_next_session.fetch_add(1, std::memory_order_relaxed)),
+    : WsSession(std::move(socket), ctx),
+      engine_session_(next_engine_session()),
       id_(fmt::format("sess_{}", engine_session_)),
       conv_(backend_) {}
 
 RealtimeSession::~RealtimeSession() = default;
 
-RealtimeSession::Registration::~Registration() {
-  std::lock_guard lock(ctx.mu);
-  ctx.realtime_sessions.erase(self);
-  ctx.cv.notify_all();
-}
-
-void RealtimeSession::start(http::request<http::string_body> req) {
-  {
-    std::lock_guard lock(ctx_.mu);
-    ctx_.realtime_sessions.emplace(this, weak_from_this());
-  }
-  websocket::stream_base::timeout t{};
-  t.handshake_timeout = std::chrono::seconds(30);
-  // Beast pings after half the idle timeout of silence and gives up at the
-  // full timeout.
-  t.idle_timeout = 2 * ctx_.opts.ws_ping_interval;
-  t.keep_alive_pings = true;
-  ws_.set_option(t);
-  // A client offering subprotocols (a browser presenting its API key so,
-  // server/api_key.h) gets "realtime" selected; one offering none, none.
+// A client offering subprotocols (a browser presenting its API key so,
+// server/api_key.h) gets "realtime" selected; one offering none, none.
+std::string RealtimeSession::subprotocol(const http::request<http::string_body>& req) const {
   const auto offered = req[http::field::sec_websocket_protocol];
-  const bool realtime = offers_subprotocol(std::string_view(offered.data(), offered.size()), "realtime");
-  ws_.set_option(websocket::stream_base::decorator([realtime](websocket::response_type& r) {
-    r.set(http::field::server, "nexus");
-    if (realtime) r.set(http::field::sec_websocket_protocol, "realtime");
-  }));
-  ws_.read_message_max(0);  // no limit: on_read enforces body_limit
-  beast::get_lowest_layer(ws_).expires_never();  // the websocket timeouts apply instead
-  // accept() builds the 101 response from `req` before it returns control,
-  // but keep the request alive until the handler runs all the same.
-  auto held = std::make_shared<http::request<http::string_body>>(std::move(req));
-  ws_.async_accept(*held, [self = shared_from_this(), held](beast::error_code ec) { self->on_accept(ec); });
+  return offers_subprotocol(std::string_view(offered.data(), offered.size()), "realtime") ? "realtime" : "";
 }
 
-void RealtimeSession::shutdown() {
-  net::post(executor(), [self = shared_from_this()] {
-    if (self->lingering_) return self->end_linger();
-    // The server is going away: no final event will be waited for.
-    if (self->relay_) self->relay_->detach();
-    if (self->running_) {  // fail(), now or after the close, then ends the engine session
-      self->handle_->cancel();
-      self->running_ = false;
-      self->relay_.reset();
-      self->handle_.reset();
-    }
-    if (!self->accepted_ || self->failed_ || self->closing_) return self->fail();
-    // Say why, then close with 1001, "going away" (RFC 6455, section 7.4.1).
-    self->send(realtime::error_event("server_shutting_down",
-                                     "The server is stopping; open a session on another replica."));
-    self->close_code_ = websocket::close_code::going_away;
-    self->close_after_output_ = true;
-    if (!self->writing_) self->begin_close();
-  });
-}
-
-void RealtimeSession::on_accept(beast::error_code ec) {
-  if (ec) return fail();
-  accepted_ = true;
+void RealtimeSession::on_open() {
   send(realtime::session_created(id_, backend_.model_id(), backend_.n_ctx(), backend_.chat_template().origin()));
-  do_read();
 }
 
-void RealtimeSession::do_read() {
-  if (failed_ || cut_off_) return;
-  if (const auto wait = refused_input_.wait_before_read(std::chrono::steady_clock::now()); wait.count() > 0) {
-    timer_.expires_after(wait);
-    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (!ec && !self->closing_) self->do_read();  // a close under way reads for itself
-    });
-    return;
-  }
-  ws_.async_read_some(rbuf_, kReadChunk,
-                      [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_read(ec, n); });
+std::string RealtimeSession::error_message(const std::string& code, const std::string& message) const {
+  return realtime::error_event(code, message);
 }
 
-void RealtimeSession::on_read(beast::error_code ec, size_t n) {
-  if (failed_) return;
-  // Closed by the peer, a ping unanswered, a reset: the session ends.
-  if (ec) return fail();
-  refused_input_.on_read(n);
-  // The message limit is ours, not Beast's read_message_max: Beast 1.74
-  // closes the socket without draining what the peer still sends, which
-  // resets the connection and can destroy the close frame before the peer
-  // reads it. An oversized message is refused once it passes the limit, the
-  // rest of it discarded as it comes (and counted as refused), and the
-  // session goes on.
-  if (oversized_) {
-    rbuf_.consume(rbuf_.size());
-    if (refused_input_.refuse(std::chrono::steady_clock::now())) cut_off();
-  } else if (rbuf_.size() > ctx_.opts.body_limit) {
-    oversized_ = true;
-    rbuf_.consume(rbuf_.size());
-    refuse(realtime::error_event("message_too_large",
-                                 fmt::format("A message exceeds the limit of {} bytes.", ctx_.opts.body_limit)));
-  }
-  if (!ws_.is_message_done()) return do_read();
-  refused_input_.end_message();
-  if (oversized_) {
-    // Refused above.
-  } else if (!ws_.got_text()) {
-    refuse(realtime::error_event("binary_not_supported", "Binary messages are not supported; send JSON text."));
-  } else if (!close_after_output_) {
-    const auto data = rbuf_.cdata();
-    const std::string_view text(static_cast<const char*>(data.data()), data.size());
-    crash_if_faulty(text);  // (tests only: crash_fault.h)
-    if (text.size() < TokenizerPool::kOffThreadBytes) {
-      handle_event(text);
-    } else if (!refuse_unparsed(text)) {
-      std::string copy(text);
-      rbuf_.consume(rbuf_.size());
-      rbuf_.shrink_to_fit();
-      return parse_off_thread(std::move(copy));  // reads on once its event is handled
-    }
-  }
-  oversized_ = false;
-  rbuf_.consume(rbuf_.size());
-  rbuf_.shrink_to_fit();  // an idle session holds no read buffer
-  do_read();
+void RealtimeSession::on_text(std::string_view text) {
+  if (text.size() < TokenizerPool::kOffThreadBytes) return handle_event(text);
+  if (refuse_unparsed(text)) return;
+  hold_reading();  // resumed once its event is handled
+  parse_off_thread(std::string(text));
+}
+
+void RealtimeSession::on_backlog() {
+  if (!running_ || overflow_) return;
+  overflow_ = true;
+  handle_->cancel();
+}
+
+void RealtimeSession::on_shutdown() {
+  if (relay_) relay_->detach();
+  if (!running_) return;  // on_gone(), now or after the close, then ends the engine session
+  handle_->cancel();
+  running_ = false;
+  relay_.reset();
+  handle_.reset();
+}
+
+bool RealtimeSession::on_closing() {
+  redirect_pending_ = false;
+  if (!running_) return false;
+  handle_->cancel();  // its response.done goes out first
+  return true;
+}
+
+void RealtimeSession::on_gone() {
+  redirect_pending_ = false;
+  // A running response is cancelled; its final event ends the engine
+  // session (ending it now could race with the KV being kept at its end).
+  if (running_) handle_->cancel();
+  else backend_.end_session(engine_session_);
 }
 
 bool RealtimeSession::refuse_unparsed(std::string_view text) {
@@ -206,7 +94,7 @@ bool RealtimeSession::refuse_unparsed(std::string_view text) {
 }
 
 void RealtimeSession::parse_off_thread(std::string text) {
-  auto job = [self = shared_from_this(), text = std::move(text)]() mutable {
+  auto job = [self = self(), text = std::move(text)]() mutable {
     auto ev = std::make_shared<std::optional<realtime::ClientEvent>>();
     auto error = std::make_shared<std::optional<EventError>>();
     try {
@@ -217,15 +105,15 @@ void RealtimeSession::parse_off_thread(std::string text) {
     std::string().swap(text);
     RealtimeSession& s = *self;
     gated_post(*s.ctx_.gate, s.executor(), [self = std::move(self), ev, error] {
-      if (self->failed_) return;
+      if (self->gone()) return;
       if (*error) self->refuse(realtime::error_event((*error)->code, (*error)->message, (*error)->event));
-      else if (!self->close_after_output_) self->dispatch(std::move(**ev));
-      self->do_read();
+      else if (!self->closing_down()) self->dispatch(std::move(**ev));
+      self->resume_reading();
     });
   };
   if (!ctx_.tokenizer.post(std::move(job))) {
     send(realtime::error_event("server_shutting_down", "The server is shutting down; open a session on another replica."));
-    do_read();
+    resume_reading();
   }
 }
 
@@ -267,38 +155,11 @@ void RealtimeSession::dispatch(realtime::ClientEvent ev) {
         redirect_overrides_ = std::move(ev.response);
         return handle_->cancel();
       case realtime::EventType::SessionClose:
-        close_after_output_ = true;
-        redirect_pending_ = false;
-        if (running_) return handle_->cancel();  // its response.done goes out first
-        if (!writing_) begin_close();
-        return;
+        return close_when_done();  // a running response's response.done goes out first
     }
   } catch (const EventError& e) {
     refuse(realtime::error_event(e.code, e.message, e.event.empty() ? type : e.event));
   }
-}
-
-void RealtimeSession::refuse(std::string error_event) {
-  send(std::move(error_event));
-  if (refused_input_.refuse(std::chrono::steady_clock::now())) cut_off();
-}
-
-void RealtimeSession::cut_off() {
-  if (cut_off_ || failed_) return;
-  cut_off_ = true;  // do_read() reads no more
-  ctx_.realtime_cut_off.fetch_add(1, std::memory_order_relaxed);
-  if (ctx_.opts.log)
-    ctx_.opts.log(fmt::format("realtime {} cut off: {:.0f} bytes of refused messages (input_flood, 1008)", id_,
-                              refused_input_.refused()));
-  send(realtime::error_event(
-      "input_flood", fmt::format("This session sent {:.0f} bytes of messages that were refused, over the limit of "
-                                 "{} (forgotten at {} bytes a minute): it is closed (1008). Open a new session.",
-                                 refused_input_.refused(), refused_input_.budget(), ctx_.opts.body_limit)));
-  close_code_ = websocket::close_code::policy_error;
-  close_after_output_ = true;
-  redirect_pending_ = false;
-  if (running_) return handle_->cancel();  // its response.done goes out first, then the close
-  if (!writing_ && !preparing_) begin_close();
 }
 
 void RealtimeSession::update_session(const json& s) {
@@ -376,7 +237,7 @@ void RealtimeSession::create_response(const json& overrides) {
   preparing_ = true;
   auto snapshot = std::make_shared<realtime::Conversation>(conv_);
   auto params = std::make_shared<realtime::ResolvedParams>(std::move(p));
-  const bool queued = ctx_.tokenizer.post([self = shared_from_this(), snapshot, params, n_items]() mutable {
+  const bool queued = ctx_.tokenizer.post([self = self(), snapshot, params, n_items]() mutable {
     auto prompt = std::make_shared<std::vector<int32_t>>();
     auto error = std::make_shared<std::optional<ApiError>>();
     try {
@@ -405,11 +266,8 @@ void RealtimeSession::create_response(const json& overrides) {
 // building it threw. Throws EventError.
 void RealtimeSession::on_prompt_built(realtime::ResolvedParams p, std::vector<int32_t> prompt,
                                       std::optional<ApiError> error, size_t n_items) {
-  if (failed_ || closing_) return;
-  if (close_after_output_) {  // session.close (or shutdown) came meanwhile
-    if (!writing_ && !running_) begin_close();
-    return;
-  }
+  if (gone()) return;
+  if (closing_down()) return after_response();  // session.close (or shutdown) came meanwhile
   if (error) {
     // The chat template refused or failed on the pending input: it would
     // fail the same way at every response.create, so it is dropped.
@@ -440,7 +298,7 @@ void RealtimeSession::start_response(realtime::ResolvedParams p, std::vector<int
     throw EventError(e.code.empty() ? "invalid_value" : e.code, e.message);
   }
   g.session = engine_session_;
-  relay_ = std::make_shared<RealtimeRelay>(ctx_.gate, shared_from_this());
+  relay_ = std::make_shared<WsRelay>(ctx_.gate, shared_from_this());
   handle_ = backend_.submit(std::move(g), [relay = relay_](const GenerationEvent& ev) { relay->deliver(ev); });
   if (!handle_) {
     relay_->detach();
@@ -460,7 +318,7 @@ void RealtimeSession::on_engine_event(const GenerationEvent& ev) {
   if (!running_) return;
   if (ev.token >= 0) conv_.on_generated(ev.token);
   if (ev.done) return finish_response(ev);
-  if (failed_ || overflow_ || (ev.text.empty() && !return_tokens_)) return;
+  if (gone() || overflow_ || (ev.text.empty() && !return_tokens_)) return;
   send(realtime::response_delta(response_id_, ev.text, return_tokens_ ? std::optional(ev.token) : std::nullopt));
 }
 
@@ -469,7 +327,7 @@ void RealtimeSession::finish_response(const GenerationEvent& ev) {
   relay_.reset();
   handle_.reset();
   conv_.on_response_end();
-  if (failed_) return backend_.end_session(engine_session_);
+  if (gone()) return backend_.end_session(engine_session_);
   const bool token = return_tokens_ && ev.token >= 0;
   if (!overflow_ && (!ev.text.empty() || token))
     send(realtime::response_delta(response_id_, ev.text, token ? std::optional(ev.token) : std::nullopt));
@@ -486,108 +344,7 @@ void RealtimeSession::finish_response(const GenerationEvent& ev) {
       send(realtime::error_event(e.code, e.message, "response.redirect"));
     }
   }
-  if (close_after_output_ && !writing_) begin_close();
-}
-
-void RealtimeSession::send(std::string msg) {
-  if (failed_ || closing_) return;
-  // A peer that sends but never reads would grow the queue without bound.
-  if (out_bytes_ + msg.size() > 2 * ctx_.opts.max_pending_bytes) return fail();
-  out_bytes_ += msg.size();
-  out_.push_back(std::move(msg));
-  if (running_ && !overflow_ && out_bytes_ > ctx_.opts.max_pending_bytes) {
-    overflow_ = true;
-    handle_->cancel();
-  }
-  if (!writing_) do_write();
-}
-
-void RealtimeSession::do_write() {
-  writing_ = true;
-  ws_.text(true);
-  ws_.async_write(net::buffer(out_.front()),
-                  [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
-}
-
-void RealtimeSession::on_write(beast::error_code ec) {
-  writing_ = false;
-  if (failed_) return;
-  if (ec) return fail();
-  out_bytes_ -= out_.front().size();
-  out_.pop_front();
-  if (!out_.empty()) return do_write();
-  if (close_after_output_ && !running_) begin_close();
-}
-
-void RealtimeSession::begin_close() {
-  if (closing_ || failed_) return;
-  if (cut_off_) return linger_close();
-  closing_ = true;
-  ws_.async_close(close_code_, [self = shared_from_this()](beast::error_code) {
-    self->closing_ = false;
-    self->fail();
-  });
-}
-
-void RealtimeSession::linger_close() {
-  closing_ = true;
-  lingering_ = true;
-  // Beast's idle timer would write pings; the stream is not used again.
-  websocket::stream_base::timeout none{};
-  none.handshake_timeout = websocket::stream_base::none();
-  none.idle_timeout = websocket::stream_base::none();
-  none.keep_alive_pings = false;
-  ws_.set_option(none);
-  auto frame = std::make_shared<const std::string>(encode_ws_close(static_cast<uint16_t>(close_code_), "input flood"));
-  net::async_write(beast::get_lowest_layer(ws_).socket(), net::buffer(*frame),
-                   [self = shared_from_this(), frame](beast::error_code ec, size_t) {
-                     if (!self->lingering_) return;
-                     if (ec) return self->end_linger();
-                     beast::error_code ignored;
-                     beast::get_lowest_layer(self->ws_).socket().shutdown(tcp::socket::shutdown_send, ignored);
-                     self->timer_.expires_after(kLingerTime);
-                     self->timer_.async_wait([self](beast::error_code e) {
-                       if (!e && self->lingering_) self->end_linger();
-                     });
-                     self->drain_buf_ = std::make_unique_for_overwrite<char[]>(kDrainChunk);
-                     self->linger_read();
-                   });
-}
-
-void RealtimeSession::linger_read() {
-  beast::get_lowest_layer(ws_).socket().async_read_some(
-      net::buffer(drain_buf_.get(), kDrainChunk),
-      [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_linger_read(ec, n); });
-}
-
-void RealtimeSession::on_linger_read(beast::error_code ec, size_t n) {
-  if (!lingering_) return;
-  drained_ += n;
-  // The peer's EOF (it read the close frame), an error, or enough drained.
-  if (ec || drained_ >= kLingerMaxDrain) return end_linger();
-  linger_read();
-}
-
-void RealtimeSession::end_linger() {
-  lingering_ = false;
-  closing_ = false;
-  timer_.cancel();
-  fail();  // closes the socket
-}
-
-void RealtimeSession::fail() {
-  if (failed_) {
-    if (!closing_) beast::get_lowest_layer(ws_).close();
-    return;
-  }
-  failed_ = true;
-  redirect_pending_ = false;
-  timer_.cancel();  // a paced read's wait
-  // A running response is cancelled; its final event ends the engine
-  // session (ending it now could race with the KV being kept at its end).
-  if (running_) handle_->cancel();
-  else backend_.end_session(engine_session_);
-  if (!closing_) beast::get_lowest_layer(ws_).close();
+  after_response();
 }
 
 }  // namespace nexus::server

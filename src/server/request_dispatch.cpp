@@ -3,6 +3,8 @@
 #include <string>
 #include <string_view>
 
+#include <boost/beast/websocket/rfc6455.hpp>
+
 #include "server/crash_fault.h"
 #include "server/websocket_handshake.h"
 
@@ -68,6 +70,14 @@ Dispatch dispatch_request(const http::request<http::string_body>& req, const Api
                                                cors.enabled() ? "GET, OPTIONS" : "GET");
     }
     return d;
+  }
+  if (req.method() == http::verb::get && boost::beast::websocket::is_upgrade(req)) {
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (path == "/v1/responses" || path == "/responses") {
+      if (std::optional<HttpReply> bad = websocket_handshake_error(req)) d.action = std::move(*bad);
+      else d.action = UpgradeToResponses{};
+      return d;
+    }
   }
   if (is_stats_stream_target(target)) {
     if (req.method() == http::verb::get) d.action = StreamStats{};

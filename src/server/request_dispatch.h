@@ -14,6 +14,10 @@
 //   /v1/realtime, /realtime
 //             GET: the WebSocket handshake checks (websocket_handshake.h),
 //             then Upgrade; any other method 405 with Allow: GET.
+//   /v1/responses, /responses
+//             GET with Upgrade: websocket: the handshake checks, then the
+//             Responses API's WebSocket mode (responses/responses_ws_session.h);
+//             everything else goes to the router (POST).
 //   /v1/stats/stream, /stats/stream
 //             GET: the live stats SSE stream (stats_stream.h); any other
 //             method 405 with Allow: GET.
@@ -33,10 +37,11 @@
 namespace nexus::server {
 
 struct UpgradeToRealtime {};
+struct UpgradeToResponses {};  // the Responses API's WebSocket mode
 struct StreamStats {};
 
 struct Dispatch {
-  std::variant<HttpReply, PendingGeneration, UpgradeToRealtime, StreamStats> action;
+  std::variant<HttpReply, PendingGeneration, UpgradeToRealtime, UpgradeToResponses, StreamStats> action;
   bool head = false;  // HEAD: send the reply's header only
   HeaderList cors;    // extra headers for every response to this request
 };

@@ -26,6 +26,7 @@ json usage_json(const Usage& u) {
 
 // The failure of a generation as the response's `error`.
 json generation_error(const GenerationEvent& ev) {
+  if (ev.finish == FinishReason::Cancelled) return {{"code", "cancelled"}, {"message", "The response was cancelled."}};
   if (!ev.error_code.empty()) return {{"code", ev.error_code}, {"message", "The request cannot be followed: " + ev.error}};
   return {{"code", "server_error"}, {"message", "generation failed: " + ev.error}};
 }
@@ -38,15 +39,18 @@ std::string make_responses_id(const char* prefix) {
 }
 
 ResponsesFormatter::ResponsesFormatter(const ResponsesRequest& req, std::string model,
-                                       std::shared_ptr<const tool_calls::ToolCallSetup> tools, ResponseStore* store)
+                                       std::shared_ptr<const tool_calls::ToolCallSetup> tools, ResponseStore* store,
+                                       ResponseStore* connection, Framing framing)
     : id_(make_responses_id("resp_")),
       model_(std::move(model)),
       created_at_(std::chrono::duration_cast<std::chrono::seconds>(
                       std::chrono::system_clock::now().time_since_epoch()).count()),
-      stream_(req.conversation.stream),
+      stream_(req.conversation.stream || framing == Framing::Frames),
       output_(std::move(tools)),
-      store_(store),
-      keep_(req.store && store != nullptr),
+      store_(req.store ? store : nullptr),
+      connection_(connection),
+      keep_(store_ != nullptr || connection_ != nullptr),
+      framing_(framing),
       input_items_(req.input_items),
       transcript_(req.transcript) {
   const ApiRequest& c = req.conversation;
@@ -74,7 +78,9 @@ ResponsesFormatter::ResponsesFormatter(const ResponsesRequest& req, std::string 
 
 std::string ResponsesFormatter::event(json ev) {
   ev["sequence_number"] = sequence_++;
-  return sse_event(dump(ev));
+  if (framing_ == Framing::Sse) return sse_event(dump(ev));
+  frames_.push_back(dump(ev));
+  return {};
 }
 
 json ResponsesFormatter::item_json(const Item& it) const {
@@ -226,7 +232,8 @@ void ResponsesFormatter::save() {
     }
     s.transcript.push_back(std::move(reply));
   }
-  store_->put(id_, std::move(s));
+  if (connection_) connection_->put(id_, s);
+  if (store_) store_->put(id_, std::move(s));
 }
 
 HttpReply ResponsesFormatter::error_reply(const ApiError& e) const { return server::error_reply(e); }

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -53,9 +54,15 @@ std::string make_responses_id(const char* prefix);
 
 class ResponsesFormatter final : public ResponseFormatter {
  public:
-  // `store`: where the finished response goes when req.store (may be null).
+  // How events leave: SSE bytes from on_event(), or (the WebSocket mode)
+  // one JSON text per event, taken with take_frames().
+  enum class Framing { Sse, Frames };
+  // `store`: where the finished response goes when req.store (may be null);
+  // `connection`: a WebSocket connection's own store, which keeps its last
+  // response whatever req.store says (may be null).
   ResponsesFormatter(const ResponsesRequest& req, std::string model, std::shared_ptr<const tool_calls::ToolCallSetup> tools,
-                     ResponseStore* store);
+                     ResponseStore* store, ResponseStore* connection = nullptr, Framing framing = Framing::Sse);
+  std::vector<std::string> take_frames() { return std::exchange(frames_, {}); }
 
   const std::string& id() const { return id_; }
   bool stream() const override { return stream_; }
@@ -98,7 +105,10 @@ class ResponsesFormatter final : public ResponseFormatter {
   bool finished_ = false;
   int status_ = 200;
   ResponseStore* store_ = nullptr;
+  ResponseStore* connection_ = nullptr;
   bool keep_ = false;
+  Framing framing_ = Framing::Sse;
+  std::vector<std::string> frames_;
   nlohmann::ordered_json input_items_;
   std::vector<ChatMessage> transcript_;
 };

@@ -261,7 +261,7 @@ bool accepted_field(const std::string& k) {
 }  // namespace
 
 ResponsesRequest parse_responses_request(std::string_view body, const ResponseStore& store,
-                                         const ResponsesParseOptions& opts) {
+                                         const ResponsesParseOptions& opts, const ResponseStore* connection) {
   const json doc = parse_json_body(body);
   const ojson odoc = parse_json_bounded<ojson>(body);  // parsed once already: cannot fail (keeps schema order)
   for (const auto& kv : doc.items())
@@ -304,7 +304,8 @@ ResponsesRequest parse_responses_request(std::string_view body, const ResponseSt
   std::map<std::string, std::string> calls;
   if (auto prev = get_string(doc, "previous_response_id")) {
     r.previous_response_id = *prev;
-    const auto stored = store.get(*prev);
+    auto stored = connection ? connection->get(*prev) : nullptr;
+    if (!stored) stored = store.get(*prev);
     if (!stored)
       throw bad_request(fmt::format("Previous response with id '{}' not found.", printable(*prev)),
                         "previous_response_id", "previous_response_not_found");

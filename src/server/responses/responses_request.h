@@ -84,10 +84,10 @@ struct ResponsesParseOptions {
   bool websocket = false;      // `generate` is accepted
 };
 
-// Throws ApiError: 400 as listed above; 404-like 400
-// previous_response_not_found (param previous_response_id) when `store`
-// holds no such response.
+// Throws ApiError: 400 as listed above; 400 previous_response_not_found
+// (param previous_response_id) when neither `connection` (a WebSocket
+// connection's own last response; may be null) nor `store` holds it.
 ResponsesRequest parse_responses_request(std::string_view body, const ResponseStore& store,
-                                         const ResponsesParseOptions& opts);
+                                         const ResponsesParseOptions& opts, const ResponseStore* connection = nullptr);
 
 }  // namespace nexus::server
