@@ -254,6 +254,14 @@ TEST(GatewayStreamUsage, TapReadsAndStripsTheUsageChunkAcrossReads) {
   EXPECT_FALSE(cut.usage());
   EXPECT_EQ(usage_of_body(R"({"usage":{"prompt_tokens":3,"completion_tokens":4}})")->completion_tokens, 4);
   EXPECT_FALSE(usage_of_body("{}"));
+  // The Responses API's and Anthropic's names; Anthropic's cache reads count as prompt tokens.
+  const auto responses = usage_of_body(R"({"usage":{"input_tokens":30,"output_tokens":5,"total_tokens":35}})");
+  EXPECT_EQ(responses->prompt_tokens, 30);
+  EXPECT_EQ(responses->completion_tokens, 5);
+  const auto messages = usage_of_body(
+      R"({"usage":{"input_tokens":2,"cache_read_input_tokens":16,"cache_creation_input_tokens":0,"output_tokens":7}})");
+  EXPECT_EQ(messages->prompt_tokens, 18);
+  EXPECT_EQ(messages->completion_tokens, 7);
 }
 
 // A replica's event that never ends: at most kMaxEventBytes are held, each

@@ -166,6 +166,20 @@ TEST(GatewayPrefix, ChainedBlockHashesNameWholePrefixes) {
   EXPECT_EQ(prefix_text(json{{"messages", {{{"role", "system"}, {"content", "S"}}, {{"role", "user"}, {"content", "U"}}}}}),
             "system\nS\nuser\nU\n");
   EXPECT_EQ(prefix_text(json::parse("[1]")), "");
+  // The agent protocols: Anthropic's system then messages, the Responses
+  // API's instructions then input; an agent's key first, as a whole block.
+  EXPECT_EQ(prefix_text(json{{"system", "S"}, {"messages", {{{"role", "user"}, {"content", "U"}}}}}),
+            "system\nS\nuser\nU\n");
+  EXPECT_EQ(prefix_text(json{{"instructions", "I"}, {"input", "U"}}), "instructions\nI\nuser\nU\n");
+  EXPECT_EQ(prefix_text(json{{"input", {{{"type", "function_call_output"}, {"output", "x"}}}}}).substr(0, 21),
+            "function_call_output\n");
+  const std::string keyed = prefix_text(json{{"prompt_cache_key", "thread-1"}, {"input", "U"}});
+  ASSERT_EQ(keyed.size(), kPrefixBlockBytes + 7);
+  EXPECT_EQ(prefix_block_hashes(keyed), prefix_block_hashes(prefix_text(
+                                            json{{"prompt_cache_key", "thread-1"}, {"input", "Other"}})));
+  EXPECT_NE(prefix_block_hashes(keyed), prefix_block_hashes(prefix_text(
+                                            json{{"prompt_cache_key", "thread-2"}, {"input", "U"}})));
+  EXPECT_EQ(prefix_text(json{{"metadata", {{"user_id", "u"}}}, {"messages", json::array()}}).size(), kPrefixBlockBytes);
 
   PrefixAffinity aff;
   EXPECT_FALSE(aff.lookup(ha).has_value());

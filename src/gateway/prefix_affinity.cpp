@@ -12,6 +12,33 @@ std::string as_text(const json& v) { return v.is_string() ? v.get<std::string>()
 
 }  // namespace
 
+namespace {
+
+// An agent's own cache key: Responses' prompt_cache_key (Codex sends its
+// thread id), Anthropic's metadata.user_id (Claude Code's holds its
+// session id); "" when none.
+std::string affinity_key(const json& body) {
+  if (auto k = body.find("prompt_cache_key"); k != body.end() && k->is_string()) return k->get<std::string>();
+  if (auto m = body.find("metadata"); m != body.end() && m->is_object())
+    if (auto u = m->find("user_id"); u != m->end() && u->is_string()) return u->get<std::string>();
+  return {};
+}
+
+void append_turns(const json& turns, std::string& out) {
+  for (const json& m : turns) {
+    if (out.size() >= kPrefixBlockBytes * kMaxPrefixBlocks) break;
+    if (!m.is_object()) continue;
+    if (auto r = m.find("role"); r != m.end()) out += as_text(*r);
+    else if (auto t = m.find("type"); t != m.end()) out += as_text(*t);  // a Responses item
+    out += '\n';
+    if (auto c = m.find("content"); c != m.end()) out += as_text(*c);
+    else out += m.dump();
+    out += '\n';
+  }
+}
+
+}  // namespace
+
 std::string prefix_text(const json& body) {
   if (!body.is_object()) return {};
   if (auto it = body.find("prompt"); it != body.end()) {
@@ -21,15 +48,17 @@ std::string prefix_text(const json& body) {
     return as_text(*it);
   }
   std::string out;
-  if (auto it = body.find("messages"); it != body.end() && it->is_array()) {
-    for (const json& m : *it) {
-      if (!m.is_object()) continue;
-      if (auto r = m.find("role"); r != m.end()) out += as_text(*r);
-      out += '\n';
-      if (auto c = m.find("content"); c != m.end()) out += as_text(*c);
-      out += '\n';
-      if (out.size() >= kPrefixBlockBytes * kMaxPrefixBlocks) break;
-    }
+  // A key first, as one whole block: requests with the same key share it.
+  if (std::string key = affinity_key(body); !key.empty()) {
+    key.resize(kPrefixBlockBytes - 1, '\0');
+    out = '\x01' + key;
+  }
+  for (const char* system : {"instructions", "system"})  // Responses, Anthropic
+    if (auto it = body.find(system); it != body.end() && !it->is_null()) out += std::string(system) + '\n' + as_text(*it) + '\n';
+  if (auto it = body.find("messages"); it != body.end() && it->is_array()) append_turns(*it, out);
+  if (auto it = body.find("input"); it != body.end()) {  // Responses
+    if (it->is_array()) append_turns(*it, out);
+    else out += "user\n" + as_text(*it) + '\n';
   }
   return out;
 }

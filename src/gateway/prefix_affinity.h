@@ -4,7 +4,12 @@
 // cache keys on, 16 tokens per block) are approximated by blocks of bytes of
 // the rendered prompt: the prompt of /v1/completions (a string; token ids
 // as their JSON text; of a batch, the first), or for
-// /v1/chat/completions each message as "role\n" + content + "\n" in order.
+// /v1/chat/completions and /v1/messages each message as "role\n" + content
+// + "\n" in order, after Anthropic's "system" (or the Responses API's
+// "instructions") and, for /v1/responses, its input items the same way. An
+// agent's own key (prompt_cache_key, or Anthropic's metadata.user_id) comes
+// first as one whole block, so the requests of one agent session go to the
+// replica that holds its KV even before their prompts share 64 bytes.
 // The first kMaxPrefixBlocks blocks of kPrefixBlockBytes bytes each are
 // hashed in a chain (FNV-1a 64 over the previous hash and the block), so
 // hash i names the whole prefix up to block i, as the replica's block hashes

@@ -13,8 +13,16 @@ std::optional<TokenUsage> usage_in(const nlohmann::json& doc) {
   const auto u = doc.find("usage");
   if (u == doc.end() || !u->is_object()) return std::nullopt;
   TokenUsage t;
-  if (const auto p = u->find("prompt_tokens"); p != u->end() && p->is_number_integer()) t.prompt_tokens = *p;
-  if (const auto c = u->find("completion_tokens"); c != u->end() && c->is_number_integer()) t.completion_tokens = *c;
+  const auto count = [&](const char* name) -> int64_t {
+    const auto v = u->find(name);
+    return v != u->end() && v->is_number_integer() ? v->get<int64_t>() : 0;
+  };
+  // OpenAI chat and completions; the Responses API and Anthropic's Messages
+  // name them input/output tokens (Anthropic's input_tokens leave out the
+  // prompt tokens read from or written to its cache, counted beside them).
+  t.prompt_tokens = count("prompt_tokens") + count("input_tokens") + count("cache_read_input_tokens") +
+                    count("cache_creation_input_tokens");
+  t.completion_tokens = count("completion_tokens") + count("output_tokens");
   return t;
 }
 

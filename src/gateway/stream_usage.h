@@ -2,7 +2,10 @@
 // tokens-per-minute limits (tenant_limiter.h): prompt + completion tokens
 // as the replica counted them, from its `usage` object.
 //
-//   non-streamed  the response body's "usage" (usage_of_body);
+//   non-streamed  the response body's "usage" (usage_of_body): chat's
+//                 prompt/completion tokens, or the Responses and Messages
+//                 APIs' input/output tokens (Anthropic's cache reads and
+//                 writes added to its input tokens);
 //   streamed      the gateway asks the replica for the usage chunk
 //                 (`"stream_options": {"include_usage": true}` added to the
 //                 request, with_stream_usage) and reads it from the stream's
@@ -11,7 +14,9 @@
 //                 option added: that usage chunk (`"choices": []`) and the
 //                 `"usage": null` that ends every other chunk, so the
 //                 client gets the stream it asked for.
-// A stream cut before its usage chunk counts nothing (the replica's count
+// Streamed Responses and Messages answers are not counted yet (their usage
+// comes in response.completed / message_delta events, which the tap does not
+// read). A stream cut before its usage chunk counts nothing (the replica's count
 // never arrived). The replica's JSON is read with the process's nesting
 // limit (util/json_depth.h); a text past it counts nothing either.
 #pragma once
