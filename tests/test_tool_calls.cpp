@@ -319,13 +319,13 @@ const char* kTwoTools = R"({"tools": [
                   "required": ["city"]}}},
   {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}])";
 
-// The forced grammar accepts the syntax's canonical call and the parser reads it.
+// The forced grammar accepts the syntax's canonical call, its arguments compact, and the parser reads it.
 TEST(ToolCallGrammar, ForcedCallsFollowTheSchemaInEverySyntax) {
   const std::vector<std::pair<ToolSyntax, std::string>> texts = {
-      {ToolSyntax::Hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
-      {ToolSyntax::Llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"},
-      {ToolSyntax::Mistral, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]"},
-      {ToolSyntax::Generic, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}"},
+      {ToolSyntax::Hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>"},
+      {ToolSyntax::Llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\":\"Paris\"}}"},
+      {ToolSyntax::Mistral, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}]"},
+      {ToolSyntax::Generic, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}]}"},
   };
   const auto vocab = std::make_shared<grammar::VocabTrie>(std::vector<std::string>{"x"});
   for (const auto& [syntax, text] : texts) {
@@ -335,7 +335,7 @@ TEST(ToolCallGrammar, ForcedCallsFollowTheSchemaInEverySyntax) {
     EXPECT_TRUE(m.accept(text) && m.can_end()) << syntax_name(syntax) << "\n" << forced_gbnf(r, syntax);
     grammar::Matcher bad(g, vocab);  // "days" must be an integer, "city" is required
     std::string wrong = text;
-    wrong.replace(wrong.find("\"city\": \"Paris\""), 15, "\"days\": \"x\"");
+    wrong.replace(wrong.find("\"city\":\"Paris\""), 14, "\"days\":\"x\"");
     EXPECT_FALSE(bad.accept(wrong) && bad.can_end()) << syntax_name(syntax);
     ParserOptions o;
     o.syntax = syntax;
