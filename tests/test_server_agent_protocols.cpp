@@ -99,6 +99,21 @@ TEST_F(AgentProtocols, ToolsReachThePromptAlikeInEveryProtocol) {
   EXPECT_EQ(count["input_tokens"], chat["usage"]["prompt_tokens"]);
 }
 
+// Codex sends no max_output_tokens and takes an incomplete response as a
+// failed turn: without one, the output may use the rest of the context
+// (chat's default of 256 does not apply).
+TEST_F(AgentProtocols, ResponsesWithoutMaxOutputTokensUseTheRestOfTheContext) {
+  const json r = post("/v1/responses", {{"input", kPrompt}, {"temperature", 0}});
+  EXPECT_TRUE(r["max_output_tokens"].is_null());
+  const int64_t out = r["usage"]["output_tokens"];
+  if (r["status"] == "incomplete") {  // the context's end, not 256
+    EXPECT_EQ(out + r["usage"]["input_tokens"].get<int64_t>(), 512) << r["usage"];
+  } else {
+    EXPECT_EQ(r["status"], "completed");
+  }
+  EXPECT_NE(out, 256) << r["usage"];
+}
+
 TEST_F(AgentProtocols, ResponsesStreamEqualsTheResponseObject) {
   const json req = {{"input", kPrompt}, {"max_output_tokens", 12}, {"temperature", 0}};
   const json whole = post("/v1/responses", req);

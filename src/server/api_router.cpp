@@ -194,6 +194,7 @@ RouteResult ApiRouter::responses(std::string_view body) const {
     ResponsesParseOptions o;
     o.max_priority = max_request_priority_;
     o.strict_tools = strict_tools_;
+    o.n_ctx = backend_.n_ctx();
     const ResponsesRequest req = parse_responses_request(body, *responses_, o);
     PendingGeneration g;
     g.request = build_generation(req.conversation, backend_);

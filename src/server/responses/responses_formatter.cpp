@@ -61,7 +61,7 @@ ResponsesFormatter::ResponsesFormatter(const ResponsesRequest& req, std::string 
     metadata["nexus_dropped_tools"] = names;
   }
   echo_ = {{"instructions", req.instructions.empty() ? json() : json(req.instructions)},
-           {"max_output_tokens", c.max_tokens ? json(*c.max_tokens) : json()},
+           {"max_output_tokens", req.max_output_tokens ? json(*req.max_output_tokens) : json()},
            {"metadata", std::move(metadata)},
            {"parallel_tool_calls", c.tool_use.parallel},
            {"previous_response_id", req.previous_response_id ? json(*req.previous_response_id) : json()},

@@ -276,7 +276,9 @@ ResponsesRequest parse_responses_request(std::string_view body, const ResponseSt
   c.max_tokens_param = "max_output_tokens";
   if (auto m = get_string(doc, "model")) c.model = *m;
   if (auto s = get_string(doc, "instructions")) r.instructions = *s;
-  c.max_tokens = get_integer(doc, "max_output_tokens");
+  r.max_output_tokens = get_integer(doc, "max_output_tokens");
+  c.max_tokens = r.max_output_tokens;
+  if (!c.max_tokens && opts.n_ctx > 0) c.max_tokens = opts.n_ctx;  // the rest of the context (build_generation)
   parse_sampling(doc, c);
   c.priority = parse_priority(doc, opts.max_priority);
   c.stream = get_bool(doc, "stream").value_or(false);

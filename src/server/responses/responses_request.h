@@ -32,7 +32,9 @@
 //   parallel_tool_calls  bool
 //   text.format      {"type": "text" | "json_object" | "json_schema", "name",
 //                    "schema", "strict"}
-//   max_output_tokens  integer
+//   max_output_tokens  integer; absent: the rest of the context (not
+//                    chat's default of 256: Codex sends none, and takes an
+//                    incomplete response as a failed turn)
 //   temperature, top_p, seed, and Nexus's sampling extras (openai_request.h)
 //   stream           bool
 //   store            bool (default true): kept in the response store
@@ -63,6 +65,7 @@ struct ResponsesRequest {
   ApiRequest conversation;                 // endpoint Responses
   std::string instructions;
   std::optional<std::string> previous_response_id;
+  std::optional<int64_t> max_output_tokens;  // as given (echoed); conversation.max_tokens is the bound applied
   bool store = true;
   bool generate = true;
   nlohmann::json metadata = nlohmann::json::object();
@@ -82,6 +85,7 @@ struct ResponsesParseOptions {
   int32_t max_priority = kDefaultMaxRequestPriority;
   bool strict_tools = false;   // --strict-tools: a hosted tool is a 400
   bool websocket = false;      // `generate` is accepted
+  int32_t n_ctx = 0;           // the model's context: max_output_tokens' default (0: chat's default)
 };
 
 // Throws ApiError: 400 as listed above; 400 previous_response_not_found

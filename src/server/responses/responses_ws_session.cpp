@@ -61,6 +61,7 @@ ResponsesWsSession::Prepared ResponsesWsSession::prepare(std::string_view text) 
     o.max_priority = ctx_.opts.max_request_priority;
     o.strict_tools = ctx_.opts.strict_tools;
     o.websocket = true;
+    o.n_ctx = backend_.n_ctx();
     ResponsesRequest req = parse_responses_request(ev.dump(), ctx_.router.responses(), o, &connection_store_);
     // A warm-up's prompt stops before the assistant's turn opens: it is then
     // a prefix of the next turn's, whose KV is all reused.
