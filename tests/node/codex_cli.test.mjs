@@ -32,7 +32,7 @@
 // trip is not exercised here (openai_responses.test.mjs does it with the SDK).
 // Exit codes: 0 pass, 1 fail, 77 skip (Codex or the Qwen 3 tokenizer package
 // not installed, outside CI).
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,7 +40,7 @@ import assert from 'node:assert/strict';
 
 import { skipOrFail } from './test_args.mjs';
 import {
-  agentEnv, agentModelAvailable, buildAgentModel, kvBlockTokens, metrics, runAgent, startLoggedServe,
+  agentEnv, endAgentTest, agentModelAvailable, buildAgentModel, kvBlockTokens, metrics, runAgent, startLoggedServe,
 } from './agent_support.mjs';
 
 const binary = process.argv[2];
@@ -59,7 +59,7 @@ if (version.code !== 0) skipOrFail(`codex does not run here: ${version.stderr.tr
 const t0 = Date.now();
 const dir = mkdtempSync(join(tmpdir(), 'nexus-codex-'));
 let serve = null;
-let failed = false;
+let error = null;
 let last = null;  // the last codex run, shown on a failure
 
 // codex exec [resume --last] with the provider; its JSONL events parsed.
@@ -137,18 +137,6 @@ try {
     `${JSON.stringify(http.text)}`);
   console.log(`  resume: ${resumed.ms} ms, request ${prompt} input / ${cached} cached: ${JSON.stringify(resumed.text)}`);
 } catch (e) {
-  failed = true;
-  console.error('FAIL:', e);
-  if (last) console.error(`codex (exit ${last.code ?? last.signal}) stdout:\n${last.stdout}\nstderr:\n${last.stderr.slice(-4000)}`);
-  if (serve) console.error(`server log:\n${serve.log().join('\n')}`);
-} finally {
-  if (serve) {
-    const code = await serve.stop();
-    if (code !== 0) {
-      console.error(`FAIL: nexus serve exited with code ${code} after SIGTERM`);
-      failed = true;
-    }
-  }
-  rmSync(dir, { recursive: true, force: true });
+  error = e;
 }
-process.exit(failed ? 1 : 0);
+await endAgentTest({ error, agent: 'codex', last, serve, dir });
