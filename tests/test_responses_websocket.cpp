@@ -131,6 +131,9 @@ TEST_F(ResponsesWebSocket, BadMessagesGetErrorsAndTheConnectionGoesOn) {
   expect_error("previous_response_not_found");
   ws->send_json({{"type", "response.cancel"}});
   expect_error("no_response");
+  // A large message is parsed off the I/O thread, its type checked there.
+  ws->send_json({{"type", "session.update"}, {"pad", std::string(40000, 'x')}});
+  expect_error("invalid_value");
   // A second response.create while one runs.
   ws->send_json({{"type", "response.create"}, {"input", "Once upon a time"}, {"max_output_tokens", 200}});
   ws->send_json({{"type", "response.create"}, {"input", "Again"}});

@@ -56,7 +56,12 @@ ResponsesWsSession::Prepared ResponsesWsSession::prepare(std::string_view text) 
     } catch (const ojson::exception& e) {
       throw bad_request(std::string("The message is not valid JSON: ") + e.what(), "", "invalid_json");
     }
-    ev.erase("type");  // "response.create", checked by on_text
+    // A small message's type was read by on_text; a large one's is read here.
+    const auto type = ev.is_object() ? ev.find("type") : ev.end();
+    if (!ev.is_object() || type == ev.end() || !type->is_string() || type->get<std::string>() != "response.create")
+      throw bad_request("A large message must be a response.create (the only message that carries input).", "type",
+                        "invalid_value");
+    ev.erase("type");
     ResponsesParseOptions o;
     o.max_priority = ctx_.opts.max_request_priority;
     o.strict_tools = ctx_.opts.strict_tools;
