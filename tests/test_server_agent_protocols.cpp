@@ -193,6 +193,23 @@ TEST_F(AgentProtocols, PreviousResponseIdContinuesWithTheCachedPrefix) {
   EXPECT_EQ(json::parse(got.body)["output"], first["output"]);
   const HttpResponse items = c.get("/v1/responses/" + first["id"].get<std::string>() + "/input_items");
   EXPECT_EQ(json::parse(items.body)["data"][0]["content"][0]["text"], kPrompt);
+  // A page of a longer input: newest first by default, ids, `after`.
+  const json three = post("/v1/responses", {{"max_output_tokens", 1},
+                                            {"input", {{{"role", "user"}, {"content", "a"}},
+                                                       {{"role", "assistant"}, {"content", "b"}},
+                                                       {{"role", "user"}, {"content", "c"}}}}});
+  const std::string base = "/v1/responses/" + three["id"].get<std::string>() + "/input_items";
+  const json page = json::parse(c.get(base + "?limit=2").body);
+  ASSERT_EQ(page["data"].size(), 2u) << page;
+  EXPECT_EQ(page["data"][0]["content"], "c");
+  EXPECT_TRUE(page["has_more"].get<bool>());
+  EXPECT_EQ(page["last_id"], page["data"][1]["id"]);
+  const json rest = json::parse(c.get(base + "?limit=2&after=" + page["last_id"].get<std::string>()).body);
+  ASSERT_EQ(rest["data"].size(), 1u) << rest;
+  EXPECT_EQ(rest["data"][0]["content"], "a");
+  EXPECT_FALSE(rest["has_more"].get<bool>());
+  EXPECT_EQ(json::parse(c.get(base + "?order=asc").body)["data"][0]["content"], "a");
+  EXPECT_EQ(openai_error(c.get(base + "?limit=0"), 400)["param"], "limit");
   EXPECT_EQ(c.request("DELETE", "/v1/responses/" + first["id"].get<std::string>()).status, 200);
   EXPECT_EQ(openai_error(c.get("/v1/responses/" + first["id"].get<std::string>()), 404)["code"], "not_found");
   // store: false keeps nothing.

@@ -91,7 +91,7 @@ class ApiRouter {
   RouteResult responses(std::string_view body) const;
   RouteResult messages(std::string_view body) const;
   RouteResult count_tokens(std::string_view body) const;
-  HttpReply stored_response(std::string_view method, std::string_view rest) const;
+  HttpReply stored_response(std::string_view method, std::string_view rest, std::string_view query) const;
 
   Backend& backend_;
   std::function<std::string()> server_metrics_;

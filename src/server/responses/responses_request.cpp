@@ -9,6 +9,7 @@
 #include "server/core/request_fields.h"
 #include "server/openai_tools.h"
 #include "server/responses/response_store.h"
+#include "server/responses/responses_formatter.h"
 #include "util/json_depth.h"
 
 namespace nexus::server {
@@ -80,7 +81,7 @@ void parse_items(const ojson& input, std::vector<ChatMessage>& out, std::map<std
                  ojson& items) {
   if (input.is_string()) {
     out.push_back({"user", input.get<std::string>(), nullptr, "", ""});
-    items.push_back({{"type", "message"}, {"role", "user"},
+    items.push_back({{"id", make_responses_id("msg_")}, {"type", "message"}, {"role", "user"},
                      {"content", ojson::array({{{"type", "input_text"}, {"text", input.get<std::string>()}}})}});
     return;
   }
@@ -94,7 +95,9 @@ void parse_items(const ojson& input, std::vector<ChatMessage>& out, std::map<std
       if (!t->is_string()) throw type_error(where + ".type", "a string", *t);
       type = t->get<std::string>();
     }
-    items.push_back(item);
+    ojson kept = item;  // as given, with an id when it had none (GET .../input_items lists them by id)
+    if (!kept.contains("id")) kept["id"] = make_responses_id(type == "message" ? "msg_" : type == "function_call" ? "fc_" : "fco_");
+    items.push_back(std::move(kept));
     if (type == "message") {
       std::string role = required_string(item, "role", where);
       if (role == "developer") role = "system";
