@@ -251,6 +251,17 @@ TEST_F(AgentProtocols, ForcedToolCallsThroughResponsesAndMessages) {
   const json use = msg["content"].back();
   ASSERT_EQ(use["type"], "tool_use");
   EXPECT_TRUE(use["input"].is_object() && use["input"].contains("city"));
+  // A forced call cut before its name is known: no text (the call's syntax
+  // is no answer), status incomplete / stop_reason max_tokens.
+  const json cut = post("/v1/responses", {{"input", "Weather?"}, {"tool_choice", "required"}, {"max_output_tokens", 3},
+                                          {"tools", {{{"type", "function"}, {"name", "get_weather"}, {"parameters", schema}}}}});
+  EXPECT_EQ(cut["status"], "incomplete");
+  for (const json& item : cut["output"]) EXPECT_NE(item["type"], "message") << cut["output"];
+  const json cut_m = post("/v1/messages", {{"model", "test-model"}, {"max_tokens", 3}, {"tool_choice", {{"type", "any"}}},
+                                           {"tools", {{{"name", "get_weather"}, {"input_schema", schema}}}},
+                                           {"messages", {{{"role", "user"}, {"content", "Weather?"}}}}});
+  EXPECT_EQ(cut_m["stop_reason"], "max_tokens");
+  for (const json& block : cut_m["content"]) EXPECT_NE(block["type"], "text") << cut_m["content"];
   const json after = post("/v1/messages",
                           {{"model", "test-model"}, {"max_tokens", 4},
                            {"tools", {{{"name", "get_weather"}, {"input_schema", schema}}}},
@@ -289,6 +300,15 @@ TEST_F(AgentProtocols, BadInputIsRefusedInEachProtocolsShapeAndTheServerGoesOn) 
   orphan["max_tokens"] = 4;
   orphan["messages"][0]["content"] = {{{"type", "tool_result"}, {"tool_use_id", "toolu_x"}, {"content", "1"}}};
   EXPECT_EQ(anthropic_error(post_raw("/v1/messages", orphan), 400), "invalid_request_error");
+  json other_model = base;
+  other_model["max_tokens"] = 4;
+  other_model["model"] = "claude-sonnet-4-5";
+  EXPECT_EQ(anthropic_error(post_raw("/v1/messages", other_model), 404), "not_found_error");
+  // count_tokens counts a prompt longer than the context (a client asks to learn that).
+  json long_prompt = {{"model", "test-model"},
+                      {"messages", {{{"role", "user"}, {"content", std::string(4000, 'a') + " end"}}}}};
+  const json counted = post("/v1/messages/count_tokens", long_prompt);
+  EXPECT_GT(counted["input_tokens"].get<int64_t>(), 512) << counted;
   HttpClient c("127.0.0.1", server_->port());
   EXPECT_EQ(anthropic_error(c.post("/v1/messages", "{not json"), 400), "invalid_request_error");
   EXPECT_EQ(anthropic_error(c.request("GET", "/v1/messages"), 405), "invalid_request_error");

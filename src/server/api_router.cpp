@@ -209,11 +209,20 @@ RouteResult ApiRouter::responses(std::string_view body) const {
   });
 }
 
+// Anthropic answers a model it does not serve with 404 not_found_error
+// (OpenAI's paths keep their 400 model_not_found).
+void ApiRouter::check_model(const std::string& model) const {
+  if (model != backend_.model_id())
+    throw ApiError(404, "model: '" + printable(model) + "' is not served here; this server serves '" +
+                            backend_.model_id() + "'.", "model", "model_not_found", "not_found_error");
+}
+
 RouteResult ApiRouter::messages(std::string_view body) const {
   return guarded(Protocol::Anthropic, [&]() -> RouteResult {
     MessagesParseOptions o;
     o.max_priority = max_request_priority_;
     const ApiRequest req = parse_messages_request(body, o);
+    check_model(req.model);
     PendingGeneration g;
     g.request = build_generation(req, backend_);
     g.formatter = std::make_unique<MessagesFormatter>(req.stream, backend_.model_id(),
@@ -230,8 +239,8 @@ RouteResult ApiRouter::count_tokens(std::string_view body) const {
     o.max_priority = max_request_priority_;
     o.count_tokens = true;
     const ApiRequest req = parse_messages_request(body, o);
-    const GenerationRequest g = build_generation(req, backend_);
-    return HttpReply{200, json{{"input_tokens", g.prompt.size()}}.dump(), {}};
+    check_model(req.model);
+    return HttpReply{200, json{{"input_tokens", prompt_tokens(req, backend_).size()}}.dump(), {}};
   });
 }
 

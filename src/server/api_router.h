@@ -91,6 +91,7 @@ class ApiRouter {
   RouteResult responses(std::string_view body) const;
   RouteResult messages(std::string_view body) const;
   RouteResult count_tokens(std::string_view body) const;
+  void check_model(const std::string& model) const;  // throws 404 not_found_error (Anthropic)
   HttpReply stored_response(std::string_view method, std::string_view rest, std::string_view query) const;
 
   Backend& backend_;

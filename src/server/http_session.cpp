@@ -286,7 +286,10 @@ void HttpSession::handle_request() {
                              std::string_view(protocols.data(), protocols.size()));
     if (!key && !x_api_key.empty()) key = std::string_view(x_api_key.data(), x_api_key.size());
     if (!key || !same_key(*key, ctx_.opts.api_key)) {
-      HttpReply r = error_reply(protocol_of(target_), invalid_api_key(key.has_value()));
+      ApiError e = invalid_api_key(key.has_value());
+      if (protocol_of(target_) == Protocol::Anthropic)
+        e.message = key ? "Invalid API key." : "Missing API key: send it in the x-api-key header.";
+      HttpReply r = error_reply(protocol_of(target_), e);
       r.headers.emplace_back("WWW-Authenticate", "Bearer");
       return send_reply(r);
     }

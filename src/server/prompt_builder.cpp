@@ -13,6 +13,20 @@ namespace nexus::server {
 
 namespace {
 
+
+// What the grammar will need of the matcher, checked before the engine
+// sees it (grammar/matcher.h check_followable): a grammar past a bound is
+// the request's 400, not a 500 in the middle of generation.
+void check_grammar(const std::shared_ptr<const grammar::Grammar>& g, const std::string& param) {
+  try {
+    grammar::check_followable(g);
+  } catch (const grammar::GrammarLimit& e) {
+    throw bad_request(fmt::format("Invalid '{}': {}", param, printable(e.what())), param, "grammar_too_complex");
+  }
+}
+
+}  // namespace
+
 std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend) {
   if (req.endpoint != Endpoint::Completions) {
     const ChatTemplate& t = backend.chat_template();
@@ -32,19 +46,6 @@ std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend
   }
   return ids;
 }
-
-// What the grammar will need of the matcher, checked before the engine
-// sees it (grammar/matcher.h check_followable): a grammar past a bound is
-// the request's 400, not a 500 in the middle of generation.
-void check_grammar(const std::shared_ptr<const grammar::Grammar>& g, const std::string& param) {
-  try {
-    grammar::check_followable(g);
-  } catch (const grammar::GrammarLimit& e) {
-    throw bad_request(fmt::format("Invalid '{}': {}", param, printable(e.what())), param, "grammar_too_complex");
-  }
-}
-
-}  // namespace
 
 std::string echo_text(const ApiRequest& req, const Backend& backend) {
   if (!req.echo) return {};
@@ -99,7 +100,7 @@ GenerationRequest build_generation(const ApiRequest& req, const Backend& backend
   if (n_prompt >= n_ctx) {
     throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, the {} {} {} "
                                   "tokens, which leaves no room for a completion.",
-                                  n_ctx, param, param == "prompt" ? "takes" : "take", n_prompt),
+                                  n_ctx, param, param == "messages" ? "take" : "takes", n_prompt),
                       param, "context_length_exceeded");
   }
   const int64_t wanted = req.max_tokens.value_or(kDefaultMaxTokens);

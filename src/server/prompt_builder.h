@@ -36,6 +36,11 @@ inline constexpr int32_t kDefaultMaxTokens = 256;
 // never two BOS.
 std::vector<int32_t> tokenize_chat(const Backend& backend, const std::string& text);
 
+// The prompt's token ids alone (rendered and tokenized, or checked ids),
+// without build_generation's other checks: POST /v1/messages/count_tokens
+// counts prompts longer than the context too. Throws ApiError.
+std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend);
+
 // Throws ApiError (400) as listed above. echo with logprobs sets
 // prompt_logprobs.
 GenerationRequest build_generation(const ApiRequest& req, const Backend& backend);

@@ -16,7 +16,10 @@ void OutputDelta::append(OutputDelta later) {
 }
 
 OutputStream::OutputStream(std::shared_ptr<const tool_calls::ToolCallSetup> tools) {
-  if (tools) calls_ = std::make_unique<tool_calls::ToolCallStream>(std::move(tools));
+  if (tools) {
+    forced_ = tools->forced;
+    calls_ = std::make_unique<tool_calls::ToolCallStream>(std::move(tools));
+  }
 }
 
 OutputStream::~OutputStream() = default;
@@ -36,6 +39,7 @@ OutputDelta OutputStream::on_event(const GenerationEvent& ev) {
   if (calls_) {
     delta = calls_->feed(ev.text, ev.token);
     if (ev.done && ev.finish != FinishReason::Error) delta.append(calls_->finish());
+    if (forced_) delta.text.clear();  // a forced call cut short: its syntax is no answer
   } else {
     delta.text = ev.text;
   }

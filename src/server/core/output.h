@@ -12,7 +12,9 @@
 // why the output ended, from the final event (FinishReason) and what the
 // parser saw: ToolCalls replaces Stop when the output holds calls; a call
 // cut by max_tokens leaves Length and its OutputCall::complete false, so no
-// protocol passes a half call off as a finished one.
+// protocol passes a half call off as a finished one. Under a forced tool
+// choice the output is call syntax only: text the parser gives up on (a
+// call cut before its name) is dropped, never returned as an answer.
 #pragma once
 
 #include <cstddef>
@@ -92,6 +94,7 @@ class OutputStream {
   void apply(const OutputDelta& d);
 
   std::unique_ptr<tool_calls::ToolCallStream> calls_;
+  bool forced_ = false;  // ToolCallSetup::forced: text is dropped
   OutputMessage message_;
   bool done_ = false;
   OutputEnd end_ = OutputEnd::Stop;

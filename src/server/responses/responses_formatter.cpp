@@ -78,7 +78,8 @@ ResponsesFormatter::ResponsesFormatter(const ResponsesRequest& req, std::string 
 
 std::string ResponsesFormatter::event(json ev) {
   ev["sequence_number"] = sequence_++;
-  if (framing_ == Framing::Sse) return sse_event(dump(ev));
+  // SSE: the event's type as the `event:` line too, as OpenAI's API sends it.
+  if (framing_ == Framing::Sse) return "event: " + ev["type"].get<std::string>() + "\n" + sse_event(dump(ev));
   frames_.push_back(dump(ev));
   return {};
 }
@@ -244,7 +245,7 @@ std::string ResponsesFormatter::stream_error(const ApiError& e) const {
   r["error"] = {{"code", e.code.empty() ? "server_error" : e.code}, {"message", e.message}};
   // const: the sequence number of the last event is not advanced (nothing follows it).
   r = {{"type", "response.failed"}, {"response", std::move(r)}, {"sequence_number", sequence_}};
-  return sse_event(dump(r));
+  return "event: response.failed\n" + sse_event(dump(r));
 }
 
 }  // namespace nexus::server

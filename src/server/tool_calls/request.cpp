@@ -74,6 +74,7 @@ std::shared_ptr<const ToolCallSetup> response_setup(const ToolRequest& req, cons
   s->parser.syntax = syntax_for(backend.chat_template());
   for (const ToolDefinition& d : req.tools) s->parser.names.push_back(d.name);
   if (!req.parallel || req.choice == ToolChoice::Named) s->parser.max_calls = 1;  // as the grammar allows
+  s->forced = req.forced();
   const std::string_view mk = marker(s->parser.syntax);
   if (!mk.empty()) s->marker_token = backend.control_token(mk);
   return s;

@@ -30,6 +30,10 @@ namespace nexus::server::tool_calls {
 struct ToolCallSetup {
   ParserOptions parser;
   int32_t marker_token = -1;  // the control token standing for the marker, -1 when none
+  // The grammar forces calls (tool_choice required / named): the output is
+  // call syntax only, so text the parser gives up on is a call cut short
+  // (max_tokens), never an answer (core/output.h drops it).
+  bool forced = false;
 };
 
 class ToolCallStream {
