@@ -6,7 +6,7 @@
 //   POST /v1/responses            generation (responses/responses_request.h)
 //   GET, DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items,
 //   POST /v1/responses/{id}/cancel
-//                                 the response store (responses/response_store.h)
+//                                 the response store (responses/stored_responses.h)
 //   POST /v1/messages             generation (anthropic/messages_request.h)
 //   POST /v1/messages/count_tokens {"input_tokens"} of the same request
 //   POST /v1/embeddings           embeddings (embeddings.h)
