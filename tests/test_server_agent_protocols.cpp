@@ -9,7 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/anthropic/messages_request.h"
+#include "server/api_error.h"
 #include "server/responses/response_store.h"
+#include "server/responses/responses_request.h"
 #include "support/engine_server.h"
 
 using namespace nexus;
@@ -323,6 +326,31 @@ TEST_F(AgentProtocols, BadInputIsRefusedInEachProtocolsShapeAndTheServerGoesOn) 
   EXPECT_EQ(post("/v1/responses", {{"input", "Hi"}, {"max_output_tokens", 2}})["object"], "response");
   EXPECT_EQ(post("/v1/messages", {{"model", "test-model"}, {"max_tokens", 2},
                                   {"messages", {{{"role", "user"}, {"content", "Hi"}}}}})["type"], "message");
+}
+
+// --strict-tools: a tool only its vendor runs is a 400 naming it, in both
+// protocols; without it the tool is left out and the request goes on.
+TEST(StrictTools, HostedAndServerToolsAreRefusedByName) {
+  const server::ResponseStore store;
+  const std::string responses = json{{"input", "x"}, {"tools", {{{"type", "web_search"}}}}}.dump();
+  const std::string messages =
+      json{{"model", "m"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "x"}}}},
+           {"tools", {{{"type", "web_search_20250305"}, {"name", "web_search"}}}}}.dump();
+  server::ResponsesParseOptions ro;
+  server::MessagesParseOptions mo;
+  EXPECT_EQ(server::parse_responses_request(responses, store, ro).dropped_tools, std::vector<std::string>{"web_search"});
+  EXPECT_TRUE(server::parse_messages_request(messages, mo).tool_use.tools.empty());
+  ro.strict_tools = mo.strict_tools = true;
+  const auto code = [](auto&& parse) {
+    try {
+      parse();
+    } catch (const server::ApiError& e) {
+      return e.param + " " + e.code;
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(code([&] { server::parse_responses_request(responses, store, ro); }), "tools[0].type unsupported_tool");
+  EXPECT_EQ(code([&] { server::parse_messages_request(messages, mo); }), "tools[0].type unsupported_tool");
 }
 
 TEST(ResponseStore, KeepsTheMostRecentlyUsedWithinItsBudget) {

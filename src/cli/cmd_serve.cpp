@@ -386,8 +386,8 @@ std::function<int()> setup(CLI::App& sub) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   sub.add_flag("--strict-tools", a->strict_tools,
-               "refuse a Responses request that offers a hosted tool (web_search, ...) with 400 unsupported_tool "
-               "instead of leaving the tool out");
+               "refuse a request that offers a tool only its vendor runs (Responses' web_search, ..., Anthropic's "
+               "server tools) with 400 unsupported_tool instead of leaving the tool out");
   add_cors_option(sub, a->cors_allow_origins);
   return [a] { return serve(*a); };
 }

@@ -222,6 +222,7 @@ RouteResult ApiRouter::messages(std::string_view body) const {
   return guarded(Protocol::Anthropic, [&]() -> RouteResult {
     MessagesParseOptions o;
     o.max_priority = max_request_priority_;
+    o.strict_tools = strict_tools_;
     const ApiRequest req = parse_messages_request(body, o);
     check_model(req.model);
     PendingGeneration g;
@@ -238,6 +239,7 @@ RouteResult ApiRouter::count_tokens(std::string_view body) const {
   return guarded(Protocol::Anthropic, [&]() -> RouteResult {
     MessagesParseOptions o;
     o.max_priority = max_request_priority_;
+    o.strict_tools = strict_tools_;
     o.count_tokens = true;
     const ApiRequest req = parse_messages_request(body, o);
     check_model(req.model);

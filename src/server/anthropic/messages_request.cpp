@@ -123,7 +123,7 @@ bool server_tool(const std::string& type) {
   return type != "custom";  // web_search_*, bash_*, text_editor_*, code_execution_*, computer_*, ...
 }
 
-void parse_tools(const ojson& doc, ApiRequest& r) {
+void parse_tools(const ojson& doc, ApiRequest& r, bool strict_tools) {
   ToolRequest& tr = r.tool_use;
   if (const ojson* tools = field(doc, "tools")) {
     if (!tools->is_array()) throw type_error("tools", "an array", *tools);
@@ -133,7 +133,13 @@ void parse_tools(const ojson& doc, ApiRequest& r) {
       if (!t.is_object()) throw type_error(where, "an object", t);
       if (const ojson* type = field(t, "type")) {
         if (!type->is_string()) throw type_error(where + ".type", "a string", *type);
-        if (server_tool(type->get<std::string>())) continue;
+        if (server_tool(type->get<std::string>())) {
+          if (strict_tools)
+            throw bad_request(fmt::format("Unsupported tool '{}' in '{}': this server cannot run server tools "
+                                          "(started with --strict-tools).", printable(type->get<std::string>()), where),
+                              where + ".type", "unsupported_tool");
+          continue;
+        }
       }
       if (const ojson* d = field(t, "defer_loading"); d && d->is_boolean() && d->get<bool>()) continue;
       const ojson* schema = field(t, "input_schema");
@@ -223,7 +229,7 @@ ApiRequest parse_messages_request(std::string_view body, const MessagesParseOpti
   if (messages->empty()) throw bad_request("Invalid 'messages': at least one message is required.", "messages", "invalid_value");
   std::map<std::string, std::string> calls;
   for (size_t i = 0; i < messages->size(); ++i) parse_message((*messages)[i], i, r.messages, calls);
-  parse_tools(odoc, r);
+  parse_tools(odoc, r, opts.strict_tools);
   return r;
 }
 

@@ -24,7 +24,8 @@
 //                    (a "type" such as web_search_20250305, bash_*,
 //                    text_editor_*, code_execution_*) and tools with
 //                    "defer_loading": true (Anthropic's tool search, which
-//                    Nexus does not run) are not offered to the model
+//                    Nexus does not run) are not offered to the model (under
+//                    --strict-tools a server tool is a 400 unsupported_tool)
 //   tool_choice      {"type": "auto" | "any" | "tool" (+ "name") | "none",
 //                    "disable_parallel_tool_use"?}
 //   stop_sequences   [string] (at most 4, as the other protocols)
@@ -45,6 +46,7 @@ namespace nexus::server {
 struct MessagesParseOptions {
   int32_t max_priority = kDefaultMaxRequestPriority;
   bool count_tokens = false;  // /v1/messages/count_tokens: no max_tokens, stream, ...
+  bool strict_tools = false;  // --strict-tools: a server tool is a 400
 };
 
 // Throws ApiError 400 as listed above.
