@@ -26,8 +26,13 @@ using json = nlohmann::ordered_json;
 // so no parser reads infinity; nlohmann refuses 8e721) and with at most 16
 // fraction digits (a double holds 17 significant digits; stories260K
 // otherwise writes -3.1000... until max_tokens).
-constexpr const char* kBase = R"gbnf(
-ws          ::= ( " " | "\n" [ \t]{0,20} )?
+
+// The whitespace between JSON tokens: free (a space, or a newline and up
+// to 20 of indentation), or none (compact, as OpenAI's strict mode writes
+// tool arguments).
+constexpr const char* kWsFree = "\nws          ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?";
+constexpr const char* kWsCompact = "\nws          ::= \"\"";
+constexpr const char* kBaseRules = R"gbnf(
 json-value  ::= json-object | json-array | json-string | json-number | "true" ws | "false" ws | "null" ws
 json-object ::= "{" ws ( json-member ( "," ws json-member )* )? "}" ws
 json-member ::= json-string ":" ws json-value
@@ -108,7 +113,7 @@ class Compiler {
   // openai/openai-node#1351), which a leading " " token was.
   std::string run() {
     const std::string top = rule_for(root_, "#");
-    return fmt::format("root ::= {}\n{}{}", top, rules_, kBase);
+    return fmt::format("root ::= {}\n{}{}", top, rules_, json_schema_base_gbnf());
   }
   // The $ref a rule of run()'s text was made for ("" when none).
   std::string ref_of_rule(const std::string& rule) const {
@@ -441,7 +446,11 @@ SchemaRules json_schema_rules(const nlohmann::ordered_json& schema, const std::s
   return Compiler(schema, prefix).rules();
 }
 
-std::string_view json_schema_base_gbnf() { return kBase; }
+const std::string& json_schema_base_gbnf(bool compact) {
+  static const std::string free = std::string(kWsFree) + kBaseRules;
+  static const std::string none = std::string(kWsCompact) + kBaseRules;
+  return compact ? none : free;
+}
 
 const std::string& json_object_gbnf() {
   static const std::string text = json_schema_to_gbnf(nlohmann::ordered_json{{"type", "object"}});

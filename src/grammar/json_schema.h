@@ -77,6 +77,8 @@ struct SchemaRules {
   std::string rules;
 };
 SchemaRules json_schema_rules(const nlohmann::ordered_json& schema, const std::string& prefix);
-std::string_view json_schema_base_gbnf();
+// The base rules; `compact`: no whitespace between tokens (`ws` matches
+// nothing), for output written compactly such as forced tool arguments.
+const std::string& json_schema_base_gbnf(bool compact = false);
 
 }  // namespace nexus::grammar

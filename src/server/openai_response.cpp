@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
+#include "server/core/generation_error.h"
 #include "server/sse.h"
 
 namespace nexus::server {
@@ -48,13 +49,6 @@ json bytes_json(const std::string& piece) {
 
 json chat_entry(const TokenLogprob& t) {
   return {{"token", t.piece}, {"logprob", t.logprob}, {"bytes", bytes_json(t.piece)}};
-}
-
-// A failed generation: the request's fault (GenerationEvent::error_code) is a
-// 400 naming it, anything else a 500.
-ApiError generation_error(const GenerationEvent& ev) {
-  if (!ev.error_code.empty()) return bad_request("The request cannot be followed: " + ev.error, "", ev.error_code);
-  return ApiError(500, "generation failed: " + ev.error, "", "", "server_error");
 }
 
 std::string error_payload(const GenerationEvent& ev) { return error_body(generation_error(ev)); }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "server/core/generation_error.h"
 #include "server/core/protocol.h"
 #include "server/http_reply.h"
 #include "util/json_depth.h"
@@ -122,9 +123,7 @@ std::string MessagesFormatter::on_event(const GenerationEvent& ev, int32_t) {
   finished_ = true;
   usage_ = ev.usage;
   if (output_.end() == OutputEnd::Error || output_.end() == OutputEnd::Cancelled) {
-    const bool client = !ev.error_code.empty();
-    const ApiError e(client ? 400 : 500,
-                     client ? "The request cannot be followed: " + ev.error : "generation failed: " + ev.error);
+    const ApiError e = generation_error(ev);
     if (!stream_) {
       status_ = e.status;
       return error_body(Protocol::Anthropic, e);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "server/core/generation_error.h"
 #include "server/http_reply.h"
 #include "server/sse.h"
 
@@ -22,13 +23,6 @@ json usage_json(const Usage& u) {
           {"output_tokens", u.completion_tokens},
           {"output_tokens_details", {{"reasoning_tokens", 0}}},
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
-}
-
-// The failure of a generation as the response's `error`.
-json generation_error(const GenerationEvent& ev) {
-  if (ev.finish == FinishReason::Cancelled) return {{"code", "cancelled"}, {"message", "The response was cancelled."}};
-  if (!ev.error_code.empty()) return {{"code", ev.error_code}, {"message", "The request cannot be followed: " + ev.error}};
-  return {{"code", "server_error"}, {"message", "generation failed: " + ev.error}};
 }
 
 }  // namespace
@@ -49,7 +43,6 @@ ResponsesFormatter::ResponsesFormatter(const ResponsesRequest& req, std::string 
       output_(std::move(tools)),
       store_(req.store ? store : nullptr),
       connection_(connection),
-      keep_(store_ != nullptr || connection_ != nullptr),
       framing_(framing),
       input_items_(req.input_items),
       transcript_(req.transcript) {
@@ -162,22 +155,20 @@ std::string ResponsesFormatter::on_event(const GenerationEvent& ev, int32_t) {
   switch (output_.end()) {
     case OutputEnd::Length: status_name_ = "incomplete"; break;
     case OutputEnd::Error:
-    case OutputEnd::Cancelled:
+    case OutputEnd::Cancelled: {
       status_name_ = "failed";
-      error_ = generation_error(ev);
+      const ApiError e = generation_error(ev);
+      error_ = {{"code", e.code.empty() ? "server_error" : e.code}, {"message", e.message}};
+      if (!stream_) {
+        status_ = e.status;
+        return error_body(e);
+      }
       break;
+    }
     default: status_name_ = "completed"; break;
   }
   if (status_name_ != "failed") save();
-  if (!stream_) {
-    if (status_name_ == "failed") {
-      const bool client = !ev.error_code.empty();
-      status_ = client ? 400 : 500;
-      return error_body(ApiError(status_, error_["message"], "", error_["code"], client ? "invalid_request_error"
-                                                                                        : "server_error"));
-    }
-    return dump(response());
-  }
+  if (!stream_) return dump(response());
   for (size_t at = 0; at < items_.size(); ++at) {
     const Item& it = items_[at];
     const json item = item_json(it);
@@ -217,7 +208,7 @@ std::string ResponsesFormatter::events_without_output(const Usage& usage) {
 }
 
 void ResponsesFormatter::save() {
-  if (!keep_) return;
+  if (!store_ && !connection_) return;
   StoredResponse s;
   s.response = response();
   s.input_items = std::move(input_items_);

@@ -106,7 +106,6 @@ class ResponsesFormatter final : public ResponseFormatter {
   int status_ = 200;
   ResponseStore* store_ = nullptr;
   ResponseStore* connection_ = nullptr;
-  bool keep_ = false;
   Framing framing_ = Framing::Sse;
   std::vector<std::string> frames_;
   nlohmann::ordered_json input_items_;

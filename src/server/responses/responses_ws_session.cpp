@@ -45,7 +45,7 @@ void ResponsesWsSession::send_error(const ApiError& e) {
   else send(std::move(msg));
 }
 
-ResponsesWsSession::Prepared ResponsesWsSession::prepare(std::string_view text) const {
+ResponsesWsSession::Prepared ResponsesWsSession::prepare(std::string_view text) {
   Prepared p;
   try {
     ojson ev;
@@ -80,7 +80,7 @@ ResponsesWsSession::Prepared ResponsesWsSession::prepare(std::string_view text) 
     }
     p.formatter = std::make_unique<ResponsesFormatter>(
         req, backend_.model_id(), tool_calls::response_setup(req.conversation.tool_use, backend_),
-        &ctx_.router.responses(), const_cast<ResponseStore*>(&connection_store_),
+        &ctx_.router.responses(), &connection_store_,
         ResponsesFormatter::Framing::Frames);
   } catch (const ApiError& e) {
     p.error = e;

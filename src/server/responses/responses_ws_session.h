@@ -65,7 +65,7 @@ class ResponsesWsSession final : public WsSession {
   bool on_closing() override;
   void on_gone() override;
 
-  Prepared prepare(std::string_view text) const;  // any thread
+  Prepared prepare(std::string_view text);  // any thread (the stores lock for themselves)
   void start_response(Prepared p);
   void send_error(const ApiError& e);
   void send_frames();

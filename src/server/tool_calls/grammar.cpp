@@ -63,10 +63,7 @@ std::string forced_gbnf(const ToolRequest& req, ToolSyntax syntax) {
   // The arguments compact, as OpenAI's strict mode writes them: no free
   // whitespace between tokens (a weak model under a forced call otherwise
   // spends its tokens on newlines and indentation).
-  std::string base(grammar::json_schema_base_gbnf());
-  const size_t ws = base.find("ws          ::=");
-  if (ws != std::string::npos) base.replace(ws, base.find('\n', ws) - ws, "ws ::= \"\"");
-  return fmt::format("{}call ::= {}\n{}{}", root, alternatives, rules, base);
+  return fmt::format("{}call ::= {}\n{}{}", root, alternatives, rules, grammar::json_schema_base_gbnf(/*compact=*/true));
 }
 
 std::shared_ptr<const grammar::Grammar> forced_grammar(const ToolRequest& req, ToolSyntax syntax) {
