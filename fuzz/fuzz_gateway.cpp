@@ -23,7 +23,9 @@
 //   - a tap that does not strip (the client asked for usage) relaying other
 //     bytes than the replica sent, unless it overflowed;
 //   - an origin-form target that does not start with '/';
-//   - a replay event that is not a JSON object with a string "type".
+//   - a replay or death-notice event that is not a JSON object with a
+//     string "type"; a rewritten client message that is not a
+//     response.create without previous_response_id.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <chrono>
@@ -40,6 +42,7 @@
 #include "gateway/prefix_affinity.h"
 #include "gateway/query_of_death.h"
 #include "gateway/realtime_transcript.h"
+#include "gateway/responses_transcript.h"
 #include "gateway/stream_usage.h"
 #include "gateway/tenant_limiter.h"
 #include "server/api_key.h"
@@ -117,15 +120,38 @@ void check_tap(std::string_view stream, FuzzedDataProvider& fdp) {
   if (!keep.overflowed() && kept != stream) finding("a tap that strips nothing changed the stream", kept);
 }
 
-void check_realtime(const std::vector<std::string>& events) {
-  RealtimeTranscript t(64 * 1024);
-  for (size_t i = 0; i < events.size(); ++i)
-    (i % 2 ? static_cast<void>(t.on_server_event(events[i])) : t.on_client_event(events[i]));
+void check_typed(const std::string& e, const char* what) {
+  const json j = json::parse(e, nullptr, false);
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) finding(what, e);
+}
+
+// The events through a transcript, a move, then the events again (the
+// client's rewritten where the transcript rewrites: each a response.create
+// without previous_response_id).
+void check_transcript(WsTranscript& t, const std::vector<std::string>& events) {
+  auto feed = [&] {
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (i % 2) {
+        (void)t.on_server_event(events[i]);
+      } else if (const auto r = t.on_client_event(events[i])) {
+        const json j = json::parse(*r, nullptr, false);
+        if (!j.is_object() || j.value("type", "") != "response.create" || j.contains("previous_response_id"))
+          finding("a rewritten message that is not a response.create without previous_response_id", *r);
+      }
+    }
+  };
+  feed();
   if (t.lost()) return;
-  for (const std::string& e : t.replay()) {
-    const json j = json::parse(e, nullptr, false);
-    if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) finding("a replay event without a type", e);
-  }
+  for (const std::string& e : t.death_notice(true, "fuzz")) check_typed(e, "a death notice event without a type");
+  for (const std::string& e : t.replay()) check_typed(e, "a replay event without a type");
+  feed();
+}
+
+void check_ws_transcripts(const std::vector<std::string>& events) {
+  RealtimeTranscript realtime(64 * 1024);
+  check_transcript(realtime, events);
+  ResponsesTranscript responses(64 * 1024);
+  check_transcript(responses, events);
 }
 
 }  // namespace
@@ -150,6 +176,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_access(limiter, auth, protocols, TokenUsage{static_cast<int64_t>(body.size()), replica}, now);
   check_body(body, affinity, qod, replica, now);
   check_tap(stream, fdp);
-  check_realtime(events);
+  check_ws_transcripts(events);
   return 0;
 }

@@ -3,18 +3,63 @@
 // previous_response_id under the prefix policy, where the agent's
 // prompt_cache_key keeps it on the replica that stored the first response)
 // and POST /v1/messages answer as a replica does directly (greedy); the
-// Responses WebSocket mode, not relayed yet, gets 426 so a client falls back
-// to HTTP at once.
+// Responses WebSocket mode is relayed, and a Codex-like connection whose
+// replica is killed between two requests goes on on another replica, its
+// next answer equal to a fresh connection's given the same history.
 #include <gtest/gtest.h>
+
+#include <signal.h>
 
 #include <nlohmann/json.hpp>
 
+#include "support/gateway_load.h"
 #include "support/gateway_process.h"
 #include "support/http_client.h"
 #include "support/test_support.h"
+#include "support/ws_client.h"
 
 using namespace nexus::test;
 using nlohmann::json;
+
+namespace {
+
+json message(const std::string& role, const std::string& text) {
+  return {{"type", "message"}, {"role", role}, {"content", {{{"type", "input_text"}, {"text", text}}}}};
+}
+
+// Sends a response.create; returns its final event (response.completed,
+// .incomplete, .failed or an error), the others appended to `events`.
+json create(WsClient& ws, json body, std::vector<json>* events = nullptr) {
+  body["type"] = "response.create";
+  ws.send_json(body);
+  for (;;) {
+    json ev = ws.recv_json();
+    const std::string type = ev.value("type", "");
+    if (type == "response.completed" || type == "response.incomplete" || type == "response.failed" || type == "error")
+      return ev;
+    if (events) events->push_back(std::move(ev));
+  }
+}
+
+std::string output_text(const json& final_event) {
+  std::string text;
+  for (const auto& item : final_event["response"]["output"])
+    if (item["type"] == "message")
+      for (const auto& part : item["content"]) text += part["text"].get<std::string>();
+  return text;
+}
+
+// The replica index whose responses_ws sessions counter moved.
+size_t ws_replica(const ReplicaSet& rs, uint16_t gateway_port) {
+  const auto m = scrape_metrics(gateway_port);
+  for (size_t i = 0; i < rs.ports.size(); ++i)
+    if (metric_or(m, "nexus_gateway_responses_ws_sessions_total", {{"replica", "127.0.0.1:" + std::to_string(rs.ports[i])}}) > 0)
+      return i;
+  ADD_FAILURE() << "no replica holds the connection";
+  return 0;
+}
+
+}  // namespace
 
 TEST(GatewayAgentProtocols, ResponsesAndMessagesAnswerAsAReplicaDoes) {
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
@@ -50,11 +95,68 @@ TEST(GatewayAgentProtocols, ResponsesAndMessagesAnswerAsAReplicaDoes) {
     EXPECT_EQ(next.status, 200) << next.body;
   }
 
-  // The WebSocket mode: 426 at once, in OpenAI's error shape.
-  HttpClient u("127.0.0.1", gw.port);
-  const HttpResponse up = u.request("GET", "/v1/responses", "",
-                                    {{"Upgrade", "websocket"}, {"Connection", "Upgrade"},
-                                     {"Sec-WebSocket-Version", "13"}, {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}});
-  EXPECT_EQ(up.status, 426) << up.body;
-  EXPECT_EQ(json::parse(up.body, nullptr, false)["error"]["code"], "websocket_mode_not_relayed") << up.body;
+}
+
+// Issue 36's acceptance: a Codex-like connection in the Responses
+// WebSocket mode (a generate:false warm-up, then turns that each continue
+// the last response by previous_response_id with only their new items)
+// through the gateway; its replica is killed between two requests. The next
+// request succeeds, on the other replica, and its answer equals what a fresh
+// connection given the same history (the items before it, the first turn's
+// output, the new item) gets there (greedy).
+TEST(GatewayAgentProtocols, AResponsesWebSocketWhoseReplicaIsKilledGoesOnWithItsHistory) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 2);
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports);
+  ASSERT_GT(gw.port, 0);
+  const json settings = {{"max_output_tokens", 16}, {"temperature", 0}, {"store", false},
+                         {"instructions", "You are a storyteller."}};
+  auto with = [&](json fields) {
+    for (const auto& kv : settings.items()) fields[kv.key()] = kv.value();
+    return fields;
+  };
+  const json preamble = message("developer", "Tell short stories about animals.");
+  const json first_input = message("user", "Once upon a time");
+  const json second_input = message("user", "And then?");
+
+  WsClient c("127.0.0.1", gw.port, "/v1/responses");
+  const json warm = create(c, with({{"input", {preamble}}, {"generate", false}}));
+  ASSERT_EQ(warm["type"], "response.completed") << warm.dump();
+  const json first = create(c, with({{"input", {first_input}}, {"previous_response_id", warm["response"]["id"]}}));
+  ASSERT_TRUE(first["type"] == "response.completed" || first["type"] == "response.incomplete") << first.dump();
+  EXPECT_GT(first["response"]["usage"]["input_tokens_details"]["cached_tokens"].get<int>(), 0);
+  ASSERT_FALSE(output_text(first).empty());
+
+  const size_t dead = ws_replica(rs, gw.port);
+  ASSERT_EQ(rs.servers[dead]->proc.stop(SIGKILL), 128 + SIGKILL);
+  // The client knows nothing of it: its next request continues the first turn.
+  std::vector<json> events;
+  const json second = create(c, with({{"input", {second_input}}, {"previous_response_id", first["response"]["id"]}}), &events);
+  ASSERT_TRUE(second["type"] == "response.completed" || second["type"] == "response.incomplete") << second.dump();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events[0]["type"], "response.created");  // nothing of the move reached the client
+
+  // A fresh connection on the surviving replica, given the whole history.
+  json history = json::array({preamble, first_input});
+  for (const auto& item : first["response"]["output"]) history.push_back(item);
+  history.push_back(second_input);
+  WsClient fresh("127.0.0.1", rs.ports[1 - dead], "/v1/responses");
+  const json want = create(fresh, with({{"input", history}}));
+  ASSERT_EQ(want["type"], second["type"]) << want.dump();
+  EXPECT_EQ(output_text(second), output_text(want));
+  EXPECT_EQ(second["response"]["usage"]["input_tokens"], want["response"]["usage"]["input_tokens"]);
+  // Without the first turn's output the answer differs: the history carried it.
+  WsClient without("127.0.0.1", rs.ports[1 - dead], "/v1/responses");
+  EXPECT_NE(output_text(create(without, with({{"input", {preamble, first_input, second_input}}}))), output_text(want));
+
+  // And on: the next turn continues the new replica's response, by id.
+  const json third = create(c, with({{"input", {message("user", "The end.")}}, {"previous_response_id", second["response"]["id"]}}));
+  ASSERT_TRUE(third["type"] == "response.completed" || third["type"] == "response.incomplete") << third.dump();
+  EXPECT_GT(third["response"]["usage"]["input_tokens_details"]["cached_tokens"].get<int>(),
+            second["response"]["usage"]["input_tokens"].get<int>() / 2);
+  const auto m = scrape_metrics(gw.port);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_responses_ws_failovers_total", {{"result", "resumed"}}), 1);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_responses_ws_sessions", {}, -1), 1);
+  c.close();
 }

@@ -115,11 +115,14 @@ TEST_F(ResponsesWebSocket, AToolRoundTripOnOneConnection) {
 
 TEST_F(ResponsesWebSocket, BadMessagesGetErrorsAndTheConnectionGoesOn) {
   auto ws = connect();
-  const auto expect_error = [&](const std::string& code) {
+  // An error refusing a response.create names it ("event"), so a relay
+  // pairs each request with its answer; the others name nothing.
+  const auto expect_error = [&](const std::string& code, bool refuses_create = false) {
     const json e = ws->recv_json();
     EXPECT_EQ(e["type"], "error") << e;
     EXPECT_EQ(e["status"], 400) << e;
     EXPECT_EQ(e["error"]["code"], code) << e;
+    EXPECT_EQ(e.value("event", ""), refuses_create ? "response.create" : "") << e;
   };
   ws->send_text("{not json");
   expect_error("invalid_json");
@@ -128,12 +131,14 @@ TEST_F(ResponsesWebSocket, BadMessagesGetErrorsAndTheConnectionGoesOn) {
   ws->send_json({{"type", "session.update"}});
   expect_error("invalid_value");
   ws->send_json({{"type", "response.create"}, {"input", "x"}, {"previous_response_id", "resp_nope"}});
-  expect_error("previous_response_not_found");
+  expect_error("previous_response_not_found", true);
   ws->send_json({{"type", "response.cancel"}});
   expect_error("no_response");
   // A large message is parsed off the I/O thread, its type checked there.
   ws->send_json({{"type", "session.update"}, {"pad", std::string(40000, 'x')}});
   expect_error("invalid_value");
+  ws->send_json({{"type", "response.create"}, {"input", std::string(40000, 'x')}, {"max_output_tokens", -1}});
+  expect_error("invalid_value", true);
   // A second response.create while one runs.
   ws->send_json({{"type", "response.create"}, {"input", "Once upon a time"}, {"max_output_tokens", 200}});
   ws->send_json({{"type", "response.create"}, {"input", "Again"}});
@@ -142,6 +147,7 @@ TEST_F(ResponsesWebSocket, BadMessagesGetErrorsAndTheConnectionGoesOn) {
     const json ev = ws->recv_json();
     if (ev["type"] == "error") {
       EXPECT_EQ(ev["error"]["code"], "response_in_progress") << ev;
+      EXPECT_EQ(ev["event"], "response.create") << ev;
       refused = true;
     }
     ended = ev["type"] == "response.completed" || ev["type"] == "response.incomplete";

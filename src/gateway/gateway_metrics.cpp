@@ -1,8 +1,23 @@
 #include "gateway/gateway_metrics.h"
 
+#include <fmt/format.h>
+
 #include "gateway/replica_set.h"
 
 namespace nexus::gateway {
+
+namespace {
+
+// Each relayed WebSocket protocol's series (WsProtocol order).
+struct WsSeries {
+  const char* prefix;
+  const char* what;
+};
+constexpr WsSeries kWs[] = {{"realtime", "/v1/realtime WebSocket sessions"},
+                            {"responses_ws", "Responses API WebSocket-mode connections (GET /v1/responses)"}};
+static_assert(std::size(kWs) == static_cast<size_t>(WsProtocol::Count));
+
+}  // namespace
 
 const char* outcome_name(Outcome o) {
   static const char* const names[] = {"success", "client_error", "upstream_error",
@@ -39,9 +54,9 @@ void GatewayMetrics::add_replica(size_t index, const std::string& id) {
                           {{"replica", id}});
   p.in_flight = &r.gauge("nexus_gateway_replica_in_flight", "requests the gateway has in flight on the replica",
                          {{"replica", id}});
-  p.realtime_sessions = &r.int_counter("nexus_gateway_realtime_sessions_total",
-                                       "/v1/realtime WebSocket sessions relayed to the replica (upgraded)",
-                                       {{"replica", id}});
+  for (size_t w = 0; w < p.ws_sessions.size(); ++w)
+    p.ws_sessions[w] = &r.int_counter(fmt::format("nexus_gateway_{}_sessions_total", kWs[w].prefix),
+                                      fmt::format("{} relayed to the replica (upgraded)", kWs[w].what), {{"replica", id}});
 }
 
 GatewayMetrics::GatewayMetrics(const std::vector<std::string>& tenants)
@@ -65,11 +80,15 @@ GatewayMetrics::GatewayMetrics(const std::vector<std::string>& tenants)
                                 "backoff and relaying (the replica's own time excluded)",
                                 metrics::latency_buckets_seconds());
   in_flight_ = &r.gauge("nexus_gateway_in_flight_requests", "client requests being proxied");
-  realtime_active_ = &r.gauge("nexus_gateway_realtime_sessions", "/v1/realtime sessions being relayed");
-  for (size_t i = 0; i < 2; ++i)
-    realtime_failovers_[i] = &r.int_counter("nexus_gateway_realtime_failovers_total",
-                                            "realtime sessions whose replica failed: resumed on another replica, or ended",
-                                            {{"result", i ? "resumed" : "ended"}});
+  for (size_t w = 0; w < ws_.size(); ++w) {
+    ws_[w].active = &r.gauge(fmt::format("nexus_gateway_{}_sessions", kWs[w].prefix),
+                             fmt::format("{} being relayed", kWs[w].what));
+    for (size_t i = 0; i < 2; ++i)
+      ws_[w].failovers[i] = &r.int_counter(fmt::format("nexus_gateway_{}_failovers_total", kWs[w].prefix),
+                                           fmt::format("{} whose replica failed: resumed on another replica, or ended",
+                                                       kWs[w].what),
+                                           {{"result", i ? "resumed" : "ended"}});
+  }
   for (size_t i = 0; i < 2; ++i)
     query_of_death_[i] = &r.int_counter("nexus_gateway_query_of_death_total",
                                         "requests and realtime sessions in flight on two replicas that both died "

@@ -12,6 +12,7 @@
 
 #include "gateway/circuit_breaker.h"
 #include "gateway/routing_policy.h"
+#include "gateway/ws_transcript.h"
 #include "metrics/metrics.h"
 
 namespace nexus::gateway {
@@ -53,11 +54,16 @@ class GatewayMetrics {
   };
   PerTenant& tenant(size_t i) { return tenants_[i]; }
   metrics::IntCounter& unauthorized() { return *unauthorized_; }
-  metrics::Gauge& realtime_active() { return *realtime_active_; }
-  // Realtime sessions whose replica failed: moved to another replica
-  // (`resumed`) or ended (`ended`: no replica, or a transcript the gateway
-  // could not keep; docs/gateway.md).
-  metrics::IntCounter& realtime_failovers(bool resumed) { return *realtime_failovers_[resumed ? 1 : 0]; }
+  // The WebSocket sessions relayed, per protocol: nexus_gateway_realtime_*
+  // for /v1/realtime, nexus_gateway_responses_ws_* for the Responses API's
+  // WebSocket mode.
+  metrics::Gauge& ws_active(WsProtocol p) { return *ws_[static_cast<size_t>(p)].active; }
+  // Sessions whose replica failed: moved to another replica (`resumed`) or
+  // ended (`ended`: no replica, or a transcript the gateway could not keep;
+  // docs/gateway.md).
+  metrics::IntCounter& ws_failovers(WsProtocol p, bool resumed) {
+    return *ws_[static_cast<size_t>(p)].failovers[resumed ? 1 : 0];
+  }
   // Queries of death (query_of_death.h): a request or realtime session found
   // to have killed two replicas (`detected`), or refused as one (`refused`).
   metrics::IntCounter& query_of_death(bool detected) { return *query_of_death_[detected ? 0 : 1]; }
@@ -71,7 +77,7 @@ class GatewayMetrics {
     std::array<metrics::IntCounter*, 3> breaker_transitions{};  // by the state entered
     metrics::Gauge* load_score = nullptr;
     metrics::Gauge* in_flight = nullptr;
-    metrics::IntCounter* realtime_sessions = nullptr;
+    std::array<metrics::IntCounter*, static_cast<size_t>(WsProtocol::Count)> ws_sessions{};  // upgraded
   };
 
   PerReplica& replica(size_t i) { return replicas_[i]; }
@@ -91,8 +97,11 @@ class GatewayMetrics {
   std::unique_ptr<PerReplica[]> replicas_;  // ReplicaSet::kCapacity slots, filled by add_replica()
   std::vector<PerTenant> tenants_;
   metrics::IntCounter* unauthorized_ = nullptr;
-  metrics::Gauge* realtime_active_ = nullptr;
-  std::array<metrics::IntCounter*, 2> realtime_failovers_{};  // ended, resumed
+  struct PerWsProtocol {
+    metrics::Gauge* active = nullptr;
+    std::array<metrics::IntCounter*, 2> failovers{};  // ended, resumed
+  };
+  std::array<PerWsProtocol, static_cast<size_t>(WsProtocol::Count)> ws_{};
   std::array<metrics::IntCounter*, 2> query_of_death_{};      // detected, refused
   metrics::IntCounter* no_replica_ = nullptr;
   std::array<metrics::IntCounter*, static_cast<size_t>(RetryReason::Count)> retries_{};

@@ -8,7 +8,7 @@
 // (gateway_metrics.h). It talks to replicas only over HTTP/1.1, through
 // kept-alive pooled connections (connection_pool.h), and relays a stream's
 // SSE bytes as each read brings them. /v1/realtime WebSocket sessions are
-// relayed byte for byte to one replica each (proxy_realtime.cpp) in this
+// relayed byte for byte to one replica each (proxy_websocket.cpp) in this
 // version. With --tls-cert/--tls-key it speaks HTTPS (client_stream.h);
 // with --api-keys it checks keys and per-tenant limits (tenant_limiter.h).
 //

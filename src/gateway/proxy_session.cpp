@@ -207,20 +207,17 @@ void ProxySession::handle_request() {
   } catch (const JsonTooDeep& e) {
     return too_deep(e);
   }
-  // A WebSocket upgrade: relayed to one replica for the session's life.
-  if ((path == "/v1/realtime" || path == "/realtime") && get &&
-      beast::iequals(req_[http::field::upgrade], "websocket")) {
-    usage_tap_.reset();
-    return start_realtime();
-  }
-  // The Responses API's WebSocket mode is not relayed yet: 426 tells a
-  // client such as Codex CLI to use HTTP at once (a 502 costs it seven
-  // attempts over about 6 s before it falls back).
-  if ((path == "/v1/responses" || path == "/responses") && get &&
-      beast::iequals(req_[http::field::upgrade], "websocket")) {
-    release_tenant();
-    return respond(426, api_error_body(426, "The gateway relays the Responses API over HTTP only: POST /v1/responses.",
-                                       "websocket_mode_not_relayed", "invalid_request_error"));
+  // A WebSocket upgrade: relayed to one replica for the session's life
+  // (moved to another one if it dies).
+  if (get && beast::iequals(req_[http::field::upgrade], "websocket")) {
+    if (path == "/v1/realtime" || path == "/realtime") {
+      usage_tap_.reset();
+      return start_ws_relay(WsProtocol::Realtime);
+    }
+    if (path == "/v1/responses" || path == "/responses") {
+      usage_tap_.reset();
+      return start_ws_relay(WsProtocol::Responses);
+    }
   }
   // Everything else goes to a replica, which validates it. The body is read
   // only for routing: a prefix to hash (a body that is not JSON is relayed

@@ -39,8 +39,8 @@
 
 #include "gateway/client_stream.h"
 #include "gateway/gateway_context.h"
-#include "gateway/realtime_transcript.h"
 #include "gateway/stream_usage.h"
+#include "gateway/ws_transcript.h"
 #include "server/ws_frames.h"
 
 namespace nexus::gateway {
@@ -91,20 +91,21 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void charge_usage(const std::optional<TokenUsage>& usage);
   void release_tenant();
 
-  // The realtime relay (proxy_realtime.cpp).
-  void start_realtime();
-  void realtime_attempt();
-  void write_realtime_upgrade();
-  void on_realtime_header(boost::system::error_code ec);
-  void realtime_failed(const std::string& detail);
-  void realtime_attempt_exhausted();
+  // The WebSocket relay (proxy_websocket.cpp): /v1/realtime and the
+  // Responses API's WebSocket mode.
+  void start_ws_relay(WsProtocol protocol);
+  void ws_attempt();
+  void write_ws_upgrade();
+  void on_ws_header(boost::system::error_code ec);
+  void ws_attempt_failed(const std::string& detail);
+  void ws_attempts_exhausted();
   void relay_to_client();
   void relay_to_replica();
   void write_to_replica();
   void end_tunnel();
   void end_tunnel_from_replica();
   void tls_goodbye();
-  // Realtime failover (proxy_realtime_failover.cpp): the relay watches the
+  // WebSocket failover (proxy_websocket_failover.cpp): the relay watches the
   // frames both ways (the transcript), and a replica that dies moves the
   // session to another one.
   // Fills up_out_ with what to forward; false when a message is refused
@@ -114,8 +115,11 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void upstream_lost(const std::string& detail);
   void failover_connected();
   void failover_failed();
-  // An `error` event and a close frame (1011), then the end of the tunnel.
+  // An `error` event (the protocol's shape) and a close frame (1011), then
+  // the end of the tunnel.
   void end_session(const std::string& code, const std::string& message);
+  // end_session() for a session whose client message was refused.
+  void end_refused_session();
 
   // Queries of death (proxy_query_of_death.cpp, query_of_death.h).
   uint64_t request_fingerprint();
@@ -233,7 +237,9 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   // Failover state: up_gen_ counts the session's upstream connections (a
   // handler of an earlier one does nothing); up_live_ while writes to up_
   // may go; the client's read loop parks while it may not.
-  std::optional<RealtimeTranscript> transcript_;
+  WsProtocol ws_protocol_ = WsProtocol::Realtime;
+  std::unique_ptr<WsTranscript> transcript_;
+  bool reencode_client_ = false;  // after a move, where the transcript rewrites: client messages re-encoded whole
   std::optional<WsFrameReader> client_frames_, replica_frames_;
   std::unique_ptr<Socket> dead_up_;  // the failed upstream, kept until its handlers ran
   std::string replay_out_, held_;    // the replay's frames; client bytes read before it was written
@@ -253,6 +259,7 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   Clock::time_point last_forward_at_{};
   bool replay_unanswered_ = false;
   bool message_refused_ = false;  // a client message was a known query of death: the session ends
+  bool refused_too_large_ = false;  // ... or, after a move, past the limit re-encoding reads (not a query of death)
   bool streaming_ = false;
   int interim_answers_ = 0;  // 100 Continue answers skipped in this attempt
   bool started_ = false;  // bytes of the response reached the client

@@ -47,13 +47,13 @@ bool RealtimeTranscript::insert_item(json input, size_t at) {
   return true;
 }
 
-void RealtimeTranscript::on_client_event(std::string_view text) {
-  if (lost_) return;
+std::optional<std::string> RealtimeTranscript::on_client_event(std::string_view text) {
+  if (lost_) return std::nullopt;
   rt::ClientEvent ev;
   try {
     ev = rt::parse_client_event(text);
   } catch (const rt::EventError&) {
-    return;  // the replica refuses it too: not part of the session
+    return std::nullopt;  // the replica refuses it too: not part of the session
   }
   switch (ev.type) {
     case rt::EventType::SessionUpdate:
@@ -77,6 +77,7 @@ void RealtimeTranscript::on_client_event(std::string_view text) {
     case rt::EventType::ResponseCancel:
       break;
   }
+  return std::nullopt;
 }
 
 void RealtimeTranscript::answered_create(bool created) {
@@ -149,6 +150,28 @@ std::string RealtimeTranscript::on_server_event(std::string_view text) {
     }
   }
   return type;
+}
+
+std::vector<std::string> RealtimeTranscript::death_notice(bool moving, const std::string& detail) {
+  std::vector<std::string> out;
+  if (running_)
+    out.push_back(json{{"type", "response.done"},
+                       {"response",
+                        {{"id", *running_},
+                         {"finish_reason", "error"},
+                         {"usage", {{"prompt_tokens", 0}, {"completion_tokens", 0}, {"total_tokens", 0}, {"cached_tokens", 0}}},
+                         {"error", "the replica serving the session failed"}}}}
+                      .dump(-1, ' ', false, json::error_handler_t::replace));
+  if (moving)
+    out.push_back(rt::error_event("replica_failed",
+                                  "The replica serving this session failed (" + detail +
+                                      "). The session goes on in a new session on another replica, given the "
+                                      "conversation so far (session.created follows)."));
+  return out;
+}
+
+std::string RealtimeTranscript::error_event(const std::string& code, const std::string& message) const {
+  return rt::error_event(code, message);
 }
 
 std::vector<std::string> RealtimeTranscript::replay() {

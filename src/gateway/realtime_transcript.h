@@ -1,6 +1,7 @@
 // RealtimeTranscript: what the gateway remembers of one realtime session so
 // that, when its replica dies, a new session on another replica can be
-// given the conversation so far (docs/gateway.md, "Realtime failover").
+// given the conversation so far (docs/gateway.md, "WebSocket failover"; the
+// interface is ws_transcript.h's).
 //
 // It follows the session's JSON events (docs/protocol.md) both ways and
 // keeps:
@@ -43,9 +44,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/ws_transcript.h"
+
 namespace nexus::gateway {
 
-class RealtimeTranscript {
+class RealtimeTranscript final : public WsTranscript {
  public:
   // The gateway's limit (bytes of conversation kept per session; also the
   // longest server event it reads).
@@ -54,28 +57,28 @@ class RealtimeTranscript {
   explicit RealtimeTranscript(size_t max_bytes = kLimit) : max_bytes_(max_bytes) {}
 
   // One whole text message each way (the frame layer's messages). JSON is
-  // read under the process's nesting limit (util/json_depth.h).
-  void on_client_event(std::string_view text);
-  // Returns the event's "type" ("" when it has none, or the transcript is lost).
-  std::string on_server_event(std::string_view text);
-  // The relay could not follow one direction's messages (binary, too large,
-  // broken framing): the transcript no longer matches the session.
-  void mark_lost() { lost_ = true; }
+  // read under the process's nesting limit (util/json_depth.h). A client's
+  // `session.close` marks the session closing. Never rewrites a message.
+  std::optional<std::string> on_client_event(std::string_view text) override;
+  std::string on_server_event(std::string_view text) override;
 
-  bool lost() const { return lost_; }
-  // The client sent `session.close` (or the caller saw its close frame):
-  // the session is ending, not to be failed over.
-  bool closing() const { return closing_; }
-  void set_closing() { closing_ = true; }
   // The running response's id (between `response.created` and
   // `response.done`), for the `response.done` the gateway writes in its place.
   const std::optional<std::string>& running_response() const { return running_; }
 
+  // A `response.done` (finish_reason `error`) for a running response, then,
+  // when moving, an `error` event `replica_failed`.
+  std::vector<std::string> death_notice(bool moving, const std::string& detail) override;
+  std::string error_event(const std::string& code, const std::string& message) const override;
   // The replica died: a running response ends with the text it had
   // generated (kept in the conversation, as the server keeps an interrupted
   // response's tokens). Returns the client events for the new session, in
   // order, and expects their answers from it next.
-  std::vector<std::string> replay();
+  std::vector<std::string> replay() override;
+  bool acknowledges_replay(std::string_view type) const override {
+    return type == "session.created" || type == "session.updated";
+  }
+  bool rewrites_after_move() const override { return false; }
 
   size_t items() const { return items_.size(); }
   size_t bytes() const { return bytes_; }
@@ -96,8 +99,6 @@ class RealtimeTranscript {
   void answered_create(bool created);
 
   size_t max_bytes_;
-  bool lost_ = false;
-  bool closing_ = false;
   nlohmann::json settings_ = nlohmann::json::object();
   std::deque<std::optional<std::string>> updates_;  // unanswered; nullopt: the replay's own update
   std::deque<PendingCreate> creates_;                // unanswered

@@ -25,6 +25,8 @@ json error_json(int status, const std::string& type, const std::string& code, co
                      {"param", param.empty() ? json() : json(param)}}}};
 }
 
+constexpr bool kAnswersCreate = true;
+
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 }  // namespace
@@ -39,8 +41,10 @@ std::string ResponsesWsSession::error_message(const std::string& code, const std
   return dump(error_json(status, status >= 500 ? "server_error" : "invalid_request_error", code, message, ""));
 }
 
-void ResponsesWsSession::send_error(const ApiError& e) {
-  std::string msg = dump(error_json(e.status, e.type, e.code, e.message, e.param));
+void ResponsesWsSession::send_error(const ApiError& e, bool answers_create) {
+  json ev = error_json(e.status, e.type, e.code, e.message, e.param);
+  if (answers_create) ev["event"] = "response.create";
+  std::string msg = dump(ev);
   if (e.status < 500) refuse(std::move(msg));  // the client's mistake: counted against its flood budget
   else send(std::move(msg));
 }
@@ -61,6 +65,7 @@ ResponsesWsSession::Prepared ResponsesWsSession::prepare(std::string_view text) 
     if (!ev.is_object() || type == ev.end() || !type->is_string() || type->get<std::string>() != "response.create")
       throw bad_request("A large message must be a response.create (the only message that carries input).", "type",
                         "invalid_value");
+    p.answers_create = true;
     ev.erase("type");
     ResponsesParseOptions o;
     o.max_priority = ctx_.opts.max_request_priority;
@@ -111,10 +116,12 @@ void ResponsesWsSession::on_text(std::string_view text) {
                                   "type", "invalid_value"));
   if (busy())
     return send_error(bad_request("A response is already running on this connection; wait for its end or send "
-                                  "response.cancel.", "", "response_in_progress"));
+                                  "response.cancel.", "", "response_in_progress"),
+                      kAnswersCreate);
   if (ctx_.draining.load(std::memory_order_relaxed))
     return send_error(ApiError(503, "The server is shutting down; connect to another replica.", "",
-                               "server_shutting_down", "server_error"));
+                               "server_shutting_down", "server_error"),
+                      kAnswersCreate);
   if (text.size() < TokenizerPool::kOffThreadBytes) return start_response(prepare(text));
   // A large message (Codex's first is ~40 KB of instructions and tools):
   // parsed, rendered and tokenized on the pool; reading waits, so messages
@@ -134,7 +141,8 @@ void ResponsesWsSession::on_text(std::string_view text) {
   if (!queued) {
     preparing_ = false;
     send_error(ApiError(503, "The server is shutting down; connect to another replica.", "", "server_shutting_down",
-                        "server_error"));
+                        "server_error"),
+               kAnswersCreate);
     resume_reading();
   }
 }
@@ -142,7 +150,7 @@ void ResponsesWsSession::on_text(std::string_view text) {
 void ResponsesWsSession::start_response(Prepared p) {
   if (gone()) return;
   if (closing_down()) return after_response();
-  if (p.error) return send_error(*p.error);
+  if (p.error) return send_error(*p.error, p.answers_create);
   p.request.session = engine_session_;
   relay_ = std::make_shared<WsRelay>(ctx_.gate, shared_from_this());
   handle_ = backend_.submit(std::move(p.request), [relay = relay_](const GenerationEvent& ev) { relay->deliver(ev); });
@@ -150,7 +158,8 @@ void ResponsesWsSession::start_response(Prepared p) {
     relay_->detach();
     relay_.reset();
     return send_error(ApiError(429, "The server is busy: the request queue is full. Retry shortly.", "",
-                               "queue_full", "rate_limit_error"));
+                               "queue_full", "rate_limit_error"),
+                      kAnswersCreate);
   }
   formatter_ = std::move(p.formatter);
   generate_ = p.generate;

@@ -14,8 +14,8 @@
 //       (response.failed with code "cancelled"... as realtime's interrupt)
 // Server messages: the events of the streamed response
 // (responses_formatter.h), one per text frame; errors as {"type": "error",
-// "status": HTTP status, "error": {"type", "code", "message", "param"}}
-// (400 for the client's mistakes: a response.create while one runs is
+// "status": HTTP status, "error": {"type", "code", "message", "param"}},
+// plus "event": "response.create" when the error refuses one (400 for the client's mistakes: a response.create while one runs is
 // response_in_progress, an unknown type, invalid JSON; a status of 500 or
 // more (server_shutting_down is 503) tells Codex to retry).
 //
@@ -54,6 +54,7 @@ class ResponsesWsSession final : public WsSession {
     std::unique_ptr<ResponsesFormatter> formatter;
     GenerationRequest request;
     bool generate = true;
+    bool answers_create = false;  // the message was a response.create (its error says so)
     std::optional<ApiError> error;
   };
   std::shared_ptr<ResponsesWsSession> self() { return std::static_pointer_cast<ResponsesWsSession>(shared_from_this()); }
@@ -67,7 +68,11 @@ class ResponsesWsSession final : public WsSession {
 
   Prepared prepare(std::string_view text);  // any thread (the stores lock for themselves)
   void start_response(Prepared p);
-  void send_error(const ApiError& e);
+  // `answers_create`: the error refuses a response.create; it then names it
+  // ("event": "response.create"), so a relay that watches the connection
+  // (the gateway's, gateway/responses_transcript.h) pairs each
+  // response.create with its answer: response.created or this error.
+  void send_error(const ApiError& e, bool answers_create = false);
   void send_frames();
 
   const uint64_t engine_session_;

@@ -1,17 +1,19 @@
-// ProxySession's realtime relay (proxy_session.h): GET /v1/realtime
-// WebSocket sessions. The upgrade request goes to one replica (chosen as
+// ProxySession's WebSocket relay (proxy_session.h): GET /v1/realtime
+// sessions and the Responses API's WebSocket mode (GET /v1/responses with
+// an Upgrade). The upgrade request goes to one replica (chosen as
 // any attempt is, without a prefix), over a connection of its own (never
 // pooled); once it answers 101 the gateway relays the 101 and then the
 // bytes in both directions as each read brings them; the frames are
 // watched on the way (ws_frames.h) to keep the session's transcript
-// (realtime_transcript.h), never held back. The session sticks to that
+// (ws_transcript.h: realtime_transcript.h, responses_transcript.h), never
+// held back. The session sticks to that
 // replica while it lives. A connect error or a replica that does not answer
 // the upgrade within --connect-timeout-ms is retried on another replica
 // (within the retry budget); any other answer (4xx, 503 draining, ...) is
 // relayed. When the client closes, or the replica closes with a close
 // frame, both connections close; a replica that dies (its connection ends
 // without a close frame) moves the session to another replica
-// (proxy_realtime_failover.cpp).
+// (proxy_websocket_failover.cpp).
 #include <fmt/format.h>
 #include <openssl/evp.h>
 
@@ -27,6 +29,8 @@
 
 #include "gateway/proxy_http.h"
 #include "gateway/proxy_session.h"
+#include "gateway/realtime_transcript.h"
+#include "gateway/responses_transcript.h"
 
 namespace nexus::gateway {
 
@@ -50,21 +54,25 @@ std::string websocket_key(std::mt19937_64& rng) {
 
 }  // namespace
 
-void ProxySession::start_realtime() {
-  transcript_.emplace();
+void ProxySession::start_ws_relay(WsProtocol protocol) {
+  ws_protocol_ = protocol;
+  if (protocol == WsProtocol::Responses) transcript_ = std::make_unique<ResponsesTranscript>();
+  else transcript_ = std::make_unique<RealtimeTranscript>();
+  reencode_client_ = false;
   in_flight_messages_.clear();
   replayed_messages_.clear();
   replay_unanswered_ = false;
   message_refused_ = false;
+  refused_too_large_ = false;
   client_frames_.emplace(ctx_.opts.body_limit);
-  replica_frames_.emplace(RealtimeTranscript::kLimit);
+  replica_frames_.emplace(WsTranscript::kMaxServerMessage);
   attempts_ = 0;
   std::fill(tried_.begin(), tried_.end(), false);
   last_error_.clear();
-  realtime_attempt();
+  ws_attempt();
 }
 
-void ProxySession::realtime_attempt() {
+void ProxySession::ws_attempt() {
   const auto now = Clock::now();
   replica_ = nullptr;
   for (size_t pass = 0; pass < ctx_.replicas.size() && !replica_; ++pass) {
@@ -83,8 +91,9 @@ void ProxySession::realtime_attempt() {
   if (!replica_) {
     keep_alive_ = false;
     if (!last_error_.empty())
-      return respond(502, api_error_body(502, fmt::format("No replica took the realtime session after {} attempt(s); "
-                                                          "last: {}", attempts_, last_error_),
+      return respond(502, api_error_body(502, fmt::format("No replica took the {} session after {} attempt(s); "
+                                                          "last: {}", ws_protocol_name(ws_protocol_), attempts_,
+                                                          last_error_),
                                          "bad_gateway"));
     ctx_.metrics.no_replica_requests().inc();
     return respond(503, api_error_body(503, "No replica is available to take the session.", "no_replica_available"),
@@ -104,14 +113,14 @@ void ProxySession::realtime_attempt() {
       net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, const auto&) {
         self->upstream_pending_ = false;
         if (self->stopping_) return self->end_for_shutdown();
-        if (ec) return self->realtime_failed(self->timed_out_ ? "no answer within the connect timeout" : "connect: " + ec.message());
+        if (ec) return self->ws_attempt_failed(self->timed_out_ ? "no answer within the connect timeout" : "connect: " + ec.message());
         boost::system::error_code ignored;
         self->up_->set_option(net::ip::tcp::no_delay(true), ignored);
-        self->write_realtime_upgrade();
+        self->write_ws_upgrade();
       }));
 }
 
-void ProxySession::write_realtime_upgrade() {
+void ProxySession::write_ws_upgrade() {
   up_req_ = {};
   up_req_.method(req_.method());
   up_req_.target(replica_->url.base_path + std::string(req_.target()));
@@ -136,7 +145,7 @@ void ProxySession::write_realtime_upgrade() {
       net::bind_executor(client_.get_executor(), [self = shared_from_this()](boost::system::error_code ec, size_t) {
         self->upstream_pending_ = false;
         if (self->stopping_) return self->end_for_shutdown();
-        if (ec) return self->realtime_failed("write: " + ec.message());
+        if (ec) return self->ws_attempt_failed("write: " + ec.message());
         self->ws_parser_.emplace();
         self->ws_parser_->body_limit(64 * 1024);
         self->upstream_pending_ = true;
@@ -145,12 +154,12 @@ void ProxySession::write_realtime_upgrade() {
             net::bind_executor(self->client_.get_executor(), [self](boost::system::error_code ec, size_t) {
               self->upstream_pending_ = false;
               if (self->stopping_) return self->end_for_shutdown();
-              self->on_realtime_header(ec);
+              self->on_ws_header(ec);
             }));
       }));
 }
 
-void ProxySession::realtime_failed(const std::string& detail) {
+void ProxySession::ws_attempt_failed(const std::string& detail) {
   disarm_deadline();
   replica_->breaker.record_failure(Clock::now(), probe_);
   ctx_.metrics.replica(replica_->index).attempt_failures->inc();
@@ -160,22 +169,22 @@ void ProxySession::realtime_failed(const std::string& detail) {
   last_error_ = replica_->id + ": " + detail;
   if (attempts_ < ctx_.opts.retry.max_attempts && ctx_.budget.try_spend(Clock::now())) {
     ctx_.metrics.retries(timed_out_ ? RetryReason::Timeout : RetryReason::Connect).inc();
-    return realtime_attempt();
+    return ws_attempt();
   }
-  realtime_attempt_exhausted();
+  ws_attempts_exhausted();
 }
 
-void ProxySession::realtime_attempt_exhausted() {
-  std::fill(tried_.begin(), tried_.end(), true);  // no replica left: realtime_attempt() answers 502
-  realtime_attempt();
+void ProxySession::ws_attempts_exhausted() {
+  std::fill(tried_.begin(), tried_.end(), true);  // no replica left: ws_attempt() answers 502
+  ws_attempt();
 }
 
-void ProxySession::on_realtime_header(boost::system::error_code ec) {
-  if (ec) return realtime_failed(timed_out_ ? "no answer within the connect timeout" : "read: " + ec.message());
+void ProxySession::on_ws_header(boost::system::error_code ec) {
+  if (ec) return ws_attempt_failed(timed_out_ ? "no answer within the connect timeout" : "read: " + ec.message());
   const auto& res = ws_parser_->get();
   const int status = static_cast<int>(res.result_int());
   if (failing_over_) {
-    if (status != 101) return realtime_failed(fmt::format("answered {} to the upgrade", status));
+    if (status != 101) return ws_attempt_failed(fmt::format("answered {} to the upgrade", status));
     return failover_connected();
   }
   if (status != 101) {
@@ -186,7 +195,7 @@ void ProxySession::on_realtime_header(boost::system::error_code ec) {
         net::bind_executor(client_.get_executor(), [self = shared_from_this(), status](boost::system::error_code ec, size_t) {
           self->upstream_pending_ = false;
           if (self->stopping_) return self->end_for_shutdown();
-          if (ec) return self->realtime_failed("read: " + ec.message());
+          if (ec) return self->ws_attempt_failed("read: " + ec.message());
           self->disarm_deadline();
           const auto now = Clock::now();
           if (status >= 500) self->replica_->breaker.record_failure(now, self->probe_);
@@ -214,9 +223,9 @@ void ProxySession::on_realtime_header(boost::system::error_code ec) {
   tunnel_ = true;
   up_live_ = true;
   observe_replica(frames);
-  ctx_.metrics.replica(replica_->index).realtime_sessions->inc();
-  ctx_.metrics.realtime_active().add(1);
-  log_request(101, "realtime=1");
+  ctx_.metrics.replica(replica_->index).ws_sessions[static_cast<size_t>(ws_protocol_)]->inc();
+  ctx_.metrics.ws_active(ws_protocol_).add(1);
+  log_request(101, fmt::format("websocket={}", ws_protocol_name(ws_protocol_)));
   writing_ = true;
   net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
     self->writing_ = false;
@@ -293,7 +302,7 @@ void ProxySession::write_to_replica() {
 void ProxySession::end_tunnel() {
   if (!tunnel_) return;
   tunnel_ = false;
-  ctx_.metrics.realtime_active().add(-1);
+  ctx_.metrics.ws_active(ws_protocol_).add(-1);
   boost::system::error_code ignored;
   if (up_) up_->close(ignored);
   close_client();
@@ -306,7 +315,7 @@ void ProxySession::end_tunnel() {
 void ProxySession::end_tunnel_from_replica() {
   if (!client_.tls() || !tunnel_) return end_tunnel();
   tunnel_ = false;
-  ctx_.metrics.realtime_active().add(-1);
+  ctx_.metrics.ws_active(ws_protocol_).add(-1);
   boost::system::error_code ignored;
   if (up_) up_->close(ignored);
   if (!client_reading_) return tls_goodbye();

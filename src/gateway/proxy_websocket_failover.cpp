@@ -1,17 +1,22 @@
-// ProxySession's realtime failover (proxy_session.h, docs/gateway.md
-// "Realtime failover"). The relay watches each direction's frames: the
+// ProxySession's WebSocket failover (proxy_session.h, docs/gateway.md
+// "WebSocket failover"). The relay watches each direction's frames: the
 // client's events and the replica's go to the session's transcript
-// (realtime_transcript.h). When the replica's connection ends without a
-// close frame (killed, crashed, reset), and the client is not closing:
-//   1. the client gets, in this order, a `response.done` (finish_reason
-//      `error`) for a response that was running, and an `error` event
-//      `replica_failed` saying the session moves;
+// (ws_transcript.h). When the replica's connection ends without a close
+// frame (killed, crashed, reset), and the client is not closing:
+//   1. the client gets the transcript's death notice (realtime: a
+//      `response.done` with finish_reason `error` for a response that was
+//      running, and an `error` event `replica_failed` saying the session
+//      moves; Responses: a `response.failed` for a running response);
 //   2. a new session is opened on another replica (the upgrade is the
 //      gateway's own; routed, retried and bounded as the first one);
-//   3. the client gets that session's `session.created` (its new id), and
-//      the replica gets the transcript's replay (settings, the
-//      conversation as input.append events, the turn the client had asked
-//      for and not yet got), then the client's events from there on.
+//   3. the client gets what the new replica sent with its 101 (realtime's
+//      `session.created`, its new id), and the replica gets the
+//      transcript's replay (realtime: settings, the conversation as
+//      input.append events, the turn the client had asked for and not yet
+//      got; Responses: the requests not answered yet), then the client's
+//      events from there on (a Responses transcript rewrites those that
+//      continue the dead replica's last response, so from the move on each
+//      client message is re-encoded whole).
 // The client's events read between the death and the replay are in the
 // transcript, so they are replayed, not forwarded; a client message cut
 // in the middle by the death is re-encoded whole once it has arrived.
@@ -29,13 +34,11 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/proxy_session.h"
-#include "server/realtime_events.h"
 
 namespace nexus::gateway {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
-using nlohmann::json;
 
 namespace {
 
@@ -44,21 +47,22 @@ constexpr const char* kRefusedMessage =
     "This message was in flight on two replicas that both failed; the gateway does not send it to a replica for a "
     "while, and ends the session. Start a new session.";
 
-std::string event_frame(const json& ev) {
-  return encode_ws_frame(WsOpcode::Text, ev.dump(-1, ' ', false, json::error_handler_t::replace));
+std::string text_frames(const std::vector<std::string>& events) {
+  std::string out;
+  for (const auto& e : events) out += encode_ws_frame(WsOpcode::Text, e);
+  return out;
 }
 
-std::string error_frame(const std::string& code, const std::string& message) {
-  return encode_ws_frame(WsOpcode::Text, server::realtime::error_event(code, message));
-}
 
 }  // namespace
 
 bool ProxySession::observe_client(std::string_view bytes) {
   up_out_.clear();
-  size_t raw_from = skip_partial_ ? std::string_view::npos : 0;
+  size_t raw_from = skip_partial_ || reencode_client_ ? std::string_view::npos : 0;
+  bool dropped = false;  // a message re-encoding cannot carry (past the frame reader's limit)
   const bool ok = client_frames_->feed(bytes, [&](WsMessage& m, size_t end) {
     if (message_refused_) return;
+    std::optional<std::string> rewritten;
     if (m.opcode == WsOpcode::Text) {
       if (m.too_large) {
         transcript_->mark_lost();
@@ -66,15 +70,17 @@ bool ProxySession::observe_client(std::string_view bytes) {
         message_refused_ = true;
         return;
       } else {
-        transcript_->on_client_event(m.payload);
+        rewritten = transcript_->on_client_event(m.payload);
       }
     } else if (m.opcode == WsOpcode::Close) {
       transcript_->set_closing();
     }
     if (raw_from != std::string_view::npos) return;
-    // The message the replica's death cut: whole now, written anew.
-    if (!m.too_large) up_out_ += encode_ws_frame(m.opcode, m.payload, static_cast<uint32_t>(rng_()));
-    if (client_frames_->at_message_boundary()) {
+    // Re-encoded whole: the message the replica's death cut, or, after a
+    // move where the transcript rewrites, every message.
+    if (!m.too_large) up_out_ += encode_ws_frame(m.opcode, rewritten ? *rewritten : m.payload, static_cast<uint32_t>(rng_()));
+    else dropped = true;
+    if (client_frames_->at_message_boundary() && !reencode_client_) {
       raw_from = end;
       skip_partial_ = false;
     }
@@ -84,6 +90,12 @@ bool ProxySession::observe_client(std::string_view bytes) {
     return false;
   }
   if (!ok) transcript_->mark_lost();
+  if (dropped && reencode_client_) {  // nothing would answer it: the session ends, as a refused message does
+    up_out_.clear();
+    message_refused_ = true;
+    refused_too_large_ = true;
+    return false;
+  }
   if (!replayed_) {  // the replay to come carries these events
     up_out_.clear();
     return true;
@@ -100,7 +112,7 @@ void ProxySession::observe_replica(std::string_view bytes) {
       // (query_of_death.h), except that a new replica acknowledges the
       // replay's session (session.created, session.updated) before it reads
       // the replay's other events.
-      if (!replay_unanswered_ || (type != "session.created" && type != "session.updated")) {
+      if (!replay_unanswered_ || !transcript_->acknowledges_replay(type)) {
         in_flight_messages_.clear();
         replayed_messages_.clear();
         replay_unanswered_ = false;
@@ -124,25 +136,18 @@ void ProxySession::upstream_lost(const std::string& detail) {
   // can be written to it as WebSocket): the tunnel ends.
   if (replica_closed_ || transcript_->closing() || !replica_frames_->at_message_boundary())
     return end_tunnel_from_replica();
-  std::string notice;
-  if (const auto& id = transcript_->running_response()) {
-    notice += event_frame({{"type", "response.done"},
-                           {"response",
-                            {{"id", *id},
-                             {"finish_reason", "error"},
-                             {"usage", {{"prompt_tokens", 0}, {"completion_tokens", 0}, {"total_tokens", 0}, {"cached_tokens", 0}}},
-                             {"error", "the replica serving the session failed"}}}});
-  }
+  std::string notice = text_frames(transcript_->death_notice(false, detail));
   if (message_refused_) {  // the gateway cut the replica off (refuse_client_message): not its failure
     out_ = std::move(notice);
-    return end_session("query_of_death", kRefusedMessage);
+    return end_refused_session();
   }
   replica_->breaker.record_failure(Clock::now(), false);
   ctx_.metrics.replica(replica_->index).attempt_failures->inc();
   last_error_ = replica_->id + ": " + detail;
-  if (ctx_.opts.log) ctx_.opts.log(fmt::format("realtime session: replica {} failed ({})", replica_->id, detail));
+  if (ctx_.opts.log)
+    ctx_.opts.log(fmt::format("{} session: replica {} failed ({})", ws_protocol_name(ws_protocol_), replica_->id, detail));
   if (session_killed_two_replicas()) {
-    ctx_.metrics.realtime_failovers(false).inc();
+    ctx_.metrics.ws_failovers(ws_protocol_, false).inc();
     out_ = std::move(notice);
     return end_session("query_of_death",
                        fmt::format("The replica serving this session failed ({}), as the one before it did, with the "
@@ -151,17 +156,14 @@ void ProxySession::upstream_lost(const std::string& detail) {
                                    detail));
   }
   if (transcript_->lost() || failovers_ >= kMaxFailovers) {
-    ctx_.metrics.realtime_failovers(false).inc();
+    ctx_.metrics.ws_failovers(ws_protocol_, false).inc();
     out_ = std::move(notice);
     return end_session("replica_failed",
                        fmt::format("The replica serving this session failed ({}); the session cannot be moved to "
                                    "another replica. Start a new session.",
                                    detail));
   }
-  notice += error_frame("replica_failed",
-                        fmt::format("The replica serving this session failed ({}). The session goes on in a new session "
-                                    "on another replica, given the conversation so far (session.created follows).",
-                                    detail));
+  notice = text_frames(transcript_->death_notice(true, detail));
   failing_over_ = true;
   replayed_ = false;
   out_ = std::move(notice);
@@ -172,7 +174,7 @@ void ProxySession::upstream_lost(const std::string& detail) {
     self->attempts_ = 0;
     std::fill(self->tried_.begin(), self->tried_.end(), false);
     self->tried_[self->replica_->index] = true;
-    self->realtime_attempt();
+    self->ws_attempt();
   });
 }
 
@@ -182,19 +184,19 @@ void ProxySession::failover_connected() {
   if (message_refused_) {  // a refused message came meanwhile: nothing is replayed
     boost::system::error_code ignored;
     up_->close(ignored);
-    ctx_.metrics.realtime_failovers(false).inc();
+    ctx_.metrics.ws_failovers(ws_protocol_, false).inc();
     failing_over_ = false;
     out_.clear();
-    return end_session("query_of_death", kRefusedMessage);
+    return end_refused_session();
   }
-  ctx_.metrics.replica(replica_->index).realtime_sessions->inc();
-  ctx_.metrics.realtime_failovers(true).inc();
+  ctx_.metrics.replica(replica_->index).ws_sessions[static_cast<size_t>(ws_protocol_)]->inc();
+  ctx_.metrics.ws_failovers(ws_protocol_, true).inc();
   ++failovers_;
   failing_over_ = false;
   // The new session's session.created (read with the 101) goes to the client.
   const std::string frames = beast::buffers_to_string(up_buf_.data());
   up_buf_.clear();
-  replica_frames_.emplace(RealtimeTranscript::kLimit);
+  replica_frames_.emplace(WsTranscript::kMaxServerMessage);
   replica_closed_ = false;
   replay_unanswered_ = true;
   last_forward_at_ = Clock::now();
@@ -205,9 +207,11 @@ void ProxySession::failover_connected() {
   for (const auto& e : events) replay_out_ += encode_ws_frame(WsOpcode::Text, e, static_cast<uint32_t>(rng_()));
   replayed_ = true;
   skip_partial_ = !client_frames_->at_message_boundary();
+  reencode_client_ = transcript_->rewrites_after_move();
   held_.clear();
   if (ctx_.opts.log)
-    ctx_.opts.log(fmt::format("realtime session moved to replica {} ({} events replayed)", replica_->id, events.size()));
+    ctx_.opts.log(fmt::format("{} session moved to replica {} ({} events replayed)", ws_protocol_name(ws_protocol_),
+                              replica_->id, events.size()));
   out_ = frames;
   writing_ = true;
   net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
@@ -232,15 +236,23 @@ void ProxySession::failover_connected() {
 }
 
 void ProxySession::failover_failed() {
-  ctx_.metrics.realtime_failovers(false).inc();
+  ctx_.metrics.ws_failovers(ws_protocol_, false).inc();
   failing_over_ = false;
   out_.clear();
   end_session("no_replica_available",
               fmt::format("No replica could take the session over (last: {}). Start a new session.", last_error_));
 }
 
+void ProxySession::end_refused_session() {
+  if (!refused_too_large_) return end_session("query_of_death", kRefusedMessage);
+  end_session("message_too_large",
+              fmt::format("A message over the gateway's limit of {} bytes came after the connection moved to another "
+                          "replica; the gateway cannot pass it on. Start a new connection.",
+                          ctx_.opts.body_limit));
+}
+
 void ProxySession::end_session(const std::string& code, const std::string& message) {
-  out_ += error_frame(code, message);
+  out_ += encode_ws_frame(WsOpcode::Text, transcript_->error_event(code, message));
   out_ += encode_ws_close(1011, "replica failed");
   writing_ = true;
   net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
