@@ -195,6 +195,42 @@ TEST(GatewayFaults, StoppedReplicaOpensItsBreakerAndRejoinsThroughHalfOpen) {
   EXPECT_EQ(counts.ok, counts.total());  // requests on the frozen replica moved after the TTFT limit
 }
 
+// Requests a frozen replica had already taken (it accepts the connection
+// and the request, then answers nothing) move to another replica once its
+// breaker opens, well before the TTFT limit, as long as nothing of their
+// answer reached the client.
+TEST(GatewayFaults, RequestsWaitingOnAFrozenReplicaMoveWhenItsBreakerOpens) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 2);
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports, {"--policy", "round-robin", "--ttft-timeout-ms", "20000"});
+  ASSERT_GT(gw.port, 0);
+  ASSERT_EQ(kill(rs.servers[0]->proc.pid(), SIGSTOP), 0);
+  // Round-robin: half of these go to the frozen replica before its breaker opens.
+  constexpr int kRequests = 4;
+  std::vector<int> status(kRequests, 0);
+  std::vector<double> seconds(kRequests, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i)
+    clients.emplace_back([&, i] {
+      HttpClient c("127.0.0.1", gw.port, std::chrono::seconds(30));
+      const auto t0 = std::chrono::steady_clock::now();
+      const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"stream", i % 2 == 1}};
+      status[i] = c.post("/v1/completions", body.dump()).status;
+      seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+  for (auto& t : clients) t.join();
+  ASSERT_EQ(kill(rs.servers[0]->proc.pid(), SIGCONT), 0);
+  for (int i = 0; i < kRequests; ++i) {
+    std::printf("[frozen] request %d (%s): HTTP %d in %.2f s\n", i, i % 2 ? "streamed" : "whole", status[i], seconds[i]);
+    EXPECT_EQ(status[i], 200) << i;
+    EXPECT_LT(seconds[i], 10.0) << i << ": waited for the TTFT limit (20 s) instead of moving";
+  }
+  const auto m = scrape_metrics(gw.port);
+  EXPECT_GE(metric_or(m, "nexus_gateway_retries_total", {{"reason", "breaker_open"}}), 1);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_retries_total", {{"reason", "timeout"}}), 0);
+}
+
 TEST(GatewayFaults, AReplicaFailingThirtyPercentIsRetriedAround) {
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
   ReplicaSet rs(model, 3);

@@ -26,7 +26,7 @@ const char* outcome_name(Outcome o) {
 }
 
 const char* retry_reason_name(RetryReason r) {
-  static const char* const names[] = {"connect", "reset", "timeout", "status_5xx", "draining", "queue_full"};
+  static const char* const names[] = {"connect", "reset", "timeout", "status_5xx", "draining", "queue_full", "breaker_open"};
   return names[static_cast<size_t>(r)];
 }
 

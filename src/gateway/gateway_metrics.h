@@ -30,7 +30,9 @@ enum class Outcome {
 const char* outcome_name(Outcome o);
 
 // Why an attempt was retried.
-enum class RetryReason { Connect, Reset, Timeout, Status5xx, Draining, QueueFull, Count };
+// BreakerOpen: the replica's breaker opened while the attempt waited for
+// its answer, nothing sent to the client yet (a frozen replica).
+enum class RetryReason { Connect, Reset, Timeout, Status5xx, Draining, QueueFull, BreakerOpen, Count };
 const char* retry_reason_name(RetryReason r);
 
 enum class FaultKind { Abort, Delay, Count };

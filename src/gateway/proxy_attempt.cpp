@@ -74,6 +74,7 @@ void ProxySession::begin_attempt(size_t index, Admission admission) {
   ctx_.metrics.replica(index).routed->inc();
   ctx_.metrics.replica(index).in_flight->set(replica_->load.in_flight());
   timed_out_ = false;
+  breaker_opened_ = false;
   streaming_ = false;
   interim_answers_ = 0;
   body_.clear();
@@ -95,7 +96,7 @@ void ProxySession::begin_attempt(size_t index, Admission admission) {
     backoff_.expires_after(fault.delay);
     backoff_.async_wait([self = shared_from_this(), go](boost::system::error_code ec) {
       if (ec) return;
-      if (self->timed_out_) return self->attempt_failed(RetryReason::Timeout, "no answer within the TTFT timeout");
+      if (self->timed_out_) return self->attempt_timed_out();
       go();
     });
     return;
@@ -114,14 +115,28 @@ void ProxySession::arm_deadline(std::chrono::milliseconds d) {
   wait_deadline();
 }
 
+// While an attempt has sent nothing to the client yet, its wait also wakes
+// every kBreakerWatch to look at the replica's breaker: a replica that
+// stopped answering (frozen, SIGSTOP; its health checks fail and the breaker
+// opens in about a second) would otherwise hold the request until the TTFT
+// limit (30 s by default); the request moves to another replica instead.
 void ProxySession::wait_deadline() {
+  constexpr auto kBreakerWatch = std::chrono::milliseconds(100);
   const uint64_t seq = ++deadline_seq_;
   deadline_waiting_ = true;
-  deadline_.expires_at(deadline_at_);
+  deadline_.expires_at(watching_breaker() ? std::min(deadline_at_, Clock::now() + kBreakerWatch) : deadline_at_);
   deadline_.async_wait([self = shared_from_this(), seq](boost::system::error_code ec) {
     if (seq != self->deadline_seq_) return;  // replaced by a later wait
     self->deadline_waiting_ = false;
     if (ec || !self->deadline_armed_) return;
+    if (self->watching_breaker() && self->replica_->breaker.state() == BreakerState::Open) {
+      self->deadline_armed_ = false;
+      self->breaker_opened_ = true;
+      self->timed_out_ = true;  // the pending upstream operation fails as on a timeout
+      boost::system::error_code ignored;
+      if (self->up_) self->up_->close(ignored);
+      return;
+    }
     if (Clock::now() < self->deadline_at_) return self->wait_deadline();  // pushed later meanwhile
     self->deadline_armed_ = false;
     self->timed_out_ = true;
@@ -176,7 +191,7 @@ void ProxySession::write_upstream() {
         self->upstream_pending_ = false;
         if (self->stopping_) return self->end_for_shutdown();
         if (ec) {
-          if (self->timed_out_) return self->attempt_failed(RetryReason::Timeout, "write: " + ec.message());
+          if (self->timed_out_) return self->attempt_timed_out();
           return self->replica_died("write: " + ec.message());
         }
         self->read_upstream_header();
@@ -198,7 +213,7 @@ void ProxySession::read_upstream_header() {
 }
 
 void ProxySession::on_upstream_header(boost::system::error_code ec) {
-  if (ec && timed_out_) return attempt_failed(RetryReason::Timeout, "no answer within the TTFT timeout");
+  if (ec && timed_out_) return attempt_timed_out();
   if (ec) return replica_died("read: " + ec.message());
   const auto& res = res_parser_->get();
   const int status = static_cast<int>(res.result_int());
@@ -241,7 +256,7 @@ void ProxySession::on_upstream_body(boost::system::error_code ec) {
       if (!timed_out_) request_died();  // (not retried either way: the client has its bytes)
       return stream_broken(why);
     }
-    if (timed_out_) return attempt_failed(RetryReason::Timeout, why);
+    if (timed_out_) return attempt_timed_out();
     return replica_died(why);
   }
   if (streaming_) {
@@ -350,6 +365,13 @@ void ProxySession::on_answer(Answer a) {
   finish(a.status / 100 == 2 ? Outcome::Success : Outcome::ClientError);
   respond(a.status, a.body, a.content_type.empty() ? "application/json" : a.content_type,
           a.retry_after.empty() ? "" : "Retry-After: " + a.retry_after + "\r\n");
+}
+
+void ProxySession::attempt_timed_out() {
+  if (breaker_opened_)
+    return attempt_failed(RetryReason::BreakerOpen,
+                          "its circuit breaker opened while the request waited for the answer (it stopped answering)");
+  attempt_failed(RetryReason::Timeout, "no answer within the TTFT timeout");
 }
 
 void ProxySession::attempt_failed(RetryReason reason, const std::string& detail, bool retry) {

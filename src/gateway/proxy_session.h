@@ -154,6 +154,11 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void stream_client_gone();
   void on_answer(Answer a);
   void attempt_failed(RetryReason reason, const std::string& detail, bool retry = true);
+  // The attempt's deadline passed, or its replica's breaker opened (wait_deadline()).
+  void attempt_timed_out();
+  // An HTTP attempt that has sent nothing to the client yet: its wait
+  // watches the replica's breaker.
+  bool watching_breaker() const { return attempt_open_ && !started_ && replica_; }
   void end_attempt(AttemptEnd how, bool keep_connection);
   void retry_or_give_up(RetryReason reason);
   void give_up();
@@ -265,6 +270,7 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   bool started_ = false;  // bytes of the response reached the client
   bool blank_line_last_ = true;
   bool timed_out_ = false;
+  bool breaker_opened_ = false;  // the attempt ended because its replica's breaker opened
   uint64_t deadline_seq_ = 0;    // the pending wait's (a wait of an older number does nothing)
   Clock::time_point deadline_at_;
   bool deadline_armed_ = false;
