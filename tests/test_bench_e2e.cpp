@@ -24,7 +24,7 @@ namespace {
 const std::set<std::string> kTopKeys = {"schema", "config", "phases"};
 const std::set<std::string> kConfigKeys = {
     "url",   "endpoint",   "transport", "model",     "mode",     "concurrency",    "rate",
-    "requests", "duration_s", "turns", "prompt_tokens", "max_tokens", "ignore_eos", "prompts_file",
+    "requests", "duration_s", "turns", "preamble_tokens", "warm_up", "prompt_tokens", "max_tokens", "ignore_eos", "prompts_file",
     "seed",  "warmup",     "timeout_s", "price_per_hour", "sweep_concurrency", "sweep_rate"};
 const std::set<std::string> kPhaseKeys = {
     "label", "mode", "concurrency", "rate", "duration_s", "sessions", "requests", "completed", "failed", "errors",
@@ -315,6 +315,44 @@ TEST_F(BenchE2E, WebSocketTurnsReuseTheSessionsKv) {
   }
 }
 
+// The agent protocols: an agent's workload (a shared preamble, then turns)
+// over POST /v1/responses and /v1/messages, and over the Responses
+// WebSocket mode with Codex's generate:false warm-up. Every turn reports the
+// server's usage; a later turn's prompt is mostly read from the KV, and
+// after the warm-up so is the first turn's preamble.
+TEST_F(BenchE2E, AgentProtocolsReportTheirUsageTurnByTurn) {
+  struct Case {
+    const char* args;
+    bool warm_up;
+  };
+  for (const Case c : {Case{"--endpoint responses", false}, Case{"--endpoint messages", false},
+                       Case{"--endpoint responses --transport ws --warm-up", true}}) {
+    SCOPED_TRACE(c.args);
+    const std::string out = dir_ + "/agent.json";
+    const CommandResult r = run_nexus("bench --url " + url_ + " " + c.args +
+                                      " --preamble-tokens 40 --turns 3 --concurrency 1 --requests 2 --max-tokens 6"
+                                      " --ignore-eos --prompt-tokens 6 --seed 7 --no-progress --json " + shell_quote(out));
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const json j = json::parse(read_file(out), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << read_file(out);
+    EXPECT_EQ(j["config"]["preamble_tokens"], 40);
+    EXPECT_EQ(j["config"]["warm_up"], c.warm_up);
+    const json& p = j["phases"][0];
+    EXPECT_EQ(p["completed"], 6);
+    EXPECT_EQ(p["failed"], 0);
+    ASSERT_EQ(p["ttft_by_turn"].size(), 3u);
+    for (const json& d : p["request_details"]) {
+      ASSERT_TRUE(d["ok"].get<bool>()) << d.dump();
+      EXPECT_EQ(d["completion_tokens"], 6) << d.dump();
+      const int64_t prompt = d["prompt_tokens"], cached = d["cached_tokens"];
+      EXPECT_GT(prompt, 40) << d.dump();  // the preamble's words and more
+      if (d["turn"] != 1 || c.warm_up || d["session"] != 0) EXPECT_GT(cached, prompt / 2) << d.dump();
+    }
+    EXPECT_GT(p["ttft_by_turn"][2]["cached_tokens_mean"].get<double>(), 0);
+    EXPECT_NE(r.out.find("preamble 40 words"), std::string::npos) << r.out;
+  }
+}
+
 TEST_F(BenchE2E, WebSocketErrorEventsAreServerErrors) {
   const std::string out = dir_ + "/ws-errors.json";
   const CommandResult r = run_nexus("bench --url " + url_ + " --transport ws --model gpt-4 --requests 3"
@@ -394,7 +432,11 @@ TEST(BenchCli, BadFlagsAreRejected) {
                         Case{"bench --sweep-concurrency 1,0", "--sweep-concurrency: 0 is outside 1 to 100000"},
                         Case{"bench --sweep-rate 1,-2", "--sweep-rate: -2 is not a number above 0"},
                         Case{"bench --extra-body [1]", "--extra-body: '[1]' is not a JSON object"},
-                        Case{"bench --warmup -1", "--warmup: -1 is outside 0 to"}}) {
+                        Case{"bench --warmup -1", "--warmup: -1 is outside 0 to"},
+                        Case{"bench --endpoint messages --transport ws", "the Messages API has no WebSocket mode"},
+                        Case{"bench --endpoint responses --warm-up --preamble-tokens 9", "--warm-up needs --endpoint responses --transport ws"},
+                        Case{"bench --endpoint responses --transport ws --warm-up", "--warm-up needs --preamble-tokens"},
+                        Case{"bench --preamble-tokens 9", "--preamble-tokens needs a message API"}}) {
     const CommandResult r = run_nexus(std::string(c.args) + " --no-progress");
     EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;

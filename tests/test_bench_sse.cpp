@@ -2,6 +2,7 @@
 // OpenAI chunk interpretation and the request body (src/loadgen/).
 #include <gtest/gtest.h>
 
+#include "loadgen/api_wire.h"
 #include "loadgen/http_transport.h"
 #include "loadgen/openai_stream.h"
 #include "loadgen/sse_parser.h"
@@ -117,7 +118,7 @@ TEST(BenchRequestBody, StreamsWithUsageAndOptionalFields) {
   r.max_tokens = 8;
   r.ignore_eos = true;
   r.model = "stories260K";
-  json b = openai_request_body(r, json::object());
+  json b = request_body(r, json::object());
   EXPECT_EQ(b["prompt"], "Once upon");
   EXPECT_EQ(b["max_tokens"], 8);
   EXPECT_EQ(b["stream"], true);
@@ -130,7 +131,7 @@ TEST(BenchRequestBody, StreamsWithUsageAndOptionalFields) {
   r.messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
   r.ignore_eos = false;
   r.model.clear();
-  b = openai_request_body(r, json{{"temperature", 0}, {"max_tokens", 3}});
+  b = request_body(r, json{{"temperature", 0}, {"max_tokens", 3}});
   EXPECT_EQ(b["messages"][0]["content"], "Hi");
   EXPECT_FALSE(b.contains("prompt"));
   EXPECT_FALSE(b.contains("model"));
@@ -141,8 +142,70 @@ TEST(BenchRequestBody, StreamsWithUsageAndOptionalFields) {
   ServerUrl u;
   u.host = "h";
   u.base_path = "/p";
-  EXPECT_EQ(openai_target(u, Api::Chat), "/p/v1/chat/completions");
-  EXPECT_EQ(openai_target(u, Api::Completions), "/p/v1/completions");
+  EXPECT_EQ(request_target(u, Api::Chat), "/p/v1/chat/completions");
+  EXPECT_EQ(request_target(u, Api::Completions), "/p/v1/completions");
+  EXPECT_EQ(request_target(u, Api::Responses), "/p/v1/responses");
+  EXPECT_EQ(request_target(u, Api::Messages), "/p/v1/messages");
+}
+
+TEST(BenchRequestBody, TheAgentProtocolsCarryTheMessagesInTheirOwnShape) {
+  RequestSpec r;
+  r.messages = json::array({{{"role", "system"}, {"content", "You are terse."}},
+                            {{"role", "user"}, {"content", "Hi"}},
+                            {{"role", "assistant"}, {"content", "Hello"}},
+                            {{"role", "user"}, {"content", "Bye"}}});
+  r.max_tokens = 5;
+  r.model = "m";
+  r.ignore_eos = true;
+  r.api = Api::Responses;
+  json b = request_body(r, json::object());
+  EXPECT_EQ(b["max_output_tokens"], 5);
+  EXPECT_EQ(b["stream"], true);
+  EXPECT_FALSE(b.contains("max_tokens"));
+  ASSERT_EQ(b["input"].size(), 4u);
+  EXPECT_EQ(b["input"][0], json({{"type", "message"}, {"role", "system"}, {"content", "You are terse."}}));
+  EXPECT_EQ(b["input"][3]["content"], "Bye");
+  EXPECT_EQ(b["ignore_eos"], true);
+  EXPECT_EQ(b["model"], "m");
+
+  r.api = Api::Messages;
+  b = request_body(r, json::object());
+  EXPECT_EQ(b["system"], "You are terse.");  // beside the messages, as Anthropic takes it
+  ASSERT_EQ(b["messages"].size(), 3u);
+  EXPECT_EQ(b["messages"][0]["role"], "user");
+  EXPECT_EQ(b["max_tokens"], 5);
+}
+
+TEST(BenchStreamEvents, ResponsesAndMessagesEventsGiveTextUsageAndTheirEnd) {
+  EXPECT_EQ(interpret_event(Api::Responses, R"({"type":"response.output_text.delta","delta":"Once","sequence_number":4})").text,
+            "Once");
+  EXPECT_FALSE(interpret_event(Api::Responses, R"({"type":"response.created","response":{"id":"r"}})").done);
+  const ChunkInfo done = interpret_event(
+      Api::Responses, R"({"type":"response.completed","response":{"id":"r","usage":{"input_tokens":12,"output_tokens":3,)"
+                      R"("input_tokens_details":{"cached_tokens":8}}}})");
+  EXPECT_TRUE(done.done);
+  EXPECT_EQ(done.prompt_tokens, 12);
+  EXPECT_EQ(done.completion_tokens, 3);
+  EXPECT_EQ(done.cached_tokens, 8);
+  EXPECT_TRUE(interpret_event(Api::Responses, R"({"type":"response.incomplete","response":{"usage":null}})").done);
+  const ChunkInfo failed = interpret_event(
+      Api::Responses, R"({"type":"response.failed","response":{"error":{"code":"server_error","message":"boom"}}})");
+  EXPECT_TRUE(failed.done);
+  EXPECT_EQ(failed.error, "server_error: boom");
+
+  EXPECT_EQ(interpret_event(Api::Messages, R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" upon"}})").text,
+            " upon");
+  EXPECT_EQ(interpret_event(Api::Messages, R"({"type":"content_block_delta","delta":{"type":"input_json_delta","partial_json":"{"}})").text,
+            "");
+  const ChunkInfo start = interpret_event(
+      Api::Messages, R"({"type":"message_start","message":{"usage":{"input_tokens":4,"cache_read_input_tokens":6}}})");
+  EXPECT_EQ(start.prompt_tokens, 10);  // Anthropic's input_tokens leaves the cached ones out
+  EXPECT_EQ(start.cached_tokens, 6);
+  EXPECT_EQ(interpret_event(Api::Messages, R"({"type":"message_delta","usage":{"output_tokens":7}})").completion_tokens, 7);
+  EXPECT_TRUE(interpret_event(Api::Messages, R"({"type":"message_stop"})").done);
+  EXPECT_EQ(interpret_event(Api::Messages, R"({"type":"error","error":{"type":"overloaded_error","message":"busy"}})").error,
+            "busy");
+  EXPECT_TRUE(interpret_event(Api::Messages, "{nope").malformed);
 }
 
 }  // namespace

@@ -48,6 +48,8 @@ struct BenchCliArgs {
   bool ignore_eos = false;
   std::string prompts;
   int32_t turns = 1;
+  int32_t preamble_tokens = 0;
+  bool warm_up = false;
   std::string seed = "0";  // -1: random (printed)
   uint64_t warmup = 0;
   double timeout_s = 300;
@@ -79,7 +81,20 @@ int run(const BenchCliArgs& a, CLI::App& sub) {
     if (const char* k = std::getenv("OPENAI_API_KEY")) o.http.api_key = k;
   }
   if (!a.extra_body.empty()) o.http.extra_body = nlohmann::json::parse(a.extra_body);  // checked by the option
-  o.workload.api = a.endpoint == "chat" ? Api::Chat : Api::Completions;
+  o.workload.api = a.endpoint == "chat"        ? Api::Chat
+                   : a.endpoint == "responses" ? Api::Responses
+                   : a.endpoint == "messages"  ? Api::Messages
+                                               : Api::Completions;
+  if (o.websocket && o.workload.api == Api::Messages)
+    throw UsageError("--transport ws: the Messages API has no WebSocket mode (use --endpoint chat for /v1/realtime, "
+                     "responses for the Responses WebSocket mode)");
+  if (a.warm_up && !(o.websocket && o.workload.api == Api::Responses))
+    throw UsageError("--warm-up needs --endpoint responses --transport ws (the Responses WebSocket mode)");
+  if (a.preamble_tokens > 0 && !message_api(o.workload.api))
+    throw UsageError("--preamble-tokens needs a message API (--endpoint chat, responses or messages)");
+  if (a.warm_up && a.preamble_tokens == 0) throw UsageError("--warm-up needs --preamble-tokens (the preamble it prefills)");
+  o.workload.preamble_words = a.preamble_tokens;
+  o.workload.warm_up = a.warm_up;
   o.workload.model = a.model;
   o.workload.prompt_tokens = LengthDistribution::parse(a.prompt_tokens);
   o.workload.max_tokens = LengthDistribution::parse(a.max_tokens);
@@ -143,11 +158,14 @@ std::function<int()> setup(CLI::App& sub) {
           throw Error(why.rfind("--url ", 0) == 0 ? why.substr(6) : why);
         }
       }));
-  sub.add_option("--endpoint", a->endpoint, "completions (/v1/completions, prompt) or chat (/v1/chat/completions)")
-      ->capture_default_str()->check(CLI::IsMember({"completions", "chat"}));
+  sub.add_option("--endpoint", a->endpoint,
+                 "completions (/v1/completions, prompt), chat (/v1/chat/completions), responses (/v1/responses) or "
+                 "messages (/v1/messages, Anthropic)")
+      ->capture_default_str()->check(CLI::IsMember({"completions", "chat", "responses", "messages"}));
   sub.add_option("--transport", a->transport,
                  "http (a new TCP connection per request), http-keepalive (one connection per worker) or ws "
-                 "(a /v1/realtime WebSocket session per bench session: only each turn's new input is sent)")
+                 "(a WebSocket per bench session: /v1/realtime, or the Responses WebSocket mode with --endpoint "
+                 "responses; only each turn's new input is sent)")
       ->capture_default_str()->check(CLI::IsMember({"http", "http-keepalive", "ws"}));
   sub.add_option("--model", a->model, "\"model\" to send (default: the first id of GET /v1/models)");
   sub.add_option("--api-key", a->api_key, "bearer token (default: $OPENAI_API_KEY)");
@@ -182,6 +200,13 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_flag("--ignore-eos", a->ignore_eos, "send ignore_eos: true (generate exactly max_tokens on Nexus/vLLM)");
   sub.add_option("--prompts", a->prompts, "JSONL file: {\"prompt\": ...} or {\"messages\": [...]}, optional max_tokens")
       ->check(CLI::ExistingFile);
+  sub.add_option("--preamble-tokens", a->preamble_tokens,
+                 "an agent's preamble: a system message of N words, the same in every session, before turn 1 "
+                 "(message APIs)")
+      ->capture_default_str()->check(range(0, 1 << 20));
+  sub.add_flag("--warm-up", a->warm_up,
+               "Responses over ws: prefill the preamble with a generate:false response.create before turn 1, as "
+               "Codex CLI does (not counted in turn 1's times)");
   sub.add_option("--turns", a->turns, "chat turns per session (HTTP resends the history each turn; ws sends only the new input)")
       ->capture_default_str()->check(range(1, 1000));
   add_seed_option(sub, a->seed, "seed of prompts, lengths and arrivals; -1 = random (printed)");

@@ -53,7 +53,7 @@ std::string label_of(const LoadOptions& l) {
 BenchConfig config_of(const BenchOptions& o) {
   BenchConfig c;
   c.url = o.http.server.to_string();
-  c.endpoint = o.workload.api == Api::Chat ? "chat" : "completions";
+  c.endpoint = api_name(o.workload.api);
   c.transport = o.websocket ? "ws" : o.http.keep_alive ? "http-keepalive" : "http";
   c.model = o.workload.model;
   c.mode = o.load.rate > 0 || !o.sweep_rate.empty() ? "open" : "closed";
@@ -62,6 +62,8 @@ BenchConfig config_of(const BenchOptions& o) {
   c.requests = o.load.sessions;
   c.duration_s = o.load.duration_s;
   c.turns = o.workload.turns;
+  c.preamble_tokens = o.workload.preamble_words;
+  c.warm_up = o.workload.warm_up;
   c.prompt_tokens = o.workload.prompt_tokens.spec();
   c.max_tokens = o.workload.max_tokens.spec();
   c.ignore_eos = o.workload.ignore_eos;

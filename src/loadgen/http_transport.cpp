@@ -10,7 +10,7 @@
 #include <boost/beast/http.hpp>
 
 #include "loadgen/deadline.h"
-#include "loadgen/openai_stream.h"
+#include "loadgen/api_wire.h"
 #include "loadgen/sse_parser.h"
 
 namespace nexus::loadgen {
@@ -43,23 +43,6 @@ bool broken_connection(const beast::error_code& ec) {
 }
 
 }  // namespace
-
-json openai_request_body(const RequestSpec& req, const json& extra) {
-  json b = {{"max_tokens", req.max_tokens}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
-  if (!req.model.empty()) b["model"] = req.model;
-  if (req.api == Api::Chat) {
-    b["messages"] = req.messages;
-  } else {
-    b["prompt"] = req.prompt;
-  }
-  if (req.ignore_eos) b["ignore_eos"] = true;
-  if (extra.is_object() && !extra.empty()) b.merge_patch(extra);
-  return b;
-}
-
-std::string openai_target(const ServerUrl& server, Api api) {
-  return server.base_path + (api == Api::Chat ? "/v1/chat/completions" : "/v1/completions");
-}
 
 struct HttpTransport::Impl {
   HttpTransportOptions opts;
@@ -170,8 +153,8 @@ RequestResult HttpTransport::run_request(const RequestSpec& spec) {
   RequestResult r;
   r.start = Clock::now();
   const Clock::time_point deadline = r.start + m.opts.timeout;
-  const auto req = m.make_request(http::verb::post, openai_target(m.opts.server, spec.api),
-                                  openai_request_body(spec, m.opts.extra_body).dump());
+  const auto req = m.make_request(http::verb::post, request_target(m.opts.server, spec.api),
+                                  request_body(spec, m.opts.extra_body).dump());
   auto fail = [&](ErrorKind kind, const std::string& msg) {
     m.close();
     r.end = Clock::now();
@@ -213,7 +196,7 @@ RequestResult HttpTransport::run_request(const RequestSpec& spec) {
     events.clear();
     sse.feed(got, events);
     for (const SseEvent& ev : events) {
-      const ChunkInfo c = interpret_chunk(ev.data);
+      const ChunkInfo c = interpret_event(spec.api, ev.data);
       if (c.done) saw_done = true;
       if (c.malformed && r.ok()) {
         r.error = ErrorKind::Protocol;
@@ -239,7 +222,7 @@ RequestResult HttpTransport::run_request(const RequestSpec& spec) {
     r.error_message = error_text(error_body);
   } else if (r.ok() && !saw_done) {
     r.error = ErrorKind::Protocol;
-    r.error_message = "the response ended without data: [DONE] (content-type: " +
+    r.error_message = "the response ended before its last event (content-type: " +
                       std::string(parser.get()[http::field::content_type]) + ")";
   }
   return r;

@@ -1,9 +1,9 @@
-// HttpTransport: OpenAI-compatible HTTP/1.1 + SSE streaming (Boost.Beast).
+// HttpTransport: HTTP/1.1 + SSE streaming (Boost.Beast) of any API
+// api_wire.h knows (OpenAI completions, chat, Responses; Anthropic Messages).
 //
-// Every request is a POST with "stream": true and
-// "stream_options": {"include_usage": true}, so the server's own token
-// counts arrive in the last chunk. The time of every read that completes an
-// SSE event carrying text is recorded as a token arrival.
+// Every request is a streamed POST that asks for the server's own token
+// counts (api_wire.h). The time of every read that completes an SSE event
+// carrying text is recorded as a token arrival.
 //
 // Connection modes:
 //   keep_alive = true   one connection reused across this object's requests
@@ -37,11 +37,6 @@ struct HttpTransportOptions {
   std::shared_ptr<boost::asio::ssl::context> tls;
   nlohmann::json extra_body = nlohmann::json::object();  // merged into every request body
 };
-
-// The JSON body of `req` (see above), with `extra` merged last (RFC 7386).
-nlohmann::json openai_request_body(const RequestSpec& req, const nlohmann::json& extra);
-// "/v1/completions" or "/v1/chat/completions" after the URL's base path.
-std::string openai_target(const ServerUrl& server, Api api);
 
 struct HttpReply {
   ErrorKind error = ErrorKind::None;

@@ -52,6 +52,10 @@ PhaseReport analyze_phase(const PhaseRun& run, const std::string& label, int32_t
   p.connections_opened = run.connections_opened;
   std::vector<double> ttft, itl, tpot, e2e;
   std::map<int32_t, std::vector<double>> ttft_turn;
+  struct TokenSums {
+    int64_t prompt = 0, cached = 0, n = 0;
+  };
+  std::map<int32_t, TokenSums> tokens_turn;
   for (const RequestRecord& rec : run.records) {
     RequestMetrics m = request_metrics(rec, run.start);
     ++p.requests;
@@ -75,6 +79,12 @@ PhaseReport analyze_phase(const PhaseRun& run, const std::string& label, int32_t
         ttft.push_back(*m.ttft_ms);
         ttft_turn[m.turn].push_back(*m.ttft_ms);
       }
+      if (m.prompt_tokens) {
+        TokenSums& t = tokens_turn[m.turn];
+        t.prompt += *m.prompt_tokens;
+        t.cached += m.cached_tokens.value_or(0);
+        ++t.n;
+      }
       if (m.tpot_ms) tpot.push_back(*m.tpot_ms);
       for (size_t i = 1; i < m.chunk_times_ms.size(); ++i) {
         itl.push_back(m.chunk_times_ms[i] - m.chunk_times_ms[i - 1]);
@@ -89,7 +99,14 @@ PhaseReport analyze_phase(const PhaseRun& run, const std::string& label, int32_t
   p.itl_ms = summarize(std::move(itl));
   p.tpot_ms = summarize(std::move(tpot));
   p.e2e_ms = summarize(std::move(e2e));
-  for (auto& [turn, v] : ttft_turn) p.ttft_by_turn.push_back(TurnSummary{turn, summarize(std::move(v))});
+  for (auto& [turn, v] : ttft_turn) {
+    TurnSummary t{turn, summarize(std::move(v))};
+    if (const auto it = tokens_turn.find(turn); it != tokens_turn.end() && it->second.n > 0) {
+      t.prompt_tokens = static_cast<double>(it->second.prompt) / static_cast<double>(it->second.n);
+      t.cached_tokens = static_cast<double>(it->second.cached) / static_cast<double>(it->second.n);
+    }
+    p.ttft_by_turn.push_back(t);
+  }
   if (p.duration_s > 0) {
     p.request_throughput = static_cast<double>(p.completed) / p.duration_s;
     p.output_token_throughput = static_cast<double>(p.completion_tokens) / p.duration_s;

@@ -46,6 +46,9 @@ struct RequestMetrics {
 struct TurnSummary {
   int32_t turn = 0;
   Summary ttft_ms;
+  // Means over the turn's completed requests with server usage: the prompt,
+  // and of it the tokens read from the server's KV (the rest was prefilled).
+  double prompt_tokens = 0, cached_tokens = 0;
 };
 
 struct PhaseReport {

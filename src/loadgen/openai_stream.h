@@ -14,7 +14,7 @@
 namespace nexus::loadgen {
 
 struct ChunkInfo {
-  bool done = false;                       // the "[DONE]" sentinel
+  bool done = false;                       // the stream's last event ("[DONE]"; api_wire.h for the others)
   std::string text;                        // generated text in this chunk ("" = none)
   std::optional<int64_t> prompt_tokens;    // from "usage"
   std::optional<int64_t> completion_tokens;

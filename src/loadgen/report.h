@@ -13,7 +13,7 @@ namespace nexus::loadgen {
 
 struct BenchConfig {
   std::string url;
-  std::string endpoint = "completions";   // "completions" | "chat"
+  std::string endpoint = "completions";   // "completions" | "chat" | "responses" | "messages"
   std::string transport = "http";         // "http" (new connection per request) | "http-keepalive" | "ws"
   std::string model;                      // "" = none sent
   std::string mode = "closed";            // "closed" (concurrency) | "open" (rate)
@@ -22,6 +22,8 @@ struct BenchConfig {
   std::optional<uint64_t> requests;       // sessions per phase
   std::optional<double> duration_s;
   int32_t turns = 1;
+  int32_t preamble_tokens = 0;            // words of the shared system preamble (0 = none)
+  bool warm_up = false;                   // Responses over ws: generate:false warm-up before turn 1
   std::string prompt_tokens, max_tokens;  // distribution specs
   bool ignore_eos = false;
   std::string prompts_file;

@@ -35,7 +35,11 @@ json request_json(const RequestMetrics& m) {
 
 json phase_json(const PhaseReport& p) {
   json turns = json::array();
-  for (const TurnSummary& t : p.ttft_by_turn) turns.push_back({{"turn", t.turn + 1}, {"ttft_ms", summary_json(t.ttft_ms)}});
+  for (const TurnSummary& t : p.ttft_by_turn)
+    turns.push_back({{"turn", t.turn + 1},
+                     {"ttft_ms", summary_json(t.ttft_ms)},
+                     {"prompt_tokens_mean", t.prompt_tokens},
+                     {"cached_tokens_mean", t.cached_tokens}});
   json details = json::array();
   for (const RequestMetrics& m : p.requests_detail) details.push_back(request_json(m));
   json errors = json::object();
@@ -90,6 +94,8 @@ json report_json(const BenchReport& r) {
                  {"requests", opt(c.requests)},
                  {"duration_s", opt(c.duration_s)},
                  {"turns", c.turns},
+                 {"preamble_tokens", c.preamble_tokens},
+                 {"warm_up", c.warm_up},
                  {"prompt_tokens", c.prompt_tokens},
                  {"max_tokens", c.max_tokens},
                  {"ignore_eos", c.ignore_eos},

@@ -39,10 +39,11 @@ void phase_text(std::string& out, const BenchReport& r, const PhaseReport& p) {
   out += row("TPOT", p.tpot_ms);
   out += row("E2E", p.e2e_ms);
   if (p.ttft_by_turn.size() > 1) {
-    out += "  TTFT by turn (ms):\n";
+    out += "  TTFT by turn (ms); prompt tokens (mean): prefilled + cached:\n";
     for (const TurnSummary& t : p.ttft_by_turn) {
-      out += fmt::format("    turn {:<3} p50 {:>9.2f}  p90 {:>9.2f}  p99 {:>9.2f}  mean {:>9.2f}  n {}\n", t.turn + 1,
-                         t.ttft_ms.p50, t.ttft_ms.p90, t.ttft_ms.p99, t.ttft_ms.mean, t.ttft_ms.count);
+      out += fmt::format("    turn {:<3} p50 {:>9.2f}  p90 {:>9.2f}  p99 {:>9.2f}  mean {:>9.2f}  n {:<4}  prompt {:.0f} + {:.0f}\n",
+                         t.turn + 1, t.ttft_ms.p50, t.ttft_ms.p90, t.ttft_ms.p99, t.ttft_ms.mean, t.ttft_ms.count,
+                         t.prompt_tokens - t.cached_tokens, t.cached_tokens);
     }
   }
 }
@@ -56,6 +57,9 @@ std::string report_text(const BenchReport& r) {
                                 c.model.empty() ? "(none sent)" : c.model);
   out += fmt::format("prompt words {}, max tokens {}{}, turns {}, seed {}, warmup {}\n", c.prompt_tokens,
                      c.max_tokens, c.ignore_eos ? " (ignore_eos)" : "", c.turns, c.seed, c.warmup);
+  if (c.preamble_tokens > 0)
+    out += fmt::format("preamble {} words (one system message, the same in every session){}\n", c.preamble_tokens,
+                       c.warm_up ? ", prefilled by a generate:false warm-up before turn 1" : "");
   for (const PhaseReport& p : r.phases) {
     out += '\n';
     phase_text(out, r, p);

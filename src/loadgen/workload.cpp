@@ -46,6 +46,18 @@ PromptEntry parse_entry(const std::string& line, const std::string& where) {
 
 }  // namespace
 
+bool message_api(Api api) { return api != Api::Completions; }
+
+const char* api_name(Api a) {
+  switch (a) {
+    case Api::Completions: return "completions";
+    case Api::Chat: return "chat";
+    case Api::Responses: return "responses";
+    case Api::Messages: return "messages";
+  }
+  return "?";
+}
+
 std::vector<PromptEntry> parse_prompts_jsonl(const std::string& text, const std::string& name) {
   std::vector<PromptEntry> out;
   std::istringstream in(text);
@@ -69,9 +81,12 @@ std::vector<PromptEntry> load_prompts_jsonl(const std::string& path) {
 
 Workload::Workload(WorkloadOptions opts) : opts_(std::move(opts)) {
   if (opts_.turns < 1) throw Error("--turns must be >= 1");
+  if (opts_.preamble_words < 0) throw Error("--preamble-tokens must be >= 0");
+  if (opts_.preamble_words > 0 && !message_api(opts_.api))
+    throw Error("--preamble-tokens needs a message API (--endpoint chat, responses or messages)");
   for (const PromptEntry& e : opts_.prompts) {
-    if (!e.messages.is_null() && opts_.api != Api::Chat) {
-      throw Error("prompts file has \"messages\" entries: use the chat endpoint (--endpoint chat)");
+    if (!e.messages.is_null() && !message_api(opts_.api)) {
+      throw Error("prompts file has \"messages\" entries: use a message API (--endpoint chat, responses or messages)");
     }
     if (!e.messages.is_null() && opts_.turns > 1) {
       throw Error("prompts file \"messages\" entries cannot be combined with --turns > 1");
@@ -103,7 +118,14 @@ std::vector<TurnPlan> Workload::session(uint64_t index) const {
 }
 
 Conversation::Conversation(const Workload& w, uint64_t session_index)
-    : opts_(w.options()), index_(session_index), plan_(w.session(session_index)) {}
+    : opts_(w.options()), index_(session_index), plan_(w.session(session_index)) {
+  if (opts_.preamble_words > 0) {
+    // The same for every session: a generator of the seed alone.
+    std::seed_seq seq{static_cast<uint32_t>(opts_.seed), static_cast<uint32_t>(opts_.seed >> 32), 0x9e3779b9u};
+    std::mt19937_64 rng(seq);
+    messages_.push_back({{"role", "system"}, {"content", random_words(opts_.preamble_words, rng)}});
+  }
+}
 
 RequestSpec Conversation::request(int32_t turn) {
   const TurnPlan& t = plan_.at(static_cast<size_t>(turn));
@@ -115,7 +137,8 @@ RequestSpec Conversation::request(int32_t turn) {
   r.session = index_;
   r.turn = turn;
   r.turns = turns();
-  if (opts_.api == Api::Chat) {
+  r.warm_up = opts_.warm_up;
+  if (message_api(opts_.api)) {
     if (!t.messages.is_null()) {
       messages_ = t.messages;
     } else {
@@ -130,7 +153,7 @@ RequestSpec Conversation::request(int32_t turn) {
 }
 
 void Conversation::add_reply(const std::string& text) {
-  if (opts_.api == Api::Chat) {
+  if (message_api(opts_.api)) {
     messages_.push_back({{"role", "assistant"}, {"content", text}});
   } else {
     text_ += text;

@@ -19,19 +19,28 @@
 
 namespace nexus::loadgen {
 
-enum class Api { Completions, Chat };  // /v1/completions (prompt) or /v1/chat/completions (messages)
+// The API a request speaks: /v1/completions (a prompt), or one of the
+// message APIs: /v1/chat/completions, /v1/responses (OpenAI's Responses
+// API, docs/agents.md), /v1/messages (Anthropic's Messages API).
+enum class Api { Completions, Chat, Responses, Messages };
+bool message_api(Api api);    // every one but Completions
+const char* api_name(Api a);  // "completions", "chat", "responses", "messages" (--endpoint)
 
 // One request, independent of the wire format (each Transport encodes it).
 struct RequestSpec {
   Api api = Api::Completions;
   std::string prompt;                                   // Completions: the whole text so far
-  nlohmann::json messages = nlohmann::json::array();    // Chat: [{role, content}, ...]
+  nlohmann::json messages = nlohmann::json::array();    // message APIs: [{role, content}, ...], a preamble as "system"
   int32_t max_tokens = 16;
   bool ignore_eos = false;
   std::string model;  // "" = no "model" field
   uint64_t session = 0;
   int32_t turn = 0;   // 0-based turn index within the session
   int32_t turns = 1;  // the session's number of turns (turn == turns - 1: its last request)
+  // Responses over WebSocket: before turn 0, prefill the preamble (the
+  // leading system messages) with a `generate: false` response.create, as
+  // Codex CLI does; not counted in the turn's times.
+  bool warm_up = false;
 };
 
 // One line of a prompts file: {"prompt": "..."} or {"messages": [...]},
@@ -55,6 +64,11 @@ inline constexpr int32_t kDefaultPromptWords = 32;
 
 struct WorkloadOptions {
   Api api = Api::Completions;
+  // An agent's preamble: a system message of this many words, the same in
+  // every session (drawn from the seed alone), before the first turn; 0 =
+  // none. Message APIs only.
+  int32_t preamble_words = 0;
+  bool warm_up = false;  // RequestSpec::warm_up
   LengthDistribution prompt_tokens = LengthDistribution::fixed(kDefaultPromptWords);  // words per prompt/turn
   LengthDistribution max_tokens = LengthDistribution::fixed(128);
   int32_t turns = 1;

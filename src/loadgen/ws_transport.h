@@ -1,5 +1,7 @@
-// WsTransport: the Nexus realtime session protocol over WebSocket
-// (GET /v1/realtime, docs/protocol.md), Boost.Beast.
+// WsTransport: a conversation per WebSocket connection (Boost.Beast): the
+// Nexus realtime session protocol (GET /v1/realtime, docs/protocol.md), or,
+// for Api::Responses, the Responses API's WebSocket mode (GET
+// /v1/responses, docs/agents.md; described at the end).
 //
 // One WebSocket connection is one server-side session, i.e. one
 // conversation whose KV stays in the engine between turns. A bench session
@@ -29,6 +31,17 @@
 // A successful upgrade sets http_status = 101.
 // Chat messages must have a string "content" and a role the protocol takes
 // as input (user, system, tool); others fail the request (Protocol).
+//
+// The Responses WebSocket mode: each turn is one `response.create`
+// (api_wire.h's input items, max_output_tokens, store: false, model,
+// ignore_eos, the extra body): turn 0 with the whole input, later turns with
+// only the new messages and `previous_response_id` naming the last
+// response. With RequestSpec::warm_up, turn 0 is preceded by a `generate:
+// false` create of the leading system messages (its time is not the
+// turn's: start is stamped again after it) and continues it. Text chunks
+// are response.output_text.delta events; usage comes from
+// response.completed / .incomplete, which end the turn; response.failed and
+// `error` events are ErrorKind::Server.
 #pragma once
 
 #include <memory>
@@ -38,8 +51,9 @@
 
 namespace nexus::loadgen {
 
-// "/v1/realtime" after the URL's base path.
+// "/v1/realtime" / "/v1/responses" after the URL's base path.
 std::string realtime_target(const ServerUrl& server);
+std::string responses_ws_target(const ServerUrl& server);
 
 class WsTransport final : public Transport {
  public:

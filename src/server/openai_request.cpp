@@ -357,6 +357,7 @@ void parse_echo(const json& doc, ApiRequest& r) {
 }  // namespace
 
 void parse_sampling(const json& body, ApiRequest& r) {
+  r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   SamplingParams& s = r.sampling;
   if (auto v = get_number(body, "temperature", 0, 2)) s.temperature = static_cast<float>(*v);
   if (auto v = get_number(body, "top_p", 0, 1)) s.top_p = static_cast<float>(*v);
@@ -468,7 +469,6 @@ ApiRequest parse_api_request(Endpoint endpoint, std::string_view body, int32_t m
                           "unsupported_parameter");
   }
   parse_stop(doc, r);
-  r.ignore_eos = get_bool(doc, "ignore_eos").value_or(false);
   r.priority = parse_priority(doc, max_priority);
   r.prediction = parse_prediction(doc);
   r.stream = get_bool(doc, "stream").value_or(false);

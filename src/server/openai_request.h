@@ -125,7 +125,8 @@ nlohmann::json parse_json_body(std::string_view body);
 
 // The pieces the other protocols' parsers share (each throws ApiError 400
 // naming the field):
-// temperature [0,2], top_p [0,1], top_k, min_p, the penalties, seed;
+// temperature [0,2], top_p [0,1], top_k, min_p, the penalties, seed,
+// ignore_eos (llama.cpp's extension; `nexus bench` sends it);
 void parse_sampling(const nlohmann::json& body, ApiRequest& r);
 // `priority` (see above), at most `max_priority`;
 int32_t parse_priority(const nlohmann::json& body, int32_t max_priority);

@@ -181,7 +181,7 @@ bool accepted_field(const std::string& k) {
       "model", "max_tokens", "system", "messages", "tools", "tool_choice", "stop_sequences", "temperature", "top_p",
       "top_k", "stream", "metadata", "thinking", "service_tier", "context_management", "output_config", "safeguards",
       "container", "mcp_servers", "priority", "seed", "min_p", "repeat_penalty", "frequency_penalty",
-      "presence_penalty"};
+      "presence_penalty", "ignore_eos"};
   return kKnown.count(k) > 0;
 }
 

@@ -257,7 +257,7 @@ bool accepted_field(const std::string& k) {
       "temperature", "top_p", "top_k", "min_p", "seed", "frequency_penalty", "presence_penalty", "repeat_penalty",
       "stream", "store", "previous_response_id", "reasoning", "include", "metadata", "prompt_cache_key",
       "client_metadata", "truncation", "service_tier", "user", "safety_identifier", "background", "priority",
-      "generate", "stream_options", "prompt_cache_retention", "max_tool_calls", "top_logprobs"};
+      "generate", "stream_options", "prompt_cache_retention", "max_tool_calls", "top_logprobs", "ignore_eos"};
   return std::any_of(std::begin(kKnown), std::end(kKnown), [&](const char* n) { return k == n; });
 }
 
