@@ -190,6 +190,19 @@ TEST(GatewayAccess, APriorityAboveTheTenantsCapIs400FromTheGateway) {
     EXPECT_EQ(error_code(r.body), "priority_above_cap") << path;
     EXPECT_NE(r.body.find("this API key allows, default (0)"), std::string::npos) << r.body;
   }
+  // The agent protocols are generations too: capped, each in its own error shape.
+  json responses = {{"input", "Hi"}, {"max_output_tokens", 2}, {"priority", "interactive"}};
+  const HttpResponse rr = c.request("POST", "/v1/responses", responses.dump(), bearer("sk-a"));
+  EXPECT_EQ(rr.status, 400) << rr.body;
+  EXPECT_EQ(error_code(rr.body), "priority_above_cap") << rr.body;
+  json messages = {{"model", "stories260K"}, {"max_tokens", 2}, {"priority", "interactive"},
+                   {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+  const HttpResponse rm = c.request("POST", "/v1/messages", messages.dump(), bearer("sk-a"));
+  EXPECT_EQ(rm.status, 400) << rm.body;
+  const json am = json::parse(rm.body, nullptr, false);
+  EXPECT_EQ(am["type"], "error") << rm.body;  // Anthropic's shape
+  EXPECT_EQ(am["error"]["type"], "invalid_request_error") << rm.body;
+  EXPECT_NE(rm.body.find("this API key allows"), std::string::npos) << rm.body;
   int ok = 0;
   for (const json& p : {json("default"), json("batch"), json(nullptr)}) {
     body["priority"] = p;

@@ -290,6 +290,37 @@ TEST(GatewayStreamUsage, TapHoldsAnEventUpToItsLimitScanningEachByteOnce) {
   EXPECT_EQ(split.feed(":2}\n\n"), "data: {\"b\":2}\n\n");
 }
 
+// The agent protocols name their events (an `event:` line before the
+// data): the tap reads the usage of a Responses API's final event (in its
+// response object) and of Anthropic's message_delta, and relays everything.
+TEST(GatewayStreamUsage, ResponsesAndMessagesStreamsAreCountedFromTheirFinalEvents) {
+  StreamUsageTap responses(false);
+  const std::string created =
+      "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n";
+  const std::string completed =
+      "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\","
+      "\"usage\":{\"input_tokens\":12,\"output_tokens\":5,\"total_tokens\":17}},\"sequence_number\":9}\n\n";
+  EXPECT_EQ(responses.feed(created), created);
+  EXPECT_FALSE(responses.usage());
+  EXPECT_EQ(responses.feed(completed), completed);
+  ASSERT_TRUE(responses.usage());
+  EXPECT_EQ(responses.usage()->prompt_tokens, 12);
+  EXPECT_EQ(responses.usage()->completion_tokens, 5);
+
+  StreamUsageTap messages(false);
+  const std::string start =
+      "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,"
+      "\"output_tokens\":1}}}\n\n";
+  const std::string delta =
+      "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":3,"
+      "\"cache_read_input_tokens\":6,\"output_tokens\":7}}\n\n";
+  EXPECT_EQ(messages.feed(start + delta.substr(0, 30)), start);
+  EXPECT_EQ(messages.feed(delta.substr(30)), delta);
+  ASSERT_TRUE(messages.usage());
+  EXPECT_EQ(messages.usage()->prompt_tokens, 9);  // the cache reads are prompt tokens too
+  EXPECT_EQ(messages.usage()->completion_tokens, 7);
+}
+
 TEST(GatewayStreamUsage, JsonNestedPastTheLimitIsNeitherRewrittenNorCounted) {
   const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
   EXPECT_FALSE(usage_of_body("{\"usage\":{\"prompt_tokens\":1},\"x\":" + deep + "}"));

@@ -10,6 +10,8 @@
 
 #include <signal.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "support/gateway_load.h"
@@ -159,4 +161,51 @@ TEST(GatewayAgentProtocols, AResponsesWebSocketWhoseReplicaIsKilledGoesOnWithIts
   EXPECT_EQ(metric_or(m, "nexus_gateway_responses_ws_failovers_total", {{"result", "resumed"}}), 1);
   EXPECT_EQ(metric_or(m, "nexus_gateway_responses_ws_sessions", {}, -1), 1);
   c.close();
+}
+
+// Per tenant, streamed Responses and Messages answers count their tokens as
+// the replica reported them (in response.incomplete and message_delta), and
+// the client's stream is relayed as the replica sent it. The Messages
+// client presents its key as Anthropic's clients do, in x-api-key.
+TEST(GatewayAgentProtocols, StreamedResponsesAndMessagesAreCountedPerTenant) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 1);
+  ASSERT_TRUE(rs.all_started());
+  const std::string keys = make_temp_dir() + "/keys.txt";
+  std::ofstream(keys) << "sk-r responder\nsk-m messenger\n";
+  GatewayProcess gw(rs.ports, {"--api-keys", keys});
+  ASSERT_GT(gw.port, 0);
+  struct Case {
+    const char* path;
+    json body;
+    Headers headers;
+    const char* tenant;
+    const char* last_event;
+  };
+  const Case cases[] = {
+      {"/v1/responses",
+       {{"input", "Once upon a time"}, {"max_output_tokens", 6}, {"stream", true}, {"ignore_eos", true}},
+       {{"Authorization", "Bearer sk-r"}},
+       "responder",
+       "\"type\":\"response.incomplete\""},
+      {"/v1/messages",
+       {{"model", "stories260K"}, {"max_tokens", 6}, {"stream", true}, {"ignore_eos", true},
+        {"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}}},
+       {{"x-api-key", "sk-m"}},
+       "messenger",
+       "\"type\":\"message_stop\""}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path);
+    HttpClient client("127.0.0.1", gw.port);
+    client.send("POST", c.path, c.body.dump(), c.headers);
+    ASSERT_EQ(client.read_header().status, 200);
+    std::string last;
+    while (auto ev = client.next_event()) last = *ev;
+    EXPECT_NE(last.find(c.last_event), std::string::npos) << last;
+  }
+  const auto m = scrape_metrics(gw.port);
+  for (const char* t : {"responder", "messenger"}) {
+    EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_tokens_total", {{"tenant", t}, {"kind", "completion"}}), 6) << t;
+    EXPECT_GT(metric_or(m, "nexus_gateway_tenant_tokens_total", {{"tenant", t}, {"kind", "prompt"}}), 3) << t;
+  }
 }

@@ -6,6 +6,8 @@
 #include "gateway/proxy_http.h"
 #include "gateway/proxy_session.h"
 #include "server/api_key.h"
+#include "server/core/protocol.h"
+#include "server/routes.h"
 
 namespace nexus::gateway {
 
@@ -28,7 +30,10 @@ bool ProxySession::admit_request() {
   const auto protocols = req_[http::field::sec_websocket_protocol];
   const auto key = server::presented_key(std::string_view(auth.data(), auth.size()),
                                          std::string_view(protocols.data(), protocols.size()));
-  const std::string credential = key ? "Bearer " + std::string(*key) : std::string(auth.data(), auth.size());
+  // Anthropic's clients (Claude Code) send theirs as x-api-key.
+  const auto x_api_key = req_["x-api-key"];
+  std::string credential = key ? "Bearer " + std::string(*key) : std::string(auth.data(), auth.size());
+  if (!key && !x_api_key.empty()) credential = "Bearer " + std::string(x_api_key.data(), x_api_key.size());
   const AccessVerdict v = ctx_.limiter->admit(credential, received_);
   if (v.result == AccessResult::Unauthorized) {
     ctx_.metrics.unauthorized().inc();
@@ -44,27 +49,33 @@ bool ProxySession::admit_request() {
     return false;
   }
   // The tenant's priority cap, before any replica sees the request (after
-  // its bucket: a stream of refused requests is rate limited too). The
-  // replicas answer the paths without /v1 as well.
-  const bool generation = req_.method() == http::verb::post &&
-                          (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/completions" ||
-                           path == "/chat/completions");
+  // its bucket: a stream of refused requests is rate limited too), on every
+  // generation path (server/routes.h), in the path's error shape.
+  const server::Route* route = server::find_route(path);
+  const bool generation = req_.method() == http::verb::post && route && route->generation;
   const Tenant& tenant = ctx_.limiter->tenants()[v.tenant];
   if (const auto refusal = generation && tenant.limits.max_priority ? priority_refusal(tenant, body_json())
                                                                     : std::nullopt) {
-    respond(400, server::error_body(*refusal));
+    respond(400, server::error_body(route->protocol, *refusal));
     return false;
   }
   tenant_ = v.tenant;
   m.admitted->inc();
   m.in_flight->add(1);
   tenant_in_flight_ = true;
-  // A stream's tokens come in its usage chunk: ask the replica for it.
-  if (req_.method() == http::verb::post && (path == "/v1/completions" || path == "/v1/chat/completions")) {
-    if (auto r = with_stream_usage(body_json())) {
-      req_.body() = std::move(r->body);
-      req_.prepare_payload();
-      usage_tap_.emplace(!r->client_asked);
+  // A stream's tokens come in its usage chunk: chat and completions ask the
+  // replica for it; the agent protocols' streams always end with their usage.
+  if (generation) {
+    if (route->id == server::RouteId::Completions || route->id == server::RouteId::ChatCompletions) {
+      if (auto r = with_stream_usage(body_json())) {
+        req_.body() = std::move(r->body);
+        req_.prepare_payload();
+        usage_tap_.emplace(!r->client_asked);
+      }
+    } else {
+      const auto& doc = body_json();
+      const auto s = doc.is_object() ? doc.find("stream") : doc.end();
+      if (s != doc.end() && s->is_boolean() && s->get<bool>()) usage_tap_.emplace(/*strip=*/false);
     }
   }
   return true;

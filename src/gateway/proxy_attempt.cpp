@@ -176,7 +176,7 @@ void ProxySession::write_upstream() {
   // The client's key is the gateway's to check, not the replica's.
   const bool own_key = ctx_.limiter || !ctx_.opts.replica_api_key.empty();
   for (const auto& f : req_)
-    if (end_to_end(f.name()) && !(own_key && f.name() == http::field::authorization))
+    if (end_to_end(f.name()) && !(own_key && client_credential(f)))
       up_req_.insert(f.name_string(), f.value());
   if (!ctx_.opts.replica_api_key.empty()) up_req_.set(http::field::authorization, "Bearer " + ctx_.opts.replica_api_key);
   up_req_.set(http::field::host, replica_->id);

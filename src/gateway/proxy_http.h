@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/field.hpp>
 
 #include "server/api_error.h"
@@ -85,6 +86,14 @@ inline bool end_to_end(boost::beast::http::field f) {
     default:
       return true;
   }
+}
+
+// Whether a request header is the client's credential (Authorization, or
+// Anthropic's x-api-key): the gateway checks it itself and, where it holds
+// its own key for the replicas or checks tenants' keys, does not pass it on.
+template <class Field>
+bool client_credential(const Field& f) {
+  return f.name() == boost::beast::http::field::authorization || boost::beast::iequals(f.name_string(), "x-api-key");
 }
 
 }  // namespace nexus::gateway

@@ -14,6 +14,7 @@
 
 #include "gateway/proxy_http.h"
 #include "server/request_framing.h"
+#include "server/routes.h"
 #include "server/sse.h"
 #include "util/json_depth.h"
 
@@ -210,13 +211,9 @@ void ProxySession::handle_request() {
   // A WebSocket upgrade: relayed to one replica for the session's life
   // (moved to another one if it dies).
   if (get && beast::iequals(req_[http::field::upgrade], "websocket")) {
-    if (path == "/v1/realtime" || path == "/realtime") {
+    if (const server::Route* route = server::find_route(path); route && route->websocket) {
       usage_tap_.reset();
-      return start_ws_relay(WsProtocol::Realtime);
-    }
-    if (path == "/v1/responses" || path == "/responses") {
-      usage_tap_.reset();
-      return start_ws_relay(WsProtocol::Responses);
+      return start_ws_relay(route->id == server::RouteId::Realtime ? WsProtocol::Realtime : WsProtocol::Responses);
     }
   }
   // Everything else goes to a replica, which validates it. The body is read

@@ -134,7 +134,7 @@ void ProxySession::write_ws_upgrade() {
     if (f.name() != http::field::host && f.name() != http::field::content_length &&
         f.name() != http::field::sec_websocket_extensions &&
         !(failing_over_ && f.name() == http::field::sec_websocket_key) &&
-        !(own_key && f.name() == http::field::authorization))
+        !(own_key && client_credential(f)))
       up_req_.insert(f.name_string(), f.value());
   if (failing_over_) up_req_.set(http::field::sec_websocket_key, websocket_key(rng_));
   if (!ctx_.opts.replica_api_key.empty()) up_req_.set(http::field::authorization, "Bearer " + ctx_.opts.replica_api_key);

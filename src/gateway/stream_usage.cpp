@@ -10,8 +10,14 @@ namespace {
 
 std::optional<TokenUsage> usage_in(const nlohmann::json& doc) {
   if (!doc.is_object()) return std::nullopt;
-  const auto u = doc.find("usage");
-  if (u == doc.end() || !u->is_object()) return std::nullopt;
+  auto u = doc.find("usage");
+  if (u == doc.end() || !u->is_object()) {
+    // The Responses API's final events carry it in their response object.
+    const auto r = doc.find("response");
+    if (r == doc.end() || !r->is_object()) return std::nullopt;
+    u = r->find("usage");
+    if (u == r->end() || !u->is_object()) return std::nullopt;
+  }
   TokenUsage t;
   const auto count = [&](const char* name) -> int64_t {
     const auto v = u->find(name);
@@ -78,9 +84,17 @@ std::string StreamUsageTap::flush() {
 }
 
 std::string StreamUsageTap::event(std::string_view ev) {
+  // The data line opens the event, or follows its `event:` line (the
+  // Responses and Messages APIs name their events).
+  size_t at = 0;
+  if (ev.starts_with("event:")) {
+    const size_t nl = ev.find('\n');
+    if (nl == std::string_view::npos || nl + 2 >= ev.size()) return std::string(ev);
+    at = nl + 1;
+  }
   constexpr std::string_view data = "data: {";
-  if (!ev.starts_with(data)) return std::string(ev);
-  const std::string_view payload = ev.substr(6, ev.size() - 8);  // without "data: " and "\n\n"
+  if (!ev.substr(at).starts_with(data)) return std::string(ev);
+  const std::string_view payload = ev.substr(at + 6, ev.size() - at - 8);  // without "data: " and "\n\n"
   if (payload.find("\"usage\":{") != std::string_view::npos) {
     const auto doc = parse_json_bounded_or_discarded(payload);
     if (auto u = usage_in(doc)) {

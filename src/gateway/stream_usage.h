@@ -14,9 +14,13 @@
 //                 option added: that usage chunk (`"choices": []`) and the
 //                 `"usage": null` that ends every other chunk, so the
 //                 client gets the stream it asked for.
-// Streamed Responses and Messages answers are not counted yet (their usage
-// comes in response.completed / message_delta events, which the tap does not
-// read). A stream cut before its usage chunk counts nothing (the replica's count
+//   streamed Responses and Messages answers: their usage comes unasked, in
+//                 response.completed / .incomplete / .failed (the
+//                 response object's) and in message_delta (Nexus's is
+//                 cumulative: input and output tokens); the tap reads the
+//                 last one (after each event's `event:` line) and strips
+//                 nothing.
+// A stream cut before its usage chunk counts nothing (the replica's count
 // never arrived). The replica's JSON is read with the process's nesting
 // limit (util/json_depth.h); a text past it counts nothing either.
 #pragma once

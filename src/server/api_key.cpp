@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "assets/web_assets.h"
+#include "server/routes.h"
 
 namespace nexus::server {
 
@@ -78,10 +79,11 @@ ApiError invalid_api_key(bool presented) {
 }
 
 bool open_without_key(std::string_view method, std::string_view path) {
-  path = path.substr(0, path.find('?'));
+  path = target_path(path);
   if (method == "OPTIONS") return true;
   if (method != "GET" && method != "HEAD") return false;
-  return path == "/health" || path == "/metrics" || path == "/load" || find_web_asset(path) != nullptr;
+  const Route* r = find_route(path);
+  return r ? r->open : find_web_asset(path) != nullptr;
 }
 
 }  // namespace nexus::server

@@ -15,6 +15,7 @@
 #include "server/responses/responses_formatter.h"
 #include "server/responses/responses_request.h"
 #include "server/responses/stored_responses.h"
+#include "server/routes.h"
 #include "server/tokenize_endpoints.h"
 #include "server/tool_calls/request.h"
 
@@ -27,11 +28,6 @@ namespace {
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string_view strip_query(std::string_view target) {
-  const size_t q = target.find('?');
-  return q == std::string_view::npos ? target : target.substr(0, q);
 }
 
 std::string_view strip_v1(std::string_view path) {
@@ -90,19 +86,8 @@ HttpReply ApiRouter::method_not_allowed(std::string_view method, std::string_vie
 }
 
 const char* ApiRouter::allowed_methods(std::string_view target) {
-  const std::string_view path = strip_query(target);
-  const std::string_view p = strip_v1(path);
-  if (p == "/completions" || p == "/chat/completions" || p == "/embeddings" || path == "/tokenize" ||
-      path == "/detokenize" || p == "/responses" || p == "/messages" || p == "/messages/count_tokens")
-    return "POST";
-  if (p.starts_with("/responses/")) {
-    if (p.ends_with("/cancel")) return "POST";
-    if (p.ends_with("/input_items")) return "GET, HEAD";
-    return "GET, HEAD, DELETE";
-  }
-  if (p == "/models" || p.starts_with("/models/") || path == "/health" || path == "/metrics" || path == "/load")
-    return "GET, HEAD";
-  if (find_web_asset(path)) return "GET, HEAD";
+  if (const Route* r = find_route(target)) return r->methods;
+  if (find_web_asset(target_path(target))) return "GET, HEAD";
   return nullptr;
 }
 
@@ -120,58 +105,71 @@ HttpReply ApiRouter::queue_full() {
 }
 
 RouteResult ApiRouter::route(std::string_view method, std::string_view target, std::string_view body) const {
-  const std::string_view path = strip_query(target);
+  const std::string_view path = target_path(target);
   const std::string_view p = strip_v1(path);
-  const char* allow = allowed_methods(path);
-  if (!allow)
+  const Route* route = find_route(path);
+  const WebAsset* asset = route ? nullptr : find_web_asset(path);
+  if (!route && !asset)
     return error_reply(ApiError(404, "Unknown path: " + printable(path), "", "not_found", "not_found_error"));
+  const char* allow = route ? route->methods : "GET, HEAD";
   if (!method_listed(allow, method == "HEAD" ? "GET" : method)) {
     HttpReply r = method_not_allowed(method, path, allow);
-    if (protocol_of(path) == Protocol::OpenAI) return r;
-    HttpReply a = error_reply(Protocol::Anthropic, ApiError(405, "Method " + printable(method) + " is not allowed on " +
-                                                                    printable(path) + "; use " + allow + "."));
+    if (!route || route->protocol == Protocol::OpenAI) return r;
+    HttpReply a = error_reply(route->protocol, ApiError(405, "Method " + printable(method) + " is not allowed on " +
+                                                                 printable(path) + "; use " + allow + "."));
     a.headers = std::move(r.headers);
     return a;
   }
-  if (p == "/completions" || p == "/chat/completions") {
-    return completion(p == "/completions" ? Endpoint::Completions : Endpoint::ChatCompletions, body);
+  if (asset) return web_asset_reply(*asset);
+  switch (route->id) {
+    case RouteId::Completions: return completion(Endpoint::Completions, body);
+    case RouteId::ChatCompletions: return completion(Endpoint::ChatCompletions, body);
+    case RouteId::Responses: return responses(body);
+    case RouteId::Messages: return messages(body);
+    case RouteId::CountTokens: return count_tokens(body);
+    case RouteId::StoredResponse:
+    case RouteId::ResponseCancel:
+    case RouteId::ResponseInputItems: {
+      const size_t q = target.find('?');
+      return stored_response(method, p.substr(std::string_view("/responses/").size()),
+                             q == std::string_view::npos ? std::string_view() : target.substr(q + 1));
+    }
+    case RouteId::Embeddings: return embeddings_reply(backend_, body);
+    case RouteId::Tokenize: return tokenize_reply(backend_, body);
+    case RouteId::Detokenize: return detokenize_reply(backend_, body);
+    case RouteId::Models:
+    case RouteId::Model: {
+      json model = {{"id", backend_.model_id()}, {"object", "model"}, {"created", created_},
+                    {"owned_by", "nexus"}, {"meta", {{"n_ctx", backend_.n_ctx()}, {"n_vocab", backend_.n_vocab()}}}};
+      if (route->id == RouteId::Models)
+        return HttpReply{200, json{{"object", "list"}, {"data", json::array({model})}}.dump(), {}};
+      // GET /v1/models/{id} (the SDKs' models.retrieve); the rest of the path
+      // is the id, so an alias with a '/' in it works too.
+      const std::string id(p.substr(8));
+      if (id == backend_.model_id()) return HttpReply{200, model.dump(), {}};
+      return error_reply(ApiError(404, "The model '" + printable(id) + "' does not exist; this server serves '" +
+                                           backend_.model_id() + "'.",
+                                  "model", "model_not_found"));
+    }
+    case RouteId::Health: return HttpReply{200, R"({"status":"ok"})", {}};
+    case RouteId::Load: {
+      const LoadReport l = backend_.load();
+      const double util = l.kv_total_blocks > 0 ? static_cast<double>(l.kv_used_blocks) / l.kv_total_blocks : 0.0;
+      return HttpReply{200, json{{"running", l.running}, {"waiting", l.waiting}, {"kv_used_blocks", l.kv_used_blocks},
+                                 {"kv_total_blocks", l.kv_total_blocks}, {"kv_utilization", util},
+                                 {"draining", draining_ && draining_->load(std::memory_order_relaxed)}}
+                                .dump(),
+                       {}};
+    }
+    case RouteId::Metrics:
+      return HttpReply{200, backend_.metrics_text() + (server_metrics_ ? server_metrics_() : std::string()), {},
+                       "text/plain; version=0.0.4; charset=utf-8"};
+    case RouteId::Realtime:
+    case RouteId::StatsStream:
+      break;  // dispatch_request() serves them before the router
   }
-  if (p == "/responses") return responses(body);
-  if (p == "/messages") return messages(body);
-  if (p == "/messages/count_tokens") return count_tokens(body);
-  if (p.starts_with("/responses/")) {
-    const size_t q = target.find('?');
-    return stored_response(method, p.substr(std::string_view("/responses/").size()),
-                           q == std::string_view::npos ? std::string_view() : target.substr(q + 1));
-  }
-  if (p == "/embeddings") return embeddings_reply(backend_, body);
-  if (path == "/tokenize") return tokenize_reply(backend_, body);
-  if (path == "/detokenize") return detokenize_reply(backend_, body);
-  if (p == "/models" || p.starts_with("/models/")) {
-    json model = {{"id", backend_.model_id()}, {"object", "model"}, {"created", created_},
-                  {"owned_by", "nexus"}, {"meta", {{"n_ctx", backend_.n_ctx()}, {"n_vocab", backend_.n_vocab()}}}};
-    if (p == "/models") return HttpReply{200, json{{"object", "list"}, {"data", json::array({model})}}.dump(), {}};
-    // GET /v1/models/{id} (the SDKs' models.retrieve); the rest of the path
-    // is the id, so an alias with a '/' in it works too.
-    const std::string id(p.substr(8));
-    if (id == backend_.model_id()) return HttpReply{200, model.dump(), {}};
-    return error_reply(ApiError(404, "The model '" + printable(id) + "' does not exist; this server serves '" +
-                                         backend_.model_id() + "'.",
-                                "model", "model_not_found"));
-  }
-  if (const WebAsset* asset = find_web_asset(path)) return web_asset_reply(*asset);
-  if (path == "/health") return HttpReply{200, R"({"status":"ok"})", {}};
-  if (path == "/load") {
-    const LoadReport l = backend_.load();
-    const double util = l.kv_total_blocks > 0 ? static_cast<double>(l.kv_used_blocks) / l.kv_total_blocks : 0.0;
-    return HttpReply{200, json{{"running", l.running}, {"waiting", l.waiting}, {"kv_used_blocks", l.kv_used_blocks},
-                               {"kv_total_blocks", l.kv_total_blocks}, {"kv_utilization", util},
-                               {"draining", draining_ && draining_->load(std::memory_order_relaxed)}}
-                              .dump(),
-                     {}};
-  }
-  return HttpReply{200, backend_.metrics_text() + (server_metrics_ ? server_metrics_() : std::string()), {},
-                   "text/plain; version=0.0.4; charset=utf-8"};
+  return error_reply(ApiError(400, printable(path) + " is served as a stream (WebSocket or SSE), not here.", "",
+                              "invalid_request_error"));
 }
 
 RouteResult ApiRouter::completion(Endpoint endpoint, std::string_view body) const {

@@ -4,6 +4,7 @@
 #include "server/core/protocol.h"
 #include "server/realtime_session.h"
 #include "server/responses/responses_ws_session.h"
+#include "server/routes.h"
 #include "server/request_dispatch.h"
 #include "server/request_framing.h"
 #include "server/sse.h"
@@ -272,7 +273,8 @@ void HttpSession::handle_request() {
   keep_alive_ = req.keep_alive();
   chunked_ = req.version() >= 11;
   // /metrics and /load still answer while draining (a router reads "draining" there).
-  const bool status_target = target_ == "/metrics" || target_.starts_with("/metrics?") || target_ == "/load";
+  const Route* route = find_route(target_);
+  const bool status_target = route && (route->id == RouteId::Metrics || route->id == RouteId::Load);
   if (ctx_.draining.load(std::memory_order_relaxed) && !status_target) {
     keep_alive_ = false;
     return send_reply(with_retry_after(error_reply(

@@ -6,6 +6,7 @@
 #include <boost/beast/websocket/rfc6455.hpp>
 
 #include "server/crash_fault.h"
+#include "server/routes.h"
 #include "server/websocket_handshake.h"
 
 namespace nexus::server {
@@ -43,13 +44,13 @@ HttpReply options_reply(const http::request<http::string_body>& req, const CorsP
 }  // namespace
 
 bool is_realtime_target(std::string_view target) {
-  const std::string_view path = target.substr(0, target.find('?'));
-  return path == "/v1/realtime" || path == "/realtime";
+  const Route* r = find_route(target);
+  return r && r->id == RouteId::Realtime;
 }
 
 bool is_stats_stream_target(std::string_view target) {
-  const std::string_view path = target.substr(0, target.find('?'));
-  return path == "/v1/stats/stream" || path == "/stats/stream";
+  const Route* r = find_route(target);
+  return r && r->id == RouteId::StatsStream;
 }
 
 Dispatch dispatch_request(const http::request<http::string_body>& req, const ApiRouter& router,
@@ -72,8 +73,8 @@ Dispatch dispatch_request(const http::request<http::string_body>& req, const Api
     return d;
   }
   if (req.method() == http::verb::get && boost::beast::websocket::is_upgrade(req)) {
-    const std::string_view path = target.substr(0, target.find('?'));
-    if (path == "/v1/responses" || path == "/responses") {
+    const Route* route = find_route(target);
+    if (route && route->id == RouteId::Responses) {
       if (std::optional<HttpReply> bad = websocket_handshake_error(req)) d.action = std::move(*bad);
       else d.action = UpgradeToResponses{};
       return d;

@@ -2,13 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/routes.h"
+
 namespace nexus::server {
 
 Protocol protocol_of(std::string_view target) {
-  const size_t q = target.find('?');
-  std::string_view path = q == std::string_view::npos ? target : target.substr(0, q);
-  if (path.starts_with("/v1/")) path.remove_prefix(3);
-  return path == "/messages" || path == "/messages/count_tokens" ? Protocol::Anthropic : Protocol::OpenAI;
+  const Route* r = find_route(target);
+  return r ? r->protocol : Protocol::OpenAI;
 }
 
 const char* anthropic_error_type(int status) {

@@ -22,7 +22,8 @@ namespace nexus::server {
 
 enum class Protocol { OpenAI, Anthropic };
 
-// The protocol of a request target (query string ignored; with or without /v1).
+// The protocol of a request target (its route's, server/routes.h; OpenAI
+// for a path without one).
 Protocol protocol_of(std::string_view target);
 
 std::string error_body(Protocol p, const ApiError& e);
