@@ -209,3 +209,36 @@ TEST(GatewayAgentProtocols, StreamedResponsesAndMessagesAreCountedPerTenant) {
     EXPECT_GT(metric_or(m, "nexus_gateway_tenant_tokens_total", {{"tenant", t}, {"kind", "prompt"}}), 3) << t;
   }
 }
+
+// A replica that stops answering (SIGSTOP) keeps its connection open: the
+// relay sees nothing fail. Its breaker opens (health checks), and the
+// connection moves then: the next request is answered on the other replica
+// within seconds, continuing the same history.
+TEST(GatewayAgentProtocols, AResponsesWebSocketOnAFrozenReplicaMovesWhenItsBreakerOpens) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 2);
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports);
+  ASSERT_GT(gw.port, 0);
+  const json settings = {{"max_output_tokens", 8}, {"temperature", 0}, {"store", false}};
+  WsClient c("127.0.0.1", gw.port, "/v1/responses", std::chrono::seconds(20));
+  json first_req = settings;
+  first_req["input"] = json::array({message("user", "Once upon a time")});
+  const json first = create(c, first_req);
+  ASSERT_TRUE(first["type"] == "response.completed" || first["type"] == "response.incomplete") << first.dump();
+  const size_t frozen = ws_replica(rs, gw.port);
+  ASSERT_EQ(kill(rs.servers[frozen]->proc.pid(), SIGSTOP), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  json next_req = settings;
+  next_req["input"] = json::array({message("user", "And then?")});
+  next_req["previous_response_id"] = first["response"]["id"];
+  const json next = create(c, next_req);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(kill(rs.servers[frozen]->proc.pid(), SIGCONT), 0);
+  std::printf("[frozen] the request on the frozen replica's connection answered in %.2f s\n", s);
+  ASSERT_TRUE(next["type"] == "response.completed" || next["type"] == "response.incomplete") << next.dump();
+  EXPECT_LT(s, 15.0);
+  const auto m = scrape_metrics(gw.port);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_responses_ws_failovers_total", {{"result", "resumed"}}), 1);
+  EXPECT_EQ(metric_or(m, "nexus_gateway_query_of_death_total", {{"result", "detected"}}), 0);
+}

@@ -163,7 +163,7 @@ std::function<int()> setup(CLI::App& sub) {
       ->check(at_least(0.0));
   sub.add_option("--api-keys", a->api_keys,
                  "file of API keys with their tenants and limits (JSON or `KEY TENANT [REQ/S [TOKENS/MIN]]` lines; "
-                 "docs/gateway.md): requests need `Authorization: Bearer KEY`")
+                 "docs/gateway.md): requests need `Authorization: Bearer KEY` (or Anthropic's `x-api-key: KEY`)")
       ->check(CLI::ExistingFile);
   add_cors_option(sub, o.cors_allow_origins);
   sub.add_option("--replica-api-key", o.replica_api_key,

@@ -37,7 +37,12 @@ bool ProxySession::admit_request() {
   const AccessVerdict v = ctx_.limiter->admit(credential, received_);
   if (v.result == AccessResult::Unauthorized) {
     ctx_.metrics.unauthorized().inc();
-    respond(401, server::error_body(server::invalid_api_key(v.key_presented)), "application/json",
+    // In the path's error shape (Anthropic's on /v1/messages, where the key goes in x-api-key).
+    const server::Route* r = server::find_route(path);
+    server::ApiError e = server::invalid_api_key(v.key_presented);
+    if (r && r->protocol == server::Protocol::Anthropic && !v.key_presented)
+      e.message = "Missing API key: send it in the x-api-key header.";
+    respond(401, server::error_body(r ? r->protocol : server::Protocol::OpenAI, e), "application/json",
             "WWW-Authenticate: Bearer\r\n");
     return false;
   }

@@ -168,13 +168,17 @@ void ProxySession::connect_upstream() {
                      }));
 }
 
-void ProxySession::write_upstream() {
+bool ProxySession::begin_upstream_request() {
   up_req_ = {};
   up_req_.method(req_.method());
   up_req_.target(replica_->url.base_path + std::string(req_.target()));
   up_req_.version(11);
   // The client's key is the gateway's to check, not the replica's.
-  const bool own_key = ctx_.limiter || !ctx_.opts.replica_api_key.empty();
+  return ctx_.limiter || !ctx_.opts.replica_api_key.empty();
+}
+
+void ProxySession::write_upstream() {
+  const bool own_key = begin_upstream_request();
   for (const auto& f : req_)
     if (end_to_end(f.name()) && !(own_key && client_credential(f)))
       up_req_.insert(f.name_string(), f.value());

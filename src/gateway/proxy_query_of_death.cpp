@@ -107,7 +107,7 @@ bool ProxySession::admit_client_message(std::string_view payload) {
 }
 
 void ProxySession::refuse_client_message() {
-  if (!refused_too_large_) ctx_.metrics.query_of_death(false).inc();
+  if (refusal_ == ClientRefusal::QueryOfDeath) ctx_.metrics.query_of_death(false).inc();
   if (failing_over_) return;  // failover_connected() ends the session
   // The replica's read then fails into upstream_lost(), which ends the
   // session: the client's writer is free there (no relay write in flight).

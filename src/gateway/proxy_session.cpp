@@ -40,6 +40,7 @@ ProxySession::ProxySession(Socket client, GatewayContext& ctx, net::ssl::context
       client_timer_(client_.get_executor()),
       deadline_(client_.get_executor()),
       backoff_(client_.get_executor()),
+      tunnel_watch_(client_.get_executor()),
       rng_(ctx.session_seed.fetch_add(1) * 0x9e3779b97f4a7c15ull),
       tried_(ReplicaSet::kCapacity) {}
 

@@ -115,9 +115,13 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void upstream_lost(const std::string& detail);
   void failover_connected();
   void failover_failed();
-  // An `error` event (the protocol's shape) and a close frame (1011), then
-  // the end of the tunnel.
-  void end_session(const std::string& code, const std::string& message);
+  // An `error` event (the protocol's shape) and a close frame (`close_code`),
+  // then the end of the tunnel.
+  void end_session(const std::string& code, const std::string& message, uint16_t close_code = 1011);
+  // While the tunnel is open: a replica whose breaker opened (it stopped
+  // answering: frozen, its connection still open) is treated as dead, so
+  // the session moves (proxy_websocket_failover.cpp).
+  void watch_tunnel();
   // end_session() for a session whose client message was refused.
   void end_refused_session();
 
@@ -145,6 +149,9 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   void start_attempt();
   void begin_attempt(size_t replica, Admission admission);
   void connect_upstream();
+  // up_req_'s request line for replica_; true when the client's credential
+  // stays with the gateway (client_credential(): not passed on).
+  bool begin_upstream_request();
   void write_upstream();
   void read_upstream_header();
   void on_upstream_header(boost::system::error_code ec);
@@ -264,7 +271,12 @@ class ProxySession : public std::enable_shared_from_this<ProxySession> {
   Clock::time_point last_forward_at_{};
   bool replay_unanswered_ = false;
   bool message_refused_ = false;  // a client message was a known query of death: the session ends
-  bool refused_too_large_ = false;  // ... or, after a move, past the limit re-encoding reads (not a query of death)
+  // Why (with message_refused_): a known query of death; or, after a move,
+  // where client messages are re-encoded, one past the reader's limit or
+  // frames it cannot read (neither counted as a query of death).
+  enum class ClientRefusal { QueryOfDeath, TooLarge, BadFrames } refusal_ = ClientRefusal::QueryOfDeath;
+  boost::asio::steady_timer tunnel_watch_;  // watch_tunnel()'s
+  bool breaker_cut_ = false;  // the relay closed the replica's connection: its breaker opened
   bool streaming_ = false;
   int interim_answers_ = 0;  // 100 Continue answers skipped in this attempt
   bool started_ = false;  // bytes of the response reached the client

@@ -63,7 +63,8 @@ void ProxySession::start_ws_relay(WsProtocol protocol) {
   replayed_messages_.clear();
   replay_unanswered_ = false;
   message_refused_ = false;
-  refused_too_large_ = false;
+  refusal_ = ClientRefusal::QueryOfDeath;
+  breaker_cut_ = false;
   client_frames_.emplace(ctx_.opts.body_limit);
   replica_frames_.emplace(WsTranscript::kMaxServerMessage);
   attempts_ = 0;
@@ -121,15 +122,11 @@ void ProxySession::ws_attempt() {
 }
 
 void ProxySession::write_ws_upgrade() {
-  up_req_ = {};
-  up_req_.method(req_.method());
-  up_req_.target(replica_->url.base_path + std::string(req_.target()));
-  up_req_.version(11);
   // The handshake's own headers (Connection, Upgrade, Sec-WebSocket-*) go
   // through: the replica answers the handshake. Extensions do not: the
   // frames must stay readable (permessage-deflate would hide them). A
   // failover's handshake is the gateway's own, with its own key.
-  const bool own_key = ctx_.limiter || !ctx_.opts.replica_api_key.empty();
+  const bool own_key = begin_upstream_request();
   for (const auto& f : req_)
     if (f.name() != http::field::host && f.name() != http::field::content_length &&
         f.name() != http::field::sec_websocket_extensions &&
@@ -222,6 +219,7 @@ void ProxySession::on_ws_header(boost::system::error_code ec) {
   out_ += frames;
   tunnel_ = true;
   up_live_ = true;
+  watch_tunnel();
   observe_replica(frames);
   ctx_.metrics.replica(replica_->index).ws_sessions[static_cast<size_t>(ws_protocol_)]->inc();
   ctx_.metrics.ws_active(ws_protocol_).add(1);
@@ -302,6 +300,7 @@ void ProxySession::write_to_replica() {
 void ProxySession::end_tunnel() {
   if (!tunnel_) return;
   tunnel_ = false;
+  tunnel_watch_.cancel();
   ctx_.metrics.ws_active(ws_protocol_).add(-1);
   boost::system::error_code ignored;
   if (up_) up_->close(ignored);
@@ -315,6 +314,7 @@ void ProxySession::end_tunnel() {
 void ProxySession::end_tunnel_from_replica() {
   if (!client_.tls() || !tunnel_) return end_tunnel();
   tunnel_ = false;
+  tunnel_watch_.cancel();
   ctx_.metrics.ws_active(ws_protocol_).add(-1);
   boost::system::error_code ignored;
   if (up_) up_->close(ignored);

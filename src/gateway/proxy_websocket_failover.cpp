@@ -28,6 +28,8 @@
 // (proxy_query_of_death.cpp).
 #include <fmt/format.h>
 
+#include <utility>
+
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
@@ -90,10 +92,12 @@ bool ProxySession::observe_client(std::string_view bytes) {
     return false;
   }
   if (!ok) transcript_->mark_lost();
-  if (dropped && reencode_client_) {  // nothing would answer it: the session ends, as a refused message does
+  if ((dropped || !ok) && reencode_client_) {
+    // Nothing would answer it (re-encoding carries whole messages only):
+    // the session ends, as a refused message does.
     up_out_.clear();
     message_refused_ = true;
-    refused_too_large_ = true;
+    refusal_ = ok ? ClientRefusal::TooLarge : ClientRefusal::BadFrames;
     return false;
   }
   if (!replayed_) {  // the replay to come carries these events
@@ -136,24 +140,30 @@ void ProxySession::upstream_lost(const std::string& detail) {
   // can be written to it as WebSocket): the tunnel ends.
   if (replica_closed_ || transcript_->closing() || !replica_frames_->at_message_boundary())
     return end_tunnel_from_replica();
-  std::string notice = text_frames(transcript_->death_notice(false, detail));
+  const bool cut = std::exchange(breaker_cut_, false);  // watch_tunnel() closed it
+  const std::string why = cut ? "it stopped answering: its circuit breaker opened" : detail;
+  std::string notice = text_frames(transcript_->death_notice(false, why));
   if (message_refused_) {  // the gateway cut the replica off (refuse_client_message): not its failure
     out_ = std::move(notice);
     return end_refused_session();
   }
   replica_->breaker.record_failure(Clock::now(), false);
   ctx_.metrics.replica(replica_->index).attempt_failures->inc();
-  last_error_ = replica_->id + ": " + detail;
+  last_error_ = replica_->id + ": " + why;
   if (ctx_.opts.log)
-    ctx_.opts.log(fmt::format("{} session: replica {} failed ({})", ws_protocol_name(ws_protocol_), replica_->id, detail));
-  if (session_killed_two_replicas()) {
+    ctx_.opts.log(fmt::format("{} session: replica {} failed ({})", ws_protocol_name(ws_protocol_), replica_->id, why));
+  if (cut) {  // a frozen replica: not the messages' doing
+    in_flight_messages_.clear();
+    replayed_messages_.clear();
+    replay_unanswered_ = false;
+  } else if (session_killed_two_replicas()) {
     ctx_.metrics.ws_failovers(ws_protocol_, false).inc();
     out_ = std::move(notice);
     return end_session("query_of_death",
                        fmt::format("The replica serving this session failed ({}), as the one before it did, with the "
                                    "same messages in flight; the session is not moved again. Messages that killed "
                                    "two replicas are refused for a while.",
-                                   detail));
+                                   why));
   }
   if (transcript_->lost() || failovers_ >= kMaxFailovers) {
     ctx_.metrics.ws_failovers(ws_protocol_, false).inc();
@@ -161,9 +171,9 @@ void ProxySession::upstream_lost(const std::string& detail) {
     return end_session("replica_failed",
                        fmt::format("The replica serving this session failed ({}); the session cannot be moved to "
                                    "another replica. Start a new session.",
-                                   detail));
+                                   why));
   }
-  notice = text_frames(transcript_->death_notice(true, detail));
+  notice = text_frames(transcript_->death_notice(true, why));
   failing_over_ = true;
   replayed_ = false;
   out_ = std::move(notice);
@@ -244,16 +254,22 @@ void ProxySession::failover_failed() {
 }
 
 void ProxySession::end_refused_session() {
-  if (!refused_too_large_) return end_session("query_of_death", kRefusedMessage);
-  end_session("message_too_large",
-              fmt::format("A message over the gateway's limit of {} bytes came after the connection moved to another "
-                          "replica; the gateway cannot pass it on. Start a new connection.",
-                          ctx_.opts.body_limit));
+  switch (refusal_) {
+    case ClientRefusal::QueryOfDeath: return end_session("query_of_death", kRefusedMessage);
+    case ClientRefusal::TooLarge:
+      return end_session("message_too_large",
+                         fmt::format("A message over the gateway's limit of {} bytes came after the connection moved "
+                                     "to another replica; the gateway cannot pass it on. Start a new connection.",
+                                     ctx_.opts.body_limit));
+    case ClientRefusal::BadFrames:
+      return end_session("protocol_error", "The client's WebSocket frames could not be read (RFC 6455 framing).",
+                         1002);
+  }
 }
 
-void ProxySession::end_session(const std::string& code, const std::string& message) {
+void ProxySession::end_session(const std::string& code, const std::string& message, uint16_t close_code) {
   out_ += encode_ws_frame(WsOpcode::Text, transcript_->error_event(code, message));
-  out_ += encode_ws_close(1011, "replica failed");
+  out_ += encode_ws_close(close_code, close_code == 1002 ? "protocol error" : "replica failed");
   writing_ = true;
   net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
     self->writing_ = false;
@@ -266,6 +282,20 @@ void ProxySession::end_session(const std::string& code, const std::string& messa
     self->client_timer_.async_wait([self](boost::system::error_code ec) {
       if (!ec) self->end_tunnel();
     });
+  });
+}
+
+void ProxySession::watch_tunnel() {
+  tunnel_watch_.expires_after(std::chrono::milliseconds(250));
+  tunnel_watch_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (ec || !self->tunnel_) return;
+    if (self->up_live_ && !self->failing_over_ && self->up_ &&
+        self->replica_->breaker.state() == BreakerState::Open) {
+      self->breaker_cut_ = true;
+      boost::system::error_code ignored;
+      self->up_->close(ignored);  // relay_to_client's read fails into upstream_lost()
+    }
+    self->watch_tunnel();
   });
 }
 

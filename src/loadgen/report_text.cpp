@@ -53,7 +53,7 @@ void phase_text(std::string& out, const BenchReport& r, const PhaseReport& p) {
 std::string report_text(const BenchReport& r) {
   const BenchConfig& c = r.config;
   std::string out = fmt::format("nexus bench: {} /v1/{}, transport {}, model {}\n", c.url,
-                                c.endpoint == "chat" ? "chat/completions" : "completions", c.transport,
+                                c.endpoint == "chat" ? "chat/completions" : c.endpoint, c.transport,
                                 c.model.empty() ? "(none sent)" : c.model);
   out += fmt::format("prompt words {}, max tokens {}{}, turns {}, seed {}, warmup {}\n", c.prompt_tokens,
                      c.max_tokens, c.ignore_eos ? " (ignore_eos)" : "", c.turns, c.seed, c.warmup);

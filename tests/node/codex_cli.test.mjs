@@ -28,6 +28,10 @@
 //      plus (b)'s), so the request's own cached tokens are taken from
 //      /metrics' nexus_cached_prompt_tokens_total over the run, and Codex's
 //      total must be (b)'s plus that.
+//  (d) the WebSocket mode through `nexus gateway` in front of the server:
+//      exit 0, one upgrade relayed to the replica (the gateway's
+//      nexus_gateway_responses_ws_sessions_total) and no POST; the warm-up's
+//      KV serves the turn through the relay as it does directly.
 // The model cannot call a tool (it writes random text), so the tool round
 // trip is not exercised here (openai_responses.test.mjs does it with the SDK).
 // Exit codes: 0 pass, 1 fail, 77 skip (Codex or the Qwen 3 tokenizer package
@@ -38,6 +42,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 
+import { startNexus } from './nexus_process.mjs';
 import { skipOrFail } from './test_args.mjs';
 import {
   agentEnv, endAgentTest, agentModelAvailable, buildAgentModel, kvBlockTokens, metrics, runAgent, startLoggedServe,
@@ -59,13 +64,14 @@ if (version.code !== 0) skipOrFail(`codex does not run here: ${version.stderr.tr
 const t0 = Date.now();
 const dir = mkdtempSync(join(tmpdir(), 'nexus-codex-'));
 let serve = null;
+let gateway = null;
 let error = null;
 let last = null;  // the last codex run, shown on a failure
 
 // codex exec [resume --last] with the provider; its JSONL events parsed.
-async function codex({ home, websockets, ephemeral = false, resume = false, prompt }) {
+async function codex({ home, websockets, ephemeral = false, resume = false, prompt, base = serve.url }) {
   mkdirSync(join(home, 'codex'), { recursive: true });
-  const provider = `model_providers.local={name="Local",base_url="${serve.url}/v1",supports_websockets=${websockets}}`;
+  const provider = `model_providers.local={name="Local",base_url="${base}/v1",supports_websockets=${websockets}}`;
   const args = [codexJs, 'exec', ...(resume ? ['resume', '--last'] : []), '--skip-git-repo-check',
     ...(ephemeral ? ['--ephemeral'] : []), '--dangerously-bypass-approvals-and-sandbox', '--json',
     '-c', 'model_provider=local', '-c', `model=${serve.id}`, '-c', provider, prompt];
@@ -130,13 +136,26 @@ try {
   assert.equal(resumed.usage.cached_input_tokens, http.usage.cached_input_tokens + cached,
     "Codex's running total of cached tokens");
 
+  // (d) The WebSocket mode through the gateway.
+  gateway = await startNexus(binary, ['gateway', '--listen', '127.0.0.1:0', '--replica', serve.url]);
+  const relayed = await codex({ home: join(dir, 'gw'), websockets: true, ephemeral: true, prompt: 'Say hi',
+    base: gateway.url });
+  assert.deepEqual(relayed.requests.map((l) => l.split(' ').slice(0, 3).join(' ')), ['GET /v1/responses 101'],
+    `requests over the gateway's WebSocket run: ${JSON.stringify(relayed.requests)}`);
+  const gm = await metrics(gateway.url);
+  assert.equal(gm.nexus_gateway_responses_ws_sessions_total, 1, 'one Responses WebSocket relayed by the gateway');
+  assert.ok(relayed.usage.cached_input_tokens > 1000, `through the gateway the turn's cached tokens are ${relayed.usage.cached_input_tokens}`);
+
   console.log(`PASS (codex ${version.stdout.trim()}, model ${id}) in ${((Date.now() - t0) / 1000).toFixed(1)} s:`);
   console.log(`  websocket: ${ws.ms} ms, warm-up ${warmup} tokens, turn ${ws.usage.input_tokens} input / ` +
     `${ws.usage.cached_input_tokens} cached: ${JSON.stringify(ws.text)}`);
   console.log(`  http: ${http.ms} ms, ${http.usage.input_tokens} input / ${http.usage.cached_input_tokens} cached: ` +
     `${JSON.stringify(http.text)}`);
   console.log(`  resume: ${resumed.ms} ms, request ${prompt} input / ${cached} cached: ${JSON.stringify(resumed.text)}`);
+  console.log(`  gateway: ${relayed.ms} ms, ${relayed.usage.input_tokens} input / ${relayed.usage.cached_input_tokens} ` +
+    `cached: ${JSON.stringify(relayed.text)}`);
 } catch (e) {
   error = e;
 }
+if (gateway) await gateway.stop();
 await endAgentTest({ error, agent: 'codex', last, serve, dir });
