@@ -28,6 +28,7 @@ std::string create(json input, const std::string& previous = "") {
 std::string created(const std::string& id) {
   return json{{"type", "response.created"}, {"sequence_number", 0}, {"response", {{"id", id}}}}.dump();
 }
+// (`output` a json::array: a braced list of one object is that object under clang.)
 std::string completed(const std::string& id, json output, int seq = 5) {
   return json{{"type", "response.completed"}, {"sequence_number", seq}, {"response", {{"id", id}, {"output", std::move(output)}}}}
       .dump();
@@ -42,15 +43,15 @@ TEST(ResponsesTranscript, AContinuationOfTheDeadReplicasResponseIsRewrittenWithI
   ResponsesTranscript t;
   EXPECT_FALSE(t.on_client_event(create("Once upon a time")));  // a string input: one user message
   t.on_server_event(created("r1"));
-  t.on_server_event(completed("r1", {output_message("there was a cat."), {{"type", "function_call"}, {"call_id", "c1"}}}));
-  EXPECT_FALSE(t.on_client_event(create({user("More")}, "r1")));  // before a move: forwarded as sent
+  t.on_server_event(completed("r1", json::array({output_message("there was a cat."), {{"type", "function_call"}, {"call_id", "c1"}}})));
+  EXPECT_FALSE(t.on_client_event(create(json::array({user("More")}), "r1")));  // before a move: forwarded as sent
   t.on_server_event(created("r2"));
-  t.on_server_event(completed("r2", {output_message("It slept.")}));
+  t.on_server_event(completed("r2", json::array({output_message("It slept.")})));
   EXPECT_EQ(t.last_response(), "r2");
 
   EXPECT_TRUE(t.death_notice(true, "killed").empty());  // nothing was running
   EXPECT_TRUE(t.replay().empty());                      // nothing unanswered
-  const auto next = t.on_client_event(create({user("And then?")}, "r2"));
+  const auto next = t.on_client_event(create(json::array({user("And then?")}), "r2"));
   ASSERT_TRUE(next);
   const json j = json::parse(*next);
   EXPECT_FALSE(j.contains("previous_response_id"));
@@ -62,7 +63,7 @@ TEST(ResponsesTranscript, AContinuationOfTheDeadReplicasResponseIsRewrittenWithI
   // A continuation of the new replica's response is its own business.
   t.on_server_event(created("r3"));
   t.on_server_event(completed("r3", json::array()));
-  EXPECT_FALSE(t.on_client_event(create({user("Go on")}, "r3")));
+  EXPECT_FALSE(t.on_client_event(create(json::array({user("Go on")}), "r3")));
 }
 
 TEST(ResponsesTranscript, EachCreateIsPairedWithItsAnswerAndRefusedOnesLeaveNoHistory) {
@@ -71,7 +72,7 @@ TEST(ResponsesTranscript, EachCreateIsPairedWithItsAnswerAndRefusedOnesLeaveNoHi
   t.on_server_event(created("r1"));
   t.on_client_event(create("b", "r1"));  // sent while r1 runs: refused
   t.on_server_event(create_error("response_in_progress"));
-  t.on_server_event(completed("r1", {output_message("A.")}));
+  t.on_server_event(completed("r1", json::array({output_message("A.")})));
   t.on_client_event(R"({"type":"response.cancel"})");  // no answer of its own: not a request
   t.on_server_event(R"({"type":"error","status":400,"error":{"code":"no_response"}})");
   t.on_client_event(create("c", "unknown"));
@@ -88,7 +89,7 @@ TEST(ResponsesTranscript, TheDeathOfARunningResponseFailsItAndUnansweredRequests
   ResponsesTranscript t;
   t.on_client_event(create("a"));
   t.on_server_event(created("r1"));
-  t.on_server_event(completed("r1", {output_message("")}));  // no text: no assistant turn kept
+  t.on_server_event(completed("r1", json::array({output_message("")})));  // no text: no assistant turn kept
   t.on_client_event(create("b", "r1"));
   t.on_server_event(created("r2"));
   t.on_server_event(json{{"type", "response.output_text.delta"}, {"sequence_number", 7}}.dump());
@@ -115,7 +116,7 @@ TEST(ResponsesTranscript, WhatItCannotRewriteGoesAsItIsAndARefusalNamingNoReques
   ResponsesTranscript small(64);
   small.on_client_event(create("a long first message that does not fit the history budget"));
   small.on_server_event(created("r1"));
-  small.on_server_event(completed("r1", {output_message("x")}));
+  small.on_server_event(completed("r1", json::array({output_message("x")})));
   small.replay();
   EXPECT_FALSE(small.on_client_event(create("b", "r1")));  // history dropped: sent as is
 
