@@ -6,12 +6,6 @@ using nlohmann::json;
 
 namespace {
 
-std::optional<int64_t> count(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int64_t>();
-}
-
 std::string error_message(const json& e) {
   if (e.is_object() && e.contains("message") && e["message"].is_string()) {
     const std::string code = e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>() + ": " : "";
@@ -41,11 +35,11 @@ ChunkInfo interpret_messages_event(std::string_view data) {
     const json m = type == "message_start" ? j.value("message", json::object()) : j;
     const json u = m.is_object() ? m.value("usage", json::object()) : json::object();
     if (u.is_object()) {
-      const auto input = count(u, "input_tokens");
-      const auto read = count(u, "cache_read_input_tokens");
+      const auto input = json_count(u, "input_tokens");
+      const auto read = json_count(u, "cache_read_input_tokens");
       if (input) info.prompt_tokens = *input + read.value_or(0);
       if (read) info.cached_tokens = read;
-      info.completion_tokens = count(u, "output_tokens");
+      info.completion_tokens = json_count(u, "output_tokens");
     }
   } else if (type == "message_stop") {
     info.done = true;
@@ -122,10 +116,10 @@ ChunkInfo interpret_responses_event(std::string_view data) {
       return info;
     }
     if (const json u = r.value("usage", json::object()); u.is_object()) {
-      info.prompt_tokens = count(u, "input_tokens");
-      info.completion_tokens = count(u, "output_tokens");
+      info.prompt_tokens = json_count(u, "input_tokens");
+      info.completion_tokens = json_count(u, "output_tokens");
       if (const json d = u.value("input_tokens_details", json::object()); d.is_object())
-        info.cached_tokens = count(d, "cached_tokens");
+        info.cached_tokens = json_count(d, "cached_tokens");
     }
     if (type == "response.failed") info.error = error_message(r.value("error", json::object()));
     info.done = true;

@@ -6,15 +6,11 @@ namespace nexus::loadgen {
 
 using nlohmann::json;
 
-namespace {
-
-std::optional<int64_t> count(const json& usage, const char* key) {
-  auto it = usage.find(key);
-  if (it == usage.end() || !it->is_number_integer()) return std::nullopt;
+std::optional<int64_t> json_count(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number_integer()) return std::nullopt;
   return it->get<int64_t>();
 }
-
-}  // namespace
 
 ChunkInfo interpret_chunk(std::string_view data) {
   ChunkInfo info;
@@ -42,10 +38,10 @@ ChunkInfo interpret_chunk(std::string_view data) {
     }
   }
   if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
-    info.prompt_tokens = count(*u, "prompt_tokens");
-    info.completion_tokens = count(*u, "completion_tokens");
+    info.prompt_tokens = json_count(*u, "prompt_tokens");
+    info.completion_tokens = json_count(*u, "completion_tokens");
     if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object()) {
-      info.cached_tokens = count(*d, "cached_tokens");
+      info.cached_tokens = json_count(*d, "cached_tokens");
     }
   }
   return info;

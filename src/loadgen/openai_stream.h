@@ -7,9 +7,12 @@
 // when generation fails after the 200 status was sent.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace nexus::loadgen {
 
@@ -24,5 +27,8 @@ struct ChunkInfo {
 };
 
 ChunkInfo interpret_chunk(std::string_view data);
+
+// obj[key] when it is an integer (a usage count); nullopt otherwise.
+std::optional<int64_t> json_count(const nlohmann::json& obj, const char* key);
 
 }  // namespace nexus::loadgen

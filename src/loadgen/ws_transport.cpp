@@ -24,12 +24,6 @@ namespace {
 
 constexpr auto kCloseGrace = std::chrono::milliseconds(1000);  // closing handshake after a session
 
-std::optional<int64_t> count(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int64_t>();
-}
-
 // "code: message" of an `error` event's error object.
 std::string event_error_text(const json& ev) {
   const json e = ev.value("error", json::object());
@@ -255,9 +249,9 @@ struct WsTransport::Impl {
       const json resp = ev.value("response", json::object());
       if (!resp.is_object()) return fail(ErrorKind::Protocol, "response.done without a response object");
       if (const json u = resp.value("usage", json::object()); u.is_object()) {
-        r.prompt_tokens = count(u, "prompt_tokens");
-        r.completion_tokens = count(u, "completion_tokens");
-        r.cached_tokens = count(u, "cached_tokens");
+        r.prompt_tokens = json_count(u, "prompt_tokens");
+        r.completion_tokens = json_count(u, "completion_tokens");
+        r.cached_tokens = json_count(u, "cached_tokens");
       }
       if (auto t = resp.find("ttft_ms"); t != resp.end() && t->is_number()) r.server_ttft_ms = t->get<double>();
       const std::string finish = resp.value("finish_reason", "");
