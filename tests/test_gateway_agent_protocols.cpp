@@ -165,7 +165,8 @@ TEST(GatewayAgentProtocols, AResponsesWebSocketWhoseReplicaIsKilledGoesOnWithIts
 
 // Per tenant, streamed Responses and Messages answers count their tokens as
 // the replica reported them (in response.incomplete and message_delta), and
-// the client's stream is relayed as the replica sent it. The Messages
+// the client's stream is relayed as the replica sent it; so do the
+// responses of a Responses WebSocket connection. The Messages
 // client presents its key as Anthropic's clients do, in x-api-key.
 TEST(GatewayAgentProtocols, StreamedResponsesAndMessagesAreCountedPerTenant) {
   NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
@@ -203,9 +204,20 @@ TEST(GatewayAgentProtocols, StreamedResponsesAndMessagesAreCountedPerTenant) {
     while (auto ev = client.next_event()) last = *ev;
     EXPECT_NE(last.find(c.last_event), std::string::npos) << last;
   }
+  // The WebSocket mode's responses count too (two of 6 tokens).
+  {
+    WsClient ws("127.0.0.1", gw.port, "/v1/responses", std::chrono::seconds(30), nullptr, "Bearer sk-r");
+    json turn = {{"input", "Once upon a time"}, {"max_output_tokens", 6}, {"ignore_eos", true}, {"store", false}};
+    const json first = create(ws, turn);
+    ASSERT_EQ(first["type"], "response.incomplete") << first.dump();
+    turn["previous_response_id"] = first["response"]["id"];
+    turn["input"] = "And then?";
+    ASSERT_EQ(create(ws, turn)["type"], "response.incomplete");
+  }
   const auto m = scrape_metrics(gw.port);
-  for (const char* t : {"responder", "messenger"}) {
-    EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_tokens_total", {{"tenant", t}, {"kind", "completion"}}), 6) << t;
+  for (const auto& [t, completion] : {std::pair{"responder", 18}, std::pair{"messenger", 6}}) {
+    EXPECT_EQ(metric_or(m, "nexus_gateway_tenant_tokens_total", {{"tenant", t}, {"kind", "completion"}}), completion)
+        << t;
     EXPECT_GT(metric_or(m, "nexus_gateway_tenant_tokens_total", {{"tenant", t}, {"kind", "prompt"}}), 3) << t;
   }
 }

@@ -112,6 +112,11 @@ void ProxySession::observe_replica(std::string_view bytes) {
   const bool ok = replica_frames_->feed(bytes, [&](WsMessage& m, size_t) {
     if (m.opcode == WsOpcode::Text) {
       const std::string type = m.too_large ? std::string() : transcript_->on_server_event(m.payload);
+      // A response's end carries its usage: the tenant's tokens (--api-keys),
+      // as an HTTP request's are counted.
+      if (tenant_ && (type == "response.done" || type == "response.completed" || type == "response.incomplete" ||
+                      type == "response.failed"))
+        charge_usage(usage_of_body(m.payload));
       // What the replica was sent before its message is no longer in flight
       // (query_of_death.h), except that a new replica acknowledges the
       // replay's session (session.created, session.updated) before it reads

@@ -50,7 +50,8 @@ struct WsClient::Impl {
 };
 
 WsClient::WsClient(const std::string& host, uint16_t port, const std::string& target,
-                   std::chrono::milliseconds timeout, std::shared_ptr<net::io_context> ioc)
+                   std::chrono::milliseconds timeout, std::shared_ptr<net::io_context> ioc,
+                   const std::string& authorization)
     : impl_(std::make_unique<Impl>(ioc ? std::move(ioc) : std::make_shared<net::io_context>(), timeout)) {
   auto& ws = impl_->ws;
   const tcp::endpoint ep(net::ip::make_address(host), port);
@@ -63,6 +64,9 @@ WsClient::WsClient(const std::string& host, uint16_t port, const std::string& ta
     if (impl_->on_ping) impl_->on_ping();
   });
   ws.read_message_max(64u << 20);
+  if (!authorization.empty())
+    ws.set_option(websocket::stream_base::decorator(
+        [authorization](websocket::request_type& req) { req.set(beast::http::field::authorization, authorization); }));
   ec = impl_->run([&](auto h) { ws.async_handshake(host, target, h); }, "handshake");
   if (ec) throw std::runtime_error("handshake: " + ec.message());
 }

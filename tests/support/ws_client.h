@@ -19,9 +19,10 @@ namespace nexus::test {
 class WsClient {
  public:
   // Connects and completes the handshake (throws on failure).
+  // `authorization`: the upgrade request's Authorization header ("" none).
   WsClient(const std::string& host, uint16_t port, const std::string& target = "/v1/realtime",
            std::chrono::milliseconds timeout = std::chrono::seconds(30),
-           std::shared_ptr<boost::asio::io_context> ioc = nullptr);
+           std::shared_ptr<boost::asio::io_context> ioc = nullptr, const std::string& authorization = "");
   ~WsClient();
   WsClient(const WsClient&) = delete;
   WsClient& operator=(const WsClient&) = delete;
