@@ -28,22 +28,18 @@ bool ProxySession::admit_request() {
   // (server/api_key.h); the limiter reads a bearer credential.
   const auto auth = req_[http::field::authorization];
   const auto protocols = req_[http::field::sec_websocket_protocol];
+  const auto x_api_key = req_["x-api-key"];  // Anthropic's clients (Claude Code)
   const auto key = server::presented_key(std::string_view(auth.data(), auth.size()),
-                                         std::string_view(protocols.data(), protocols.size()));
-  // Anthropic's clients (Claude Code) send theirs as x-api-key.
-  const auto x_api_key = req_["x-api-key"];
-  std::string credential = key ? "Bearer " + std::string(*key) : std::string(auth.data(), auth.size());
-  if (!key && !x_api_key.empty()) credential = "Bearer " + std::string(x_api_key.data(), x_api_key.size());
+                                         std::string_view(protocols.data(), protocols.size()),
+                                         std::string_view(x_api_key.data(), x_api_key.size()));
+  const std::string credential = key ? "Bearer " + std::string(*key) : std::string(auth.data(), auth.size());
   const AccessVerdict v = ctx_.limiter->admit(credential, received_);
   if (v.result == AccessResult::Unauthorized) {
     ctx_.metrics.unauthorized().inc();
     // In the path's error shape (Anthropic's on /v1/messages, where the key goes in x-api-key).
-    const server::Route* r = server::find_route(path);
-    server::ApiError e = server::invalid_api_key(v.key_presented);
-    if (r && r->protocol == server::Protocol::Anthropic && !v.key_presented)
-      e.message = "Missing API key: send it in the x-api-key header.";
-    respond(401, server::error_body(r ? r->protocol : server::Protocol::OpenAI, e), "application/json",
-            "WWW-Authenticate: Bearer\r\n");
+    const server::Protocol protocol = server::protocol_of(path);
+    respond(401, server::error_body(protocol, server::invalid_api_key(v.key_presented, protocol)),
+            "application/json", "WWW-Authenticate: Bearer\r\n");
     return false;
   }
   GatewayMetrics::PerTenant& m = ctx_.metrics.tenant(v.tenant);

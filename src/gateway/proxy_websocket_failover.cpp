@@ -265,7 +265,8 @@ void ProxySession::end_refused_session() {
       return end_session("message_too_large",
                          fmt::format("A message over the gateway's limit of {} bytes came after the connection moved "
                                      "to another replica; the gateway cannot pass it on. Start a new connection.",
-                                     ctx_.opts.body_limit));
+                                     ctx_.opts.body_limit),
+                         1009);
     case ClientRefusal::BadFrames:
       return end_session("protocol_error", "The client's WebSocket frames could not be read (RFC 6455 framing).",
                          1002);
@@ -273,8 +274,12 @@ void ProxySession::end_refused_session() {
 }
 
 void ProxySession::end_session(const std::string& code, const std::string& message, uint16_t close_code) {
-  out_ += encode_ws_frame(WsOpcode::Text, transcript_->error_event(code, message));
-  out_ += encode_ws_close(close_code, close_code == 1002 ? "protocol error" : "replica failed");
+  // 1011: the replicas failed; 1002 / 1009: the client's frames or message (RFC 6455 7.4.1).
+  const bool client_fault = close_code != 1011;
+  out_ += encode_ws_frame(WsOpcode::Text, transcript_->error_event(code, message, client_fault));
+  out_ += encode_ws_close(close_code, close_code == 1002   ? "protocol error"
+                                     : close_code == 1009 ? "message too big"
+                                                          : "replica failed");
   writing_ = true;
   net::async_write(client_, net::buffer(out_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
     self->writing_ = false;

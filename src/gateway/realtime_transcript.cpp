@@ -170,7 +170,7 @@ std::vector<std::string> RealtimeTranscript::death_notice(bool moving, const std
   return out;
 }
 
-std::string RealtimeTranscript::error_event(const std::string& code, const std::string& message) const {
+std::string RealtimeTranscript::error_event(const std::string& code, const std::string& message, bool) const {
   return rt::error_event(code, message);
 }
 

@@ -69,7 +69,7 @@ class RealtimeTranscript final : public WsTranscript {
   // A `response.done` (finish_reason `error`) for a running response, then,
   // when moving, an `error` event `replica_failed`.
   std::vector<std::string> death_notice(bool moving, const std::string& detail) override;
-  std::string error_event(const std::string& code, const std::string& message) const override;
+  std::string error_event(const std::string& code, const std::string& message, bool client_fault) const override;
   // The replica died: a running response ends with the text it had
   // generated (kept in the conversation, as the server keeps an interrupted
   // response's tokens). Returns the client events for the new session, in

@@ -151,10 +151,15 @@ std::vector<std::string> ResponsesTranscript::death_notice(bool, const std::stri
   return out;
 }
 
-std::string ResponsesTranscript::error_event(const std::string& code, const std::string& message) const {
+std::string ResponsesTranscript::error_event(const std::string& code, const std::string& message,
+                                             bool client_fault) const {
   return dump({{"type", "error"},
-               {"status", 502},
-               {"error", {{"type", "server_error"}, {"code", code}, {"message", message}, {"param", nullptr}}}});
+               {"status", client_fault ? 400 : 502},
+               {"error",
+                {{"type", client_fault ? "invalid_request_error" : "server_error"},
+                 {"code", code},
+                 {"message", message},
+                 {"param", nullptr}}}});
 }
 
 std::vector<std::string> ResponsesTranscript::replay() {

@@ -66,8 +66,9 @@ class ResponsesTranscript final : public WsTranscript {
   std::optional<std::string> on_client_event(std::string_view text) override;
   std::string on_server_event(std::string_view text) override;
   std::vector<std::string> death_notice(bool moving, const std::string& detail) override;
-  // {"type": "error", "status": 502, "error": {"type": "server_error", "code", "message", "param": null}}
-  std::string error_event(const std::string& code, const std::string& message) const override;
+  // {"type": "error", "status": 502, "error": {"type": "server_error", "code", "message", "param": null}};
+  // a client's fault: status 400, type invalid_request_error.
+  std::string error_event(const std::string& code, const std::string& message, bool client_fault) const override;
   // The unanswered requests, rewritten where they continue the dead
   // replica's last response. That response's history is kept for later
   // continuations of it.

@@ -57,8 +57,9 @@ class WsTranscript {
   // its session goes on elsewhere. `detail` says what happened.
   virtual std::vector<std::string> death_notice(bool moving, const std::string& detail) = 0;
   // An `error` event in the protocol's shape (the gateway's own, when it
-  // ends a session).
-  virtual std::string error_event(const std::string& code, const std::string& message) const = 0;
+  // ends a session); `client_fault`: the client's message caused it (a 4xx
+  // where the protocol carries a status), else the replicas failed (5xx).
+  virtual std::string error_event(const std::string& code, const std::string& message, bool client_fault) const = 0;
   // The client events that bring a new session on another replica to
   // where the dead one was (the unanswered requests among them), in
   // order; the transcript expects their answers from the new replica next.

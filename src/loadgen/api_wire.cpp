@@ -14,17 +14,19 @@ std::string error_message(const json& e) {
   return e.is_string() ? e.get<std::string>() : e.dump();
 }
 
-json parse_object(std::string_view data, ChunkInfo& info) {
+// The event as a JSON object and its "type"; info.malformed when it is not one.
+json parse_event(std::string_view data, ChunkInfo& info, std::string& type) {
   json j = json::parse(data, nullptr, false);
   if (j.is_discarded() || !j.is_object()) info.malformed = true;
+  else type = j.value("type", "");
   return j;
 }
 
 ChunkInfo interpret_messages_event(std::string_view data) {
   ChunkInfo info;
-  const json j = parse_object(data, info);
+  std::string type;
+  const json j = parse_event(data, info, type);
   if (info.malformed) return info;
-  const std::string type = j.value("type", "");
   if (type == "content_block_delta") {
     const json d = j.value("delta", json::object());
     if (d.is_object() && d.value("type", "") == "text_delta" && d.contains("text") && d["text"].is_string())
@@ -104,9 +106,9 @@ std::string request_target(const ServerUrl& server, Api api) {
 
 ChunkInfo interpret_responses_event(std::string_view data) {
   ChunkInfo info;
-  const json j = parse_object(data, info);
+  std::string type;
+  const json j = parse_event(data, info, type);
   if (info.malformed) return info;
-  const std::string type = j.value("type", "");
   if (type == "response.output_text.delta") {
     if (j.contains("delta") && j["delta"].is_string()) info.text = j["delta"].get<std::string>();
   } else if (type == "response.completed" || type == "response.incomplete" || type == "response.failed") {

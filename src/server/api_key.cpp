@@ -43,7 +43,8 @@ bool any_token(std::string_view list, F f) {
 
 }  // namespace
 
-std::optional<std::string_view> presented_key(std::string_view authorization, std::string_view websocket_protocols) {
+std::optional<std::string_view> presented_key(std::string_view authorization, std::string_view websocket_protocols,
+                                              std::string_view x_api_key) {
   if (auto key = bearer_token(authorization)) return key;
   constexpr std::string_view prefix = "openai-insecure-api-key.";
   std::optional<std::string_view> key;
@@ -52,6 +53,7 @@ std::optional<std::string_view> presented_key(std::string_view authorization, st
     key = t.substr(prefix.size());
     return true;
   });
+  if (!key && !x_api_key.empty()) key = x_api_key;
   return key;
 }
 
@@ -70,11 +72,13 @@ bool same_key(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-ApiError invalid_api_key(bool presented) {
+ApiError invalid_api_key(bool presented, Protocol protocol) {
+  const bool anthropic = protocol == Protocol::Anthropic;
   return ApiError(401,
-                  presented ? "Incorrect API key provided."
-                            : "You didn't provide an API key. You need to provide your API key in an Authorization "
-                              "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                  presented  ? (anthropic ? "Invalid API key." : "Incorrect API key provided.")
+                  : anthropic ? "Missing API key: send it in the x-api-key header."
+                              : "You didn't provide an API key. You need to provide your API key in an Authorization "
+                                "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
                   "", "invalid_api_key", "invalid_request_error");
 }
 

@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include "server/api_error.h"
+#include "server/core/protocol.h"
 
 namespace nexus::server {
 
@@ -33,8 +34,10 @@ std::optional<std::string_view> bearer_token(std::string_view authorization);
 
 // The key a request presents: its bearer credential, else (a WebSocket
 // opening handshake's) the "openai-insecure-api-key.KEY" token of its
-// Sec-WebSocket-Protocol list. nullopt when it presents none.
-std::optional<std::string_view> presented_key(std::string_view authorization, std::string_view websocket_protocols);
+// Sec-WebSocket-Protocol list, else its x-api-key header (Anthropic's
+// clients). nullopt when it presents none.
+std::optional<std::string_view> presented_key(std::string_view authorization, std::string_view websocket_protocols,
+                                              std::string_view x_api_key = {});
 
 // Whether the comma-separated Sec-WebSocket-Protocol list offers `name`.
 bool offers_subprotocol(std::string_view websocket_protocols, std::string_view name);
@@ -45,7 +48,9 @@ bool same_key(std::string_view a, std::string_view b);
 
 // 401 invalid_api_key (OpenAI's shape). `presented`: whether the request
 // carried a bearer credential at all (the message differs).
-ApiError invalid_api_key(bool presented);
+// The 401 invalid_api_key; on an Anthropic path (core/protocol.h) its
+// message names x-api-key, where those clients send the key.
+ApiError invalid_api_key(bool presented, Protocol protocol = Protocol::OpenAI);
 
 // Whether `path` (query string excluded) stays open under --api-key.
 bool open_without_key(std::string_view method, std::string_view path);

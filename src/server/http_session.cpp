@@ -284,14 +284,12 @@ void HttpSession::handle_request() {
     const auto auth = req[http::field::authorization];
     const auto protocols = req[http::field::sec_websocket_protocol];
     const auto x_api_key = req["x-api-key"];  // Anthropic's clients (Claude Code, @anthropic-ai/sdk)
-    auto key = presented_key(std::string_view(auth.data(), auth.size()),
-                             std::string_view(protocols.data(), protocols.size()));
-    if (!key && !x_api_key.empty()) key = std::string_view(x_api_key.data(), x_api_key.size());
+    const auto key = presented_key(std::string_view(auth.data(), auth.size()),
+                                   std::string_view(protocols.data(), protocols.size()),
+                                   std::string_view(x_api_key.data(), x_api_key.size()));
     if (!key || !same_key(*key, ctx_.opts.api_key)) {
-      ApiError e = invalid_api_key(key.has_value());
-      if (protocol_of(target_) == Protocol::Anthropic)
-        e.message = key ? "Invalid API key." : "Missing API key: send it in the x-api-key header.";
-      HttpReply r = error_reply(protocol_of(target_), e);
+      const Protocol protocol = protocol_of(target_);
+      HttpReply r = error_reply(protocol, invalid_api_key(key.has_value(), protocol));
       r.headers.emplace_back("WWW-Authenticate", "Bearer");
       return send_reply(r);
     }
