@@ -6,6 +6,8 @@
 // items_per_second counts (head, key) pairs, so the rows of a shape compare
 // directly.
 //
+// BM_prefill_tile: the prefill kernel against the per-head one (below).
+//
 //   build/release/bench/bench_attention
 #include <benchmark/benchmark.h>
 
@@ -91,6 +93,42 @@ void sixteen_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"head_dim", "group", "keys"});
   for (int64_t keys : {64, 512}) b->Args({4, 1, keys});
 }
+
+// One prefill tile at depth: 64 rows (64 / group consecutive tokens times the
+// group's query heads, one KV head) over `keys` cached positions, as the
+// per-head kernel (each row streams the whole context) and as
+// attention_rows_paged (each K/V chunk widened once, then read from L1 by all
+// 64 rows); the same bits. FLOP counts 2 multiply-adds per (row, key, dim).
+void BM_prefill_tile(benchmark::State& state, bool rows_kernel) {
+  const auto head_dim = static_cast<int32_t>(state.range(0)), group = static_cast<int32_t>(state.range(1));
+  const auto n_keys = static_cast<int32_t>(state.range(2));
+  constexpr int32_t kRows = 64;
+  const Cache cache = make_cache(head_dim, group, n_keys);
+  const nexus::PagedKv kv = cache.kv(0);
+  std::vector<float> q(static_cast<size_t>(kRows * head_dim), 0.3f), out(q.size());
+  std::vector<nexus::AttnRow> rows;
+  for (int32_t r = 0; r < kRows; ++r)  // the tile's last tokens: n_keys - 64 / group + 1 .. n_keys keys
+    rows.push_back({&q[r * head_dim], &out[r * head_dim], n_keys - (kRows / group - 1 - r / group)});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  for (auto _ : state) {
+    if (rows_kernel) nexus::attention_rows_paged(rows, kv, nexus::KvElem::F16, head_dim, scale);
+    else
+      for (const nexus::AttnRow& r : rows) nexus::attention_head_paged_f16(r.q, kv, r.n_keys, head_dim, scale, r.out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["FLOP"] =
+      benchmark::Counter(4.0 * head_dim * kRows * n_keys * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+void tile_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"head_dim", "group", "keys"});
+  for (int64_t keys : {512, 8192}) b->Args({64, 8, keys});  // tinyllama-1.1b
+  b->Args({128, 4, 8192});                                   // llama-3-8b, qwen2.5-7b
+}
+
+BENCHMARK_CAPTURE(BM_prefill_tile, per_head, false)->Apply(tile_shapes);
+BENCHMARK_CAPTURE(BM_prefill_tile, rows, true)->Apply(tile_shapes);
 
 BENCHMARK_CAPTURE(BM_attention, per_head, Kernel::PerHead)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_attention, eight_heads, Kernel::EightHeads)->Apply(shapes);

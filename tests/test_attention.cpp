@@ -228,3 +228,74 @@ TEST(Attention, SixteenHeadKernelMatchesPerHeadBitForBit) {
       if (testing::Test::HasFatalFailure()) return;
     }
 }
+
+// The prefill kernel (attention_rows_paged: many rows, each K/V chunk read
+// once) against the per-head kernels, bit for bit, for every storage: rows
+// of GQA heads and causal tokens with their own key counts (chunk edges,
+// one key, more rows than one pass of the kernel takes), a shuffled block
+// table, NaN in unused rows, head sizes of the SIMD paths and of the generic
+// one (12).
+TEST(Attention, RowsKernelMatchesPerHeadBitForBit) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int32_t head_dim : {4, 12, 64, 128})
+    for (int32_t block_size : {16, 32}) {
+      const int32_t n_kv_heads = 2, stride = head_dim * n_kv_heads, max_keys = 150;
+      const int32_t n_blocks = (max_keys + block_size - 1) / block_size + 2;
+      std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), rng);
+      const int64_t block_stride = 2 * static_cast<int64_t>(block_size) * stride, n_elems = n_blocks * block_stride;
+      std::vector<float> f32(static_cast<size_t>(n_elems), std::nanf(""));
+      std::vector<uint16_t> f16(f32.size(), 0x7e00);
+      std::vector<int8_t> q8(f32.size(), 0);
+      std::vector<uint16_t> q8_scales(f32.size() / 32 + 1, 0x7e00);
+      for (uint16_t& d : q8_scales) d = fp32_to_fp16(std::uniform_real_distribution<float>(0.01f, 0.05f)(rng));
+      for (int32_t p = 0; p < max_keys; ++p)
+        for (int32_t i = 0; i < 2 * stride; ++i) {  // K row then V row
+          const int64_t at = table[p / block_size] * block_stride + (i / stride) * block_size * stride +
+                             (p % block_size) * stride + i % stride;
+          f32[at] = nd(rng);
+          f16[at] = fp32_to_fp16(f32[at]);
+          q8[at] = static_cast<int8_t>(std::uniform_int_distribution<int>(-127, 127)(rng));
+        }
+      const int32_t off = head_dim;  // the second KV head
+      auto kv_of = [&](const void* base, size_t esize) {
+        const auto* b = static_cast<const uint8_t*>(base);
+        PagedKv kv{b + off * esize, b + (off + block_size * stride) * esize, table.data(), block_size, block_stride,
+                   stride};
+        kv.scales = q8_scales.data();
+        kv.k_elem0 = off, kv.v_elem0 = off + block_size * stride;
+        return kv;
+      };
+      // 70 rows: four query heads of one KV head (group 4) for tokens whose
+      // key counts cover 1, chunk edges and the whole cache.
+      std::vector<int32_t> n_keys;
+      for (int32_t t : {1, 2, 15, 16, 17, 31, 32, 33, 60, 97, 120, 140, 149, 150, 150, 5, 16, 64})
+        for (int32_t h = 0; h < 4 && n_keys.size() < 70; ++h) n_keys.push_back(t);
+      std::vector<float> q(n_keys.size() * head_dim);
+      for (float& x : q) x = nd(rng);
+      const float scale = 0.4f;
+      for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::Q8_0}) {
+        const PagedKv kv = elem == KvElem::F32 ? kv_of(f32.data(), 4)
+                           : elem == KvElem::F16 ? kv_of(f16.data(), 2)
+                                                 : kv_of(q8.data(), 1);
+        std::vector<float> got(q.size(), std::nanf("")), want(q.size());
+        std::vector<AttnRow> rows;
+        for (size_t r = 0; r < n_keys.size(); ++r) rows.push_back({&q[r * head_dim], &got[r * head_dim], n_keys[r]});
+        attention_rows_paged(rows, kv, elem, head_dim, scale);
+        for (size_t r = 0; r < n_keys.size(); ++r) {
+          const float* qr = &q[r * head_dim];
+          float* w = &want[r * head_dim];
+          if (elem == KvElem::F32) attention_head_paged(qr, kv, n_keys[r], head_dim, scale, w);
+          else if (elem == KvElem::F16) attention_head_paged_f16(qr, kv, n_keys[r], head_dim, scale, w);
+          else attention_head_paged_q8(qr, kv, n_keys[r], head_dim, scale, w);
+          for (int32_t i = 0; i < head_dim; ++i)
+            ASSERT_EQ(got[r * head_dim + i], w[i])
+                << "storage " << static_cast<int>(elem) << " head_dim " << head_dim << " block " << block_size
+                << " row " << r << " keys " << n_keys[r] << " dim " << i;
+          ASSERT_TRUE(std::isfinite(w[0]));
+        }
+      }
+    }
+}

@@ -336,3 +336,35 @@ TEST(BatchForward, DecodeOnlyBatchSplitByTokenMatchesOneThreadBitForBit) {
   }
 }
 
+
+// The prefill tiles (BatchForward::attention_by_tile over
+// attention_rows_paged) give the logits of the per-token split
+// (NEXUS_ATTENTION=per_head) bit for bit, for every KV storage: a
+// 240-token prompt in one batch (eight tiles of 32 tokens times the two query
+// heads of each KV head, GQA), then greedy decode steps on top of it.
+TEST(BatchForward, AttentionTilesMatchThePerHeadSplitBitForBit) {
+  NEXUS_REQUIRE_SHARED(path, "arch/llama-d256-F32.gguf");
+  Loaded m(path);
+  std::mt19937 rng(3);
+  std::vector<int32_t> prompt(240);  // the model's context is 256
+  for (int32_t& t : prompt) t = std::uniform_int_distribution<int32_t>(1, m.model.config().n_vocab - 1)(rng);
+  auto run = [&](KvType type, bool tiles) {
+    if (!tiles) setenv("NEXUS_ATTENTION", "per_head", 1);
+    LlamaContext ctx(m.model, 0, 2, type);
+    unsetenv("NEXUS_ATTENTION");
+    std::span<const float> logits = ctx.eval_all(prompt);
+    std::vector<float> all(logits.begin(), logits.end());
+    for (int32_t step = 0; step < 4; ++step) {
+      const int32_t next = argmax(logits.last(static_cast<size_t>(m.model.config().n_vocab)));
+      logits = ctx.eval(std::span(&next, 1));
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
+    SCOPED_TRACE(kv_type_name(type));
+    const std::vector<float> tiled = run(type, true), per_head = run(type, false);
+    ASSERT_EQ(tiled.size(), per_head.size());
+    EXPECT_EQ(0, std::memcmp(tiled.data(), per_head.data(), tiled.size() * sizeof(float)));
+  }
+}

@@ -192,6 +192,37 @@ TEST(BenchModel, RefusesTestsLongerThanTheContext) {
   opt.n_gen = {4};
   opt.reps = 0;
   EXPECT_THROW(bench_model(path, opt), Error);
+  opt.reps = 1;
+  opt.depth = 40;  // 40 + 25 positions > 64
+  opt.n_gen = {};
+  opt.n_prompt = {25};
+  EXPECT_THROW(bench_model(path, opt), Error);
+  opt.n_prompt = {};
+  opt.n_gen = {24};  // 40 + 1 + 24 > 64
+  EXPECT_THROW(bench_model(path, opt), Error);
+}
+
+// At a depth (llama-bench's -d) each row runs after that many positions are
+// in the cache, in the storage asked for, and says so in its name.
+TEST(BenchModel, TestsAtADepthNameItAndFitTheContext) {
+  const std::string path = tiny_model(test::make_temp_dir());
+  BenchModelOptions opt;
+  opt.bandwidth_bytes = 0;
+  opt.n_threads = 2;
+  opt.reps = 2;
+  opt.depth = 40;
+  opt.kv_type = KvType::Q8_0;
+  opt.n_prompt = {24};  // 40 + 24 = the whole context of 64
+  opt.n_gen = {4};
+  const BenchModelReport r = bench_model(path, opt);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[0].test, "pp24 @ d40");
+  EXPECT_EQ(r.rows[1].test, "tg4 @ d40");
+  for (const BenchModelRow& row : r.rows) EXPECT_EQ(row.tps.size(), 2u);
+  EXPECT_NE(bench_model_markdown(r).find("KV cache: q8_0"), std::string::npos);
+  const auto j = nlohmann::json::parse(bench_model_json(r));
+  EXPECT_EQ(j["depth"], 40);
+  EXPECT_EQ(j["kv_type"], "q8_0");
 }
 
 TEST(Cli, SynthThenBenchModel) {
@@ -258,7 +289,9 @@ TEST(Cli, BenchModelRefusesOutOfRangeArguments) {
            {"--bw-mib -5", "--bw-mib"},
            {"--bw-runs 0", "--bw-runs"},
            {"-b 0", "--batch"},
-           {"-b 8,-1", "--batch"}}) {
+           {"-b 8,-1", "--batch"},
+           {"-d -1", "--depth"},
+           {"--kv-type q4_0", "--kv-type"}}) {
     const CmdResult r = run(bin + " bench-model -m /nonexistent.gguf -q " + args);
     EXPECT_EQ(r.rc, 2) << args;
     EXPECT_NE(r.out.find(option), std::string::npos) << args << ": " << r.out;

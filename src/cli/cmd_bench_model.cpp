@@ -10,6 +10,7 @@
 #include "cli/run_cuda.h"
 #include "gguf/gguf_file.h"
 #include "model/bench_model.h"
+#include "model/kv_cache.h"
 #include "model/llama_config.h"
 #include "util/error.h"
 
@@ -24,7 +25,8 @@ struct BenchArgs {
   std::string model;
   std::vector<int32_t> n_prompt = {128, 512};
   std::vector<int32_t> n_gen = {128};
-  int32_t threads = 0, reps = 3, bw_runs = 5;
+  int32_t threads = 0, reps = 3, bw_runs = 5, depth = 0;
+  std::string kv_type = "f32";
   int64_t bw_mib = 1024;
   bool json = false, quiet = false;
   std::string device = "cpu";
@@ -37,16 +39,19 @@ struct BenchArgs {
 void check_test_sizes(const BenchArgs& a, const GgufFile& gguf) {
   const int32_t ctx = LlamaConfig::from_gguf(gguf).n_ctx_train;
   for (int32_t n : a.n_prompt)
-    if (n > ctx) throw UsageError(fmt::format("--n-prompt: {} exceeds the model's context of {} tokens", n, ctx));
+    if (a.depth + n > ctx)
+      throw UsageError(fmt::format("--n-prompt: {} at depth {} exceeds the model's context of {} tokens", n, a.depth, ctx));
   for (int32_t n : a.n_gen)
-    if (n + 1 > ctx)
-      throw UsageError(fmt::format("--n-gen: {} needs {} positions; the model's context is {} tokens",
-                                   n, n + 1, ctx));
+    if (a.depth + n + 1 > ctx)
+      throw UsageError(fmt::format("--n-gen: {} at depth {} needs {} positions; the model's context is {} tokens",
+                                   n, a.depth, a.depth + n + 1, ctx));
 }
 
 int run_bench(const BenchArgs& a) {
   if (a.device == "cuda") {
     if (a.json) throw UsageError("--json: not supported with --device cuda yet");
+    if (a.depth > 0) throw UsageError("--depth: not supported with --device cuda yet");
+    if (a.kv_type != "f32") throw UsageError("--kv-type: not supported with --device cuda yet");
     require_cuda_device();
 #ifdef NEXUS_HAVE_CUDA
     const std::string path = model_file(a.model, "bench-model --device cuda");
@@ -66,6 +71,8 @@ int run_bench(const BenchArgs& a) {
   opt.n_prompt = a.n_prompt;
   opt.n_gen = a.n_gen;
   opt.n_threads = a.threads;
+  opt.depth = a.depth;
+  opt.kv_type = *kv_type_from_name(a.kv_type);
   opt.reps = a.reps;
   opt.bandwidth_bytes = static_cast<uint64_t>(a.bw_mib) << 20;
   opt.bandwidth_runs = a.bw_runs;
@@ -89,6 +96,13 @@ std::function<int()> setup(CLI::App& sub) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(range(0, 1 << 20));
+  sub.add_option("-d,--depth", a->depth,
+                 "positions already in the KV cache before each test (prefilled once, untimed), as llama-bench's -d")
+      ->capture_default_str()
+      ->check(range(0, 1 << 24));
+  sub.add_option("--kv-type", a->kv_type, "KV cache storage: f32, f16 (the server's default) or q8_0")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->capture_default_str()->check(range(0, 4096));
   sub.add_option("-r,--repetitions", a->reps, "timed repetitions of each test (a prefill test also runs once untimed first)")
       ->capture_default_str()

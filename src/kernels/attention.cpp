@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/fast_exp.h"
@@ -140,7 +141,13 @@ struct OnlineSoftmax {
   alignas(32) float score[kAttnChunk];
   float m = kNegInf, l = 0.0f;
 
-  explicit OnlineSoftmax(int32_t head_dim) { std::fill_n(acc, head_dim, 0.0f); }
+  OnlineSoftmax() = default;  // reset() before use
+  explicit OnlineSoftmax(int32_t head_dim) { reset(head_dim); }
+  void reset(int32_t head_dim) {
+    std::fill_n(acc, head_dim, 0.0f);
+    m = kNegInf;
+    l = 0.0f;
+  }
 
   // Rows the SIMD paths read in place (head_dim 4 or a multiple of 8).
   static bool direct(int32_t head_dim) { return head_dim == 4 || head_dim % 8 == 0; }
@@ -463,6 +470,53 @@ void attention_head_paged_q8(const float* q, const PagedKv& kv, int32_t n_keys, 
     s.step(q, kc, vc, head_dim, count, head_dim, scale);
   }
   s.finish(head_dim, out);
+}
+
+void attention_rows_paged(std::span<const AttnRow> rows, const PagedKv& kv, KvElem elem, int32_t head_dim,
+                          float scale) {
+  // Rows are taken kMaxRows at a time: their states (~1.1 KB each, on this
+  // thread once) and the widened chunk (2 x 16 KB at most) stay in L2.
+  constexpr size_t kMaxRows = 64;
+  thread_local std::vector<OnlineSoftmax> states(kMaxRows);
+  alignas(32) float kc[kAttnChunk * kMaxHeadDim], vc[kAttnChunk * kMaxHeadDim];
+  const auto* k32 = static_cast<const float*>(kv.k);
+  const auto* v32 = static_cast<const float*>(kv.v);
+  const auto* k16 = static_cast<const uint16_t*>(kv.k);
+  const auto* v16 = static_cast<const uint16_t*>(kv.v);
+  // Q8_0 element offsets are relative to the arena: k/v point at elem0 within it.
+  const int8_t* k8 = static_cast<const int8_t*>(kv.k) - kv.k_elem0;
+  const int8_t* v8 = static_cast<const int8_t*>(kv.v) - kv.v_elem0;
+  for (size_t r0 = 0; r0 < rows.size(); r0 += kMaxRows) {
+    const std::span<const AttnRow> part = rows.subspan(r0, std::min(kMaxRows, rows.size() - r0));
+    int32_t max_keys = 0;
+    for (size_t i = 0; i < part.size(); ++i) {
+      states[i].reset(head_dim);
+      max_keys = std::max(max_keys, part[i].n_keys);
+    }
+    for (int32_t p0 = 0; p0 < max_keys; p0 += kAttnChunk) {
+      const int32_t count = std::min(kAttnChunk, max_keys - p0);
+      const int64_t off = kv.block_table[p0 / kv.block_size] * kv.block_stride + (p0 % kv.block_size) * kv.kv_stride;
+      // The chunk as float32 rows: read in place, or widened exactly (the
+      // per-head fp16 kernel widens the same values in registers).
+      const float *kr = kc, *vr = vc;
+      int64_t stride = head_dim;
+      switch (elem) {
+        case KvElem::F32: kr = k32 + off, vr = v32 + off, stride = kv.kv_stride; break;
+        case KvElem::F16:
+          widen_f16(k16 + off, kv.kv_stride, count, head_dim, kc);
+          widen_f16(v16 + off, kv.kv_stride, count, head_dim, vc);
+          break;
+        case KvElem::Q8_0:
+          widen_q8(k8, kv.scales, kv.k_elem0 + off, kv.kv_stride, count, head_dim, kc);
+          widen_q8(v8, kv.scales, kv.v_elem0 + off, kv.kv_stride, count, head_dim, vc);
+          break;
+      }
+      for (size_t i = 0; i < part.size(); ++i)
+        if (part[i].n_keys > p0)
+          states[i].step(part[i].q, kr, vr, stride, std::min(kAttnChunk, part[i].n_keys - p0), head_dim, scale);
+    }
+    for (size_t i = 0; i < part.size(); ++i) states[i].finish(head_dim, part[i].out);
+  }
 }
 
 void attention_heads8_paged(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, int32_t group,

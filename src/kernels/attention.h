@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace nexus {
 
@@ -49,6 +50,10 @@ struct PagedKv {
   int64_t k_elem0 = 0, v_elem0 = 0;
 };
 
+// How a paged cache stores K/V: float32, IEEE fp16, or Q8_0 (int8 values,
+// one fp16 scale per 32 elements in PagedKv::scales).
+enum class KvElem { F32, F16, Q8_0 };
+
 // K/V stored as float32.
 void attention_head_paged(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
                           float* out);
@@ -63,6 +68,31 @@ void attention_head_paged_f16(const float* q, const PagedKv& kv, int32_t n_keys,
 // before the same arithmetic as above.
 void attention_head_paged_q8(const float* q, const PagedKv& kv, int32_t n_keys, int32_t head_dim, float scale,
                              float* out);
+
+// Many query rows against one KV head, each K/V chunk read once for all of
+// them: the prefill kernel. A row is one query head of one token; the rows
+// of a call are typically a tile of a prefill run's consecutive tokens times
+// the query heads of one GQA group, so each chunk of 16 positions is widened
+// to float32 once (fp16 / Q8_0) and then stays in L1 while every row folds
+// it into its own online softmax. The per-head kernels above stream the
+// whole context once per row instead: at 7,000 cached positions, a
+// tinyllama-1.1b turn ran its attention at about 27 GFLOP/s that way
+// (docs/benchmarks.md, "Prefill at depth").
+//
+// Each row attends to positions [0, n_keys) (causal rows of a run differ in
+// n_keys) and its result has the bits of attention_head_paged /
+// attention_head_paged_f16 / attention_head_paged_q8 for that row: the same
+// chunks, the same arithmetic (test_attention). So a token's attention does
+// not depend on what else shares its tile, and prefill and decode agree.
+// q, out: [head_dim] float32 per row; out may not alias another row's q.
+// 1 <= n_keys; head_dim <= kMaxHeadDim; kv as for the paged kernels.
+struct AttnRow {
+  const float* q = nullptr;
+  float* out = nullptr;
+  int32_t n_keys = 0;
+};
+void attention_rows_paged(std::span<const AttnRow> rows, const PagedKv& kv, KvElem elem, int32_t head_dim,
+                          float scale);
 
 // Eight query heads of one token at head_dim 4 or 8 (tiny models such as
 // TinyLLama-v0 and stories260K), with the heads in the vector lanes of the

@@ -16,8 +16,6 @@
 
 namespace nexus {
 
-enum class KvElem { F32, F16, Q8_0 };
-
 void attention_head_paged_window(const float* q, const PagedKv& kv, KvElem elem, int32_t first, int32_t n_keys,
                                  int32_t head_dim, float scale, float softcap, float* out);
 

@@ -3,8 +3,11 @@
 #include "model/batch_forward.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "kernels/attention.h"
 #include "kernels/attention_window.h"
@@ -38,6 +41,10 @@ int32_t attention_heads_per_task(const LlamaConfig& c, KvType type) {
   return 1;
 }
 
+KvElem kv_elem(KvType type) {
+  return type == KvType::F32 ? KvElem::F32 : type == KvType::F16 ? KvElem::F16 : KvElem::Q8_0;
+}
+
 }  // namespace
 
 BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, int32_t n_threads, int32_t n_ctx)
@@ -68,6 +75,10 @@ BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, std::unique_
   for (auto m : LlamaLayer::matrices()) bytes += (L.*m).n_bytes();
   small_layers_ = bytes <= kMaxLayerBytes;
   heads_per_task_ = attention_heads_per_task(c, cache.type());
+  // NEXUS_ATTENTION=per_head turns the tiles off: the same bits, for side-by-
+  // side timings in one binary (docs/benchmarks.md, "Prefill at depth").
+  const char* mode = std::getenv("NEXUS_ATTENTION");
+  attention_tiles_ = !(mode && std::string_view(mode) == "per_head");
 }
 
 BatchForward::~BatchForward() = default;
@@ -207,18 +218,24 @@ void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRa
 
 // Causal attention with GQA (query head h reads KV head h / (n_head /
 // n_head_kv)): token t at position p attends to its sequence's positions
-// [0, p], or [p - n_swa + 1, p] in a windowed layer. q, out: rows of r. One task per token and heads_per_task_ query heads (1, 8 or 16,
-// attention_heads_per_task); each task writes only its own output, so the
-// thread split does not change any result.
+// [0, p], or [p - n_swa + 1, p] in a windowed layer. q, out: rows of r.
+// Two ways to split it into tasks, with the same bits (every kernel gives a
+// row the arithmetic of attention_head_paged*): by tile, a run of up to
+// kTileRows / group consecutive tokens of one sequence times the query heads
+// of one KV head (attention_rows_paged, which reads each K/V chunk once for
+// all of them: prefill, and decode batches with enough sequences); or by
+// token and heads_per_task_ query heads (1, 8 or 16, attention_heads_per_task).
+// Each task writes only its own output, so the thread split does not change
+// any result.
 void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* q_rows,
                              float* out_rows, ThreadPool& pool) {
   const LlamaConfig& c = model_.config();
   const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv, Q = c.n_embd_q();
   const float scale = c.attn_scale, cap = c.attn_softcap;
   const int32_t window = c.is_swa(layer) ? c.n_swa : 0;
-  const size_t esize = cache_.element_size();
-  const auto* base = static_cast<const uint8_t*>(cache_.data());
   const KvType type = cache_.type();
+  const bool tiled_kernel = attention_tiles_ && heads_per_task_ == 1 && window == 0 && cap <= 0;
+  if (tiled_kernel && attention_by_tile(layer, runs, r, q_rows, out_rows, pool)) return;
   const int32_t heads_per_task = heads_per_task_;
   const int32_t tasks_per_token = c.n_head / heads_per_task;
   const int64_t n_tasks = r.size() * tasks_per_token;
@@ -231,24 +248,13 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenR
       const int64_t j = task / tasks_per_token, n_tok = r.size();
       const size_t t = static_cast<size_t>(r.begin + (j % 2 == 0 ? j / 2 : n_tok - 1 - j / 2));
       const int32_t h = static_cast<int32_t>(task % tasks_per_token) * heads_per_task;
-      const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
-      PagedKv kv;
-      kv.k_elem0 = cache_.k_offset(0, layer) + kv_off;
-      kv.v_elem0 = cache_.v_offset(0, layer) + kv_off;
-      kv.k = base + kv.k_elem0 * esize;
-      kv.v = base + kv.v_elem0 * esize;
-      kv.scales = type == KvType::Q8_0 ? cache_.scales() : nullptr;
-      kv.block_table = table(runs[static_cast<size_t>(run_of_[t])], layer).data();
-      kv.block_size = cache_.block_size();
-      kv.block_stride = cache_.block_stride(layer);
-      kv.kv_stride = cache_.n_embd_kv();
+      const PagedKv kv = paged_kv(layer, runs[static_cast<size_t>(run_of_[t])], h / group);
       const int64_t row = static_cast<int64_t>(t) - r.begin;
       const float* q = &q_rows[row * Q + h * hd];
       float* out = &out_rows[row * Q + h * hd];
       const int32_t n_keys = pos_[t] + 1, first = window > 0 ? std::max(0, n_keys - window) : 0;
       if (first > 0 || cap > 0) {
-        const KvElem elem = type == KvType::F32 ? KvElem::F32 : type == KvType::F16 ? KvElem::F16 : KvElem::Q8_0;
-        attention_head_paged_window(q, kv, elem, first, n_keys, hd, scale, cap, out);
+        attention_head_paged_window(q, kv, kv_elem(type), first, n_keys, hd, scale, cap, out);
         continue;
       }
       if (heads_per_task == 16) {
@@ -268,13 +274,82 @@ void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenR
       }
     }
   };
+  run_attention_tasks(r, n_tasks, heads, pool);
+}
+
+template <class Fn>
+void BatchForward::run_attention_tasks(TokenRange r, int64_t n_tasks, Fn& fn, ThreadPool& pool) const {
+  const LlamaConfig& c = model_.config();
   int64_t work = 0;  // multiply-adds, to skip waking the workers for tiny steps
-  for (int64_t t = r.begin; t < r.end; ++t) work += static_cast<int64_t>(pos_[static_cast<size_t>(t)] + 1) * c.n_head * hd;
+  for (int64_t t = r.begin; t < r.end; ++t)
+    work += static_cast<int64_t>(pos_[static_cast<size_t>(t)] + 1) * c.n_head * c.head_dim;
   // Tasks differ in length (each token attends to its own position + 1):
   // pieces of 1/16 of a thread's share let a thread that finishes early take
   // the rest of another's.
-  if (work < (1 << 13)) heads(0, n_tasks);
-  else pool.parallel_for_stealing(n_tasks, std::max<int64_t>(1, n_tasks / (16 * pool.size())), heads);
+  if (work < (1 << 13)) fn(0, n_tasks);
+  else pool.parallel_for_stealing(n_tasks, std::max<int64_t>(1, n_tasks / (16 * pool.size())), fn);
+}
+
+PagedKv BatchForward::paged_kv(int32_t layer, const SeqRun& run, int32_t kv_head) const {
+  const int64_t kv_off = static_cast<int64_t>(kv_head) * model_.config().head_dim;
+  const auto* base = static_cast<const uint8_t*>(cache_.data());
+  PagedKv kv;
+  kv.k_elem0 = cache_.k_offset(0, layer) + kv_off;
+  kv.v_elem0 = cache_.v_offset(0, layer) + kv_off;
+  kv.k = base + kv.k_elem0 * cache_.element_size();
+  kv.v = base + kv.v_elem0 * cache_.element_size();
+  kv.scales = cache_.type() == KvType::Q8_0 ? cache_.scales() : nullptr;
+  kv.block_table = table(run, layer).data();
+  kv.block_size = cache_.block_size();
+  kv.block_stride = cache_.block_stride(layer);
+  kv.kv_stride = cache_.n_embd_kv();
+  return kv;
+}
+
+bool BatchForward::attention_by_tile(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* q_rows,
+                                     float* out_rows, ThreadPool& pool) {
+  // 64 rows per task: 64 reads of each K/V chunk from L1 instead of 64 from
+  // memory, and states that stay in L2 (attention_rows_paged).
+  constexpr int32_t kTileRows = 64;
+  const LlamaConfig& c = model_.config();
+  const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv, Q = c.n_embd_q();
+  const int32_t tile_tokens = std::max(1, kTileRows / group);
+  struct Tile {
+    int64_t begin, end;  // batch tokens of one run
+  };
+  std::vector<Tile> tiles;
+  for (int64_t t = r.begin; t < r.end;) {
+    int64_t e = t + 1;
+    while (e < r.end && e - t < tile_tokens && run_of_[static_cast<size_t>(e)] == run_of_[static_cast<size_t>(t)]) ++e;
+    tiles.push_back({t, e});
+    t = e;
+  }
+  const auto n_tiles = static_cast<int64_t>(tiles.size()), n_tasks = n_tiles * c.n_head_kv;
+  // Too few tasks to keep every thread busy to the end (one decoding
+  // sequence): the per-token split has n_head tasks per token.
+  if (n_tasks < 4 * pool.size()) return false;
+  const KvElem elem = kv_elem(cache_.type());
+  const float scale = c.attn_scale;
+  auto run_tiles = [&](int64_t begin, int64_t end) {
+    std::array<AttnRow, kTileRows> rows;
+    for (int64_t task = begin; task < end; ++task) {
+      // Tiles taken in the order 0, n-1, 1, n-2, ...: a causal tile's cost
+      // grows with its positions, so contiguous task ranges hold equal work.
+      const int64_t j = task / c.n_head_kv;
+      const Tile& tile = tiles[static_cast<size_t>(j % 2 == 0 ? j / 2 : n_tiles - 1 - j / 2)];
+      const auto kv_head = static_cast<int32_t>(task % c.n_head_kv);
+      size_t n = 0;
+      for (int64_t t = tile.begin; t < tile.end; ++t)
+        for (int32_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+          const int64_t at = (t - r.begin) * Q + static_cast<int64_t>(h) * hd;
+          rows[n++] = AttnRow{&q_rows[at], &out_rows[at], pos_[static_cast<size_t>(t)] + 1};
+        }
+      const PagedKv kv = paged_kv(layer, runs[static_cast<size_t>(run_of_[static_cast<size_t>(tile.begin)])], kv_head);
+      attention_rows_paged(std::span(rows).first(n), kv, elem, hd, scale);
+    }
+  };
+  run_attention_tasks(r, n_tasks, run_tiles, pool);
+  return true;
 }
 
 }  // namespace nexus

@@ -31,6 +31,7 @@ namespace nexus {
 
 class KvCache;
 class LlamaModel;
+struct PagedKv;
 class ThreadPool;
 struct Activations;
 struct TokenRange;
@@ -116,6 +117,16 @@ class BatchForward {
   void write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* k, const float* v);
   void attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* q, float* out,
                  ThreadPool& pool);
+  // attention() by tiles of a run's tokens times a KV head's query heads;
+  // false (nothing done) when that gives too few tasks for the pool.
+  bool attention_by_tile(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* q, float* out,
+                         ThreadPool& pool);
+  // Where `layer`'s K/V of KV head kv_head sit for `run`'s sequence.
+  PagedKv paged_kv(int32_t layer, const SeqRun& run, int32_t kv_head) const;
+  // fn(begin, end) over n_tasks attention tasks of tokens r: on the pool,
+  // stealing, or on this thread when the step is too small to wake it.
+  template <class Fn>
+  void run_attention_tasks(TokenRange r, int64_t n_tasks, Fn& fn, ThreadPool& pool) const;
 
   const LlamaModel& model_;
   KvCache& cache_;
@@ -126,6 +137,7 @@ class BatchForward {
   std::unique_ptr<ThreadPool> serial_;
   bool small_layers_ = false;  // a layer's weights fit in 512 KiB (splits_by_token)
   int32_t heads_per_task_ = 1;  // query heads per attention kernel call: 1, 8 or 16
+  bool attention_tiles_ = true;  // attention_by_tile() when it applies (NEXUS_ATTENTION)
   const float* rope_factors_ = nullptr;  // per-frequency RoPE divisors for this context, or null
   std::unique_ptr<Activations> act_;
   std::vector<int32_t> tokens_, pos_, run_of_, rows_;  // per batch token (rows_: per logits row)

@@ -107,11 +107,17 @@ BenchModelReport bench_model(const GgufFile& gguf, const std::string& id, const 
 #endif
   r.n_threads = opt.n_threads > 0 ? opt.n_threads : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
 
+  r.depth = opt.depth;
+  r.kv_type = kv_type_name(opt.kv_type);
+  if (opt.depth < 0) throw Error("bench-model: the depth must not be negative");
   for (int32_t n : opt.n_prompt)
-    if (n > c.n_ctx_train) throw Error(fmt::format("bench-model: pp{} exceeds the model's context of {}", n, c.n_ctx_train));
+    if (opt.depth + n > c.n_ctx_train)
+      throw Error(fmt::format("bench-model: pp{} at depth {} exceeds the model's context of {}", n, opt.depth,
+                              c.n_ctx_train));
   for (int32_t n : opt.n_gen)
-    if (n + 1 > c.n_ctx_train)
-      throw Error(fmt::format("bench-model: tg{} needs {} positions; the model's context is {}", n, n + 1, c.n_ctx_train));
+    if (opt.depth + n + 1 > c.n_ctx_train)
+      throw Error(fmt::format("bench-model: tg{} at depth {} needs {} positions; the model's context is {}", n,
+                              opt.depth, opt.depth + n + 1, c.n_ctx_train));
 
   // Kept for the whole run: each decode repetition is bounded by readings
   // taken just before and just after it.
@@ -139,24 +145,35 @@ BenchModelReport bench_model(const GgufFile& gguf, const std::string& id, const 
     warm.eval(bench_tokens(1, c.n_vocab, 7));
   }
 
+  // One context per test, with opt.depth positions prefilled (untimed, in
+  // batches of 512 so the activations stay small); each repetition truncates
+  // back to the depth, which touches no memory.
+  const std::vector<int32_t> depth_tokens = bench_tokens(opt.depth, c.n_vocab, 4242);
+  auto context_at_depth = [&](int32_t n_more) {
+    auto ctx = std::make_unique<LlamaContext>(model, opt.depth + n_more, r.n_threads, opt.kv_type);
+    for (int32_t p = 0; p < opt.depth; p += 512)
+      ctx->eval(std::span(depth_tokens).subspan(static_cast<size_t>(p), static_cast<size_t>(std::min(512, opt.depth - p))));
+    return ctx;
+  };
+  const std::string at_depth = opt.depth > 0 ? fmt::format(" @ d{}", opt.depth) : "";
+
   for (int32_t n : opt.n_prompt) {
     if (n <= 0) continue;
     BenchModelRow row;
-    row.test = fmt::format("pp{}", n);
+    row.test = fmt::format("pp{}{}", n, at_depth);
     row.decode = false;
     row.n_tokens = n;
     const std::vector<int32_t> tokens = bench_tokens(n, c.n_vocab, static_cast<uint32_t>(n));
-    {  // One untimed run first, as llama-bench does: the first prefill of a
-       // process ran 15-25% slower than the next ones (fresh heap pages, the
-       // prefill kernels' first use on each thread), which is not what a
-       // running server sees.
-      LlamaContext warm_pp(model, n, r.n_threads);
-      warm_pp.eval(tokens);
-    }
+    const auto ctx = context_at_depth(n);
+    // One untimed run first, as llama-bench does: the first prefill of a
+    // process ran 15-25% slower than the next ones (fresh heap pages, the
+    // prefill kernels' first use on each thread), which is not what a
+    // running server sees.
+    ctx->eval(tokens);
     for (int32_t rep = 0; rep < opt.reps; ++rep) {
-      LlamaContext ctx(model, n, r.n_threads);
+      ctx->truncate(opt.depth);
       const auto t0 = Clock::now();
-      ctx.eval(tokens);
+      ctx->eval(tokens);
       row.tps.push_back(n / seconds_since(t0));
       log(fmt::format("{} rep {}: {:.2f} t/s", row.test, rep + 1, row.tps.back()));
     }
@@ -167,17 +184,18 @@ BenchModelReport bench_model(const GgufFile& gguf, const std::string& id, const 
   for (int32_t n : opt.n_gen) {
     if (n <= 0) continue;
     BenchModelRow row;
-    row.test = fmt::format("tg{}", n);
+    row.test = fmt::format("tg{}{}", n, at_depth);
     row.decode = true;
     row.n_tokens = n;
     const std::vector<int32_t> tokens = bench_tokens(n + 1, c.n_vocab, static_cast<uint32_t>(n) + 99);
     std::vector<double> bounds;
+    const auto ctx = context_at_depth(n + 1);
     for (int32_t rep = 0; rep < opt.reps; ++rep) {
-      LlamaContext ctx(model, n + 1, r.n_threads);
+      ctx->truncate(opt.depth);
       const double bw_before = bounded ? probe->measure(opt.bandwidth_runs).bytes_per_s : 0;
-      ctx.eval(std::span(tokens).first(1));
+      ctx->eval(std::span(tokens).first(1));
       const auto t0 = Clock::now();
-      for (int32_t i = 1; i <= n; ++i) ctx.eval(std::span(tokens).subspan(static_cast<size_t>(i), 1));
+      for (int32_t i = 1; i <= n; ++i) ctx->eval(std::span(tokens).subspan(static_cast<size_t>(i), 1));
       row.tps.push_back(n / seconds_since(t0));
       std::string share;
       if (bounded) {
@@ -200,7 +218,7 @@ std::string bench_model_markdown(const BenchModelReport& r) {
   if (r.bandwidth_bytes_per_s > 0)
     out += fmt::format("DRAM read bandwidth: {:.2f} GB/s (threads: {}, {} loads, best run over {} MiB); ",
                        r.bandwidth_bytes_per_s / 1e9, r.n_threads, r.bandwidth_loads, r.bandwidth_buffer_bytes >> 20);
-  out += fmt::format("weights read per token: {:.2f} MiB", r.weight_bytes_per_token / 1048576.0);
+  out += fmt::format("KV cache: {}; weights read per token: {:.2f} MiB", r.kv_type, r.weight_bytes_per_token / 1048576.0);
   if (r.weights_fit_in_llc)
     out += fmt::format(" (they fit in the {:.0f} MiB last-level cache: decode is not DRAM-bound, the bound does not apply)",
                        r.llc_bytes / 1048576.0);
@@ -238,6 +256,8 @@ std::string bench_model_json(const BenchModelReport& r) {
       {"size_bytes", r.size_bytes},
       {"n_params", r.n_params},
       {"n_threads", r.n_threads},
+      {"depth", r.depth},
+      {"kv_type", r.kv_type},
       {"weight_bytes_per_token", r.weight_bytes_per_token},
       {"llc_bytes", r.llc_bytes},
       {"weights_fit_in_llc", r.weights_fit_in_llc},

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "model/kv_cache.h"
+
 namespace nexus {
 
 class GgufFile;
@@ -30,6 +32,11 @@ class GgufFile;
 struct BenchModelOptions {
   std::vector<int32_t> n_prompt = {128, 512};  // pp tests (tokens); 0 entries are skipped
   std::vector<int32_t> n_gen = {128};          // tg tests (tokens); 0 entries are skipped
+  // Positions already in the cache before each test (llama-bench's -d): a
+  // prefill of `depth` tokens, untimed, once per test; every repetition then
+  // truncates back to it. Rows read "pp512 @ d4096". 0 = a fresh context.
+  int32_t depth = 0;
+  KvType kv_type = KvType::F32;                // the cache's K/V storage (llama-bench's -ctk/-ctv)
   int32_t n_threads = 0;                       // 0 = hardware concurrency
   int32_t reps = 3;
   // Buffer for the bandwidth run; 0 = skip it. From 1 GiB up it is raised to
@@ -40,7 +47,7 @@ struct BenchModelOptions {
 };
 
 struct BenchModelRow {
-  std::string test;            // "pp128", "tg128"
+  std::string test;            // "pp128", "tg128", "pp512 @ d4096"
   bool decode = false;
   int32_t n_tokens = 0;
   std::vector<double> tps;     // tokens/s of each rep
@@ -76,6 +83,8 @@ struct BenchModelReport {
   // from DRAM, so no bound is measured (no bandwidth readings per rep).
   bool weights_fit_in_llc = false;
   int32_t n_threads = 0;
+  int32_t depth = 0;            // BenchModelOptions::depth
+  std::string kv_type = "f32";  // kv_type_name() of BenchModelOptions::kv_type
   double bandwidth_bytes_per_s = 0;  // the reading before the tests; 0 when not measured
   uint64_t bandwidth_buffer_bytes = 0;
   std::string bandwidth_loads;

@@ -11,14 +11,14 @@
 
 namespace nexus {
 
-LlamaContext::LlamaContext(const LlamaModel& model, int32_t n_ctx, int32_t n_threads) {
+LlamaContext::LlamaContext(const LlamaModel& model, int32_t n_ctx, int32_t n_threads, KvType kv_type) {
   const LlamaConfig& c = model.config();
   n_ctx_ = n_ctx == 0 ? c.n_ctx_train : n_ctx;
   if (n_ctx_ <= 0 || n_ctx_ > c.n_ctx_train)
     throw Error("context size " + std::to_string(n_ctx_) + " must be in [1, " + std::to_string(c.n_ctx_train) +
                 "] (the model's training context)");
   const int32_t n_blocks = (n_ctx_ + kDefaultBlockSize - 1) / kDefaultBlockSize;
-  cache_ = std::make_unique<KvCache>(c, n_blocks, kDefaultBlockSize, KvType::F32);
+  cache_ = std::make_unique<KvCache>(c, n_blocks, kDefaultBlockSize, kv_type);
   forward_ = std::make_unique<BatchForward>(model, *cache_, n_threads, n_ctx_);
   block_table_.resize(static_cast<size_t>(n_blocks));
   std::iota(block_table_.begin(), block_table_.end(), 0);

@@ -1,7 +1,7 @@
 // LlamaContext: one sequence run through a LlamaModel, for tools and tests
 // that need no scheduler (nexus bench-model, reference checks): a thin
 // wrapper over BatchForward (model/batch_forward.h) with its own float32
-// paged KV cache whose block table is simply 0, 1, 2, ... -- the same forward
+// paged KV cache (float32 unless told) whose block table is simply 0, 1, 2, ... -- the same forward
 // pass the engine runs, so its logits are the engine's bit for bit.
 #pragma once
 
@@ -9,6 +9,8 @@
 #include <memory>
 #include <span>
 #include <vector>
+
+#include "model/kv_cache.h"
 
 namespace nexus {
 
@@ -20,8 +22,10 @@ class LlamaContext {
  public:
   // n_ctx: positions the cache holds (tokens); 0 = the model's n_ctx_train.
   // n_threads: kernel threads including the caller; 0 = hardware concurrency.
+  // kv_type: how the cache stores K/V (float32 by default, as the
+  // references were taken; the server's default is fp16).
   // Throws nexus::Error when n_ctx exceeds n_ctx_train or is not positive.
-  LlamaContext(const LlamaModel& model, int32_t n_ctx = 0, int32_t n_threads = 0);
+  LlamaContext(const LlamaModel& model, int32_t n_ctx = 0, int32_t n_threads = 0, KvType kv_type = KvType::F32);
   ~LlamaContext();
 
   // Runs `tokens` (positions n_past() .. n_past()+size-1) through the model as
