@@ -48,6 +48,9 @@ fresh() {  # one TOOL-word prompt, nothing cached (a new seed each run)
 }
 
 for server in ${SERVERS:-nexus llama}; do
+  # Each server on its own port: a port just closed by the previous one can
+  # refuse llama-server's bind for a while (seen after Nexus's run).
+  port=$((port + 1)) url=http://127.0.0.1:$((port))
   if [[ $server == nexus ]]; then
     "$nexus" serve --model "$model" --port "$port" -t 2 -c "$ctx" >/tmp/bench-agent-nexus.log 2>&1 & pid=$!
     wait_up

@@ -252,6 +252,8 @@ TEST(CliMain, UsageErrorsFoundAfterParsingExitTwo) {
   for (const Case& c : {Case{"run " + m + " -c 99999 -p hi", too_long}, Case{"serve " + m + " -c 99999", too_long},
                         Case{"bench-model " + m + " -q -p 5000", "--n-prompt: 5000 exceeds the model's context of 2048"},
                         Case{"bench-model " + m + " -q -p 0 -n 2048", "--n-gen: 2048 needs 2049 positions"},
+                        Case{"bench-model " + m + " -q -p 100 -n 0 -d 2000",
+                             "--n-prompt: 100 at --depth 2000 exceeds the model's context of 2048"},
                         Case{"run " + m + " --device cuda --stop x -p hi", "--stop: not supported with --device cuda"},
                         Case{"bench-model " + m + " --device cuda --json", "--json: not supported with --device"}}) {
     const Result r = run_nexus(c.args);

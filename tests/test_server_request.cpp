@@ -19,7 +19,7 @@ namespace {
 // The ApiError thrown by parsing `body`, or a failure if none is.
 ApiError parse_error(Endpoint ep, const std::string& body) {
   try {
-    parse_api_request(ep, body);
+    parse_openai_request(ep, body);
   } catch (const ApiError& e) {
     return e;
   }
@@ -28,7 +28,7 @@ ApiError parse_error(Endpoint ep, const std::string& body) {
 }
 
 ApiError build_error(const std::string& body, test::FakeBackend& b, Endpoint ep = Endpoint::Completions) {
-  const ApiRequest r = parse_api_request(ep, body);
+  const ConversationRequest r = parse_openai_request(ep, body);
   try {
     build_generation(r, b);
   } catch (const ApiError& e) {
@@ -41,7 +41,7 @@ ApiError build_error(const std::string& body, test::FakeBackend& b, Endpoint ep 
 }  // namespace
 
 TEST(ServerRequest, CompletionFieldsAreRead) {
-  const ApiRequest r = parse_api_request(Endpoint::Completions, R"({
+  const ConversationRequest r = parse_openai_request(Endpoint::Completions, R"({
     "model":"m","prompt":"hello","max_tokens":7,"temperature":0,"top_p":0.5,"top_k":3,"min_p":0.1,
     "frequency_penalty":0.5,"presence_penalty":-0.5,"repeat_penalty":1.1,"seed":-1,
     "stop":["a","","b"],"stream":true,"stream_options":{"include_usage":true},"n":1,"ignore_eos":true,
@@ -66,7 +66,7 @@ TEST(ServerRequest, CompletionFieldsAreRead) {
 }
 
 TEST(ServerRequest, DefaultsFollowOpenAI) {
-  const ApiRequest r = parse_api_request(Endpoint::Completions, R"({"prompt":"x","temperature":null})");
+  const ConversationRequest r = parse_openai_request(Endpoint::Completions, R"({"prompt":"x","temperature":null})");
   EXPECT_EQ(r.model, "");
   EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_EQ(r.sampling.temperature, 1.0f);
@@ -76,11 +76,11 @@ TEST(ServerRequest, DefaultsFollowOpenAI) {
 }
 
 TEST(ServerRequest, PromptForms) {
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":["one"]})").prompt, "one");
-  const ApiRequest ids = parse_api_request(Endpoint::Completions, R"({"prompt":[1,2,3]})");
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":["one"]})").prompt, "one");
+  const ConversationRequest ids = parse_openai_request(Endpoint::Completions, R"({"prompt":[1,2,3]})");
   EXPECT_TRUE(ids.prompt_is_tokens);
   EXPECT_EQ(ids.prompt_tokens, (std::vector<int64_t>{1, 2, 3}));
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":[[4,5]]})").prompt_tokens,
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":[[4,5]]})").prompt_tokens,
             (std::vector<int64_t>{4, 5}));
   EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":["a","b"]})").param, "prompt");
   EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":[]})").param, "prompt");
@@ -91,10 +91,10 @@ TEST(ServerRequest, PromptForms) {
 
 TEST(ServerRequest, UnsupportedFieldsAreRefusedOnlyWhenTheyAskForSomething) {
   // What SDKs send by default (false, null, empty, text, 1) passes.
-  EXPECT_NO_THROW(parse_api_request(Endpoint::ChatCompletions,
+  EXPECT_NO_THROW(parse_openai_request(Endpoint::ChatCompletions,
                                     R"({"messages":[{"role":"user","content":"x"}],"logprobs":false,"top_logprobs":0,
                                         "tools":[],"response_format":{"type":"text"},"functions":null,"logit_bias":{}})"));
-  EXPECT_NO_THROW(parse_api_request(Endpoint::Completions, R"({"prompt":"x","logprobs":null,"echo":false,
+  EXPECT_NO_THROW(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","logprobs":null,"echo":false,
                                                               "best_of":1,"suffix":""})"));
   for (const char* body : {R"({"prompt":"x","suffix":"end"})"})
     EXPECT_EQ(parse_error(Endpoint::Completions, body).code, "unsupported_parameter") << body;
@@ -104,12 +104,12 @@ TEST(ServerRequest, UnsupportedFieldsAreRefusedOnlyWhenTheyAskForSomething) {
 
 TEST(ServerRequest, LogprobsAndLogitBias) {
   const char* chat = R"({"messages":[{"role":"user","content":"x"}],)";
-  auto chat_req = [&](const std::string& rest) { return parse_api_request(Endpoint::ChatCompletions, chat + rest); };
+  auto chat_req = [&](const std::string& rest) { return parse_openai_request(Endpoint::ChatCompletions, chat + rest); };
   EXPECT_EQ(chat_req(R"("logprobs":true})").sampling.logprobs, 0);
   EXPECT_EQ(chat_req(R"("logprobs":true,"top_logprobs":20})").sampling.logprobs, 20);
   EXPECT_EQ(chat_req(R"("logprobs":false})").sampling.logprobs, -1);
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","logprobs":5})").sampling.logprobs, 5);
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x"})").sampling.logprobs, -1);
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","logprobs":5})").sampling.logprobs, 5);
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":"x"})").sampling.logprobs, -1);
 
   for (const char* rest : {R"("logprobs":true,"top_logprobs":21})", R"("logprobs":true,"top_logprobs":-1})",
                            R"("top_logprobs":3})"})
@@ -120,7 +120,7 @@ TEST(ServerRequest, LogprobsAndLogitBias) {
     EXPECT_EQ(parse_error(Endpoint::Completions, body).param, "logprobs") << body;
   EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","top_logprobs":2})").param, "top_logprobs");
 
-  const ApiRequest b = parse_api_request(Endpoint::Completions, R"({"prompt":"x","logit_bias":{"339":-100,"7":2.5}})");
+  const ConversationRequest b = parse_openai_request(Endpoint::Completions, R"({"prompt":"x","logit_bias":{"339":-100,"7":2.5}})");
   ASSERT_EQ(b.logit_bias.size(), 2u);
   EXPECT_EQ(b.logit_bias[0], (std::pair<int64_t, float>{339, -100.0f}));
   EXPECT_EQ(b.logit_bias[1], (std::pair<int64_t, float>{7, 2.5f}));
@@ -131,7 +131,7 @@ TEST(ServerRequest, LogprobsAndLogitBias) {
 }
 
 TEST(ServerRequest, ChatMessages) {
-  const ApiRequest r = parse_api_request(Endpoint::ChatCompletions, R"({"messages":[
+  const ConversationRequest r = parse_openai_request(Endpoint::ChatCompletions, R"({"messages":[
       {"role":"developer","content":"be nice"},
       {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
       {"role":"assistant","content":null}],
@@ -210,8 +210,8 @@ TEST(ServerRequest, PriorityErrorsListTheAllowedValues) {
 // server's cap (--max-request-priority, default interactive); above it a
 // 400 priority_above_cap that names the cap.
 TEST(ServerRequest, PriorityAboveTheServersCapIsRefusedNamingTheCap) {
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","priority":"interactive"})").priority, 10);
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","priority":10})").priority, 10);
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","priority":"interactive"})").priority, 10);
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","priority":10})").priority, 10);
   for (const char* body : {R"({"prompt":"x","priority":11})", R"({"prompt":"x","priority":1000})"}) {
     const ApiError e = parse_error(Endpoint::Completions, body);
     EXPECT_EQ(e.status, 400) << body;
@@ -221,11 +221,11 @@ TEST(ServerRequest, PriorityAboveTheServersCapIsRefusedNamingTheCap) {
     EXPECT_NE(e.message.find("this server allows, interactive (10)"), std::string::npos) << e.message;
   }
   // Another cap; a priority out of range stays invalid_value whatever the cap.
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","priority":1000})", 1000).priority, 1000);
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x"})", 0).priority, 0);
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","priority":"batch"})", 0).priority, -10);
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","priority":1000})", 1000).priority, 1000);
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":"x"})", 0).priority, 0);
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","priority":"batch"})", 0).priority, -10);
   try {
-    parse_api_request(Endpoint::ChatCompletions,
+    parse_openai_request(Endpoint::ChatCompletions,
                       R"({"messages":[{"role":"user","content":"x"}],"priority":"interactive"})", 0);
     ADD_FAILURE() << "interactive accepted under cap 0";
   } catch (const ApiError& e) {
@@ -290,7 +290,7 @@ TEST(ServerPromptBuilder, ModelAndMaxTokensChecks) {
   for (const char* body : {R"({"prompt":"x","max_tokens":1e30})", R"({"prompt":"x","max_tokens":-1e30})",
                            R"({"prompt":"x","max_tokens":18446744073709551615})"}) {
     try {
-      parse_api_request(Endpoint::Completions, body);
+      parse_openai_request(Endpoint::Completions, body);
       ADD_FAILURE() << "parsed " << body;
     } catch (const ApiError& e) {
       EXPECT_EQ(e.param, "max_tokens");
@@ -300,7 +300,7 @@ TEST(ServerPromptBuilder, ModelAndMaxTokensChecks) {
   }
 
   // Served id, or no model at all, is fine.
-  EXPECT_NO_THROW(build_generation(parse_api_request(Endpoint::Completions, R"({"prompt":"x","model":"fake-model"})"), b));
+  EXPECT_NO_THROW(build_generation(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","model":"fake-model"})"), b));
 }
 
 TEST(ServerPromptBuilder, ContextLength) {
@@ -313,14 +313,14 @@ TEST(ServerPromptBuilder, ContextLength) {
                         Endpoint::ChatCompletions).code,
             "context_length_exceeded");
   // 15 tokens fit; max_tokens is clamped to the room left (1).
-  GenerationRequest g = build_generation(parse_api_request(Endpoint::Completions, R"({"prompt":"12345678901234"})"), b);
+  GenerationRequest g = build_generation(parse_openai_request(Endpoint::Completions, R"({"prompt":"12345678901234"})"), b);
   EXPECT_EQ(g.prompt.size(), 15u);
   EXPECT_EQ(g.stop.max_tokens, 1);
 }
 
 TEST(ServerPromptBuilder, BuildsTheGenerationRequest) {
   test::FakeBackend b(/*n_ctx=*/512);
-  GenerationRequest g = build_generation(parse_api_request(Endpoint::Completions,
+  GenerationRequest g = build_generation(parse_openai_request(Endpoint::Completions,
       R"({"prompt":"ab","temperature":0,"stop":"x","ignore_eos":true,"seed":3})"), b);
   EXPECT_EQ(g.prompt, (std::vector<int32_t>{1, 'a' + 2, 'b' + 2}));
   EXPECT_EQ(g.stop.max_tokens, kDefaultMaxTokens);
@@ -329,14 +329,14 @@ TEST(ServerPromptBuilder, BuildsTheGenerationRequest) {
   EXPECT_EQ(g.sampling.temperature, 0.0f);
   EXPECT_EQ(g.sampling.seed, 3u);
 
-  g = build_generation(parse_api_request(Endpoint::Completions, R"({"prompt":[5,6],"max_tokens":4})"), b);
+  g = build_generation(parse_openai_request(Endpoint::Completions, R"({"prompt":[5,6],"max_tokens":4})"), b);
   EXPECT_EQ(g.prompt, (std::vector<int32_t>{5, 6}));
   EXPECT_EQ(g.stop.max_tokens, 4);
   EXPECT_EQ(build_error(R"({"prompt":[5,258]})", b).param, "prompt");
   EXPECT_EQ(build_error(R"({"prompt":[-1]})", b).param, "prompt");
 
   // Chat: the plain fallback template, tokenized.
-  g = build_generation(parse_api_request(Endpoint::ChatCompletions, R"({"messages":[{"role":"user","content":"hi"}]})"),
+  g = build_generation(parse_openai_request(Endpoint::ChatCompletions, R"({"messages":[{"role":"user","content":"hi"}]})"),
                        b);
   EXPECT_EQ(g.prompt, b.tokenize("User: hi\nAssistant:", false));
 }
@@ -354,12 +354,12 @@ TEST(ServerApiError, JsonShape) {
 }
 
 TEST(ServerRequest, ResponseFormatAndGrammar) {
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x"})").grammar, nullptr);
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"text"}})").grammar,
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":"x"})").grammar, nullptr);
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"text"}})").grammar,
             nullptr);
-  EXPECT_NE(parse_api_request(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"json_object"}})").grammar,
+  EXPECT_NE(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"json_object"}})").grammar,
             nullptr);
-  EXPECT_NE(parse_api_request(Endpoint::Completions, R"({"prompt":"x","grammar":"root ::= \"yes\" | \"no\""})").grammar,
+  EXPECT_NE(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","grammar":"root ::= \"yes\" | \"no\""})").grammar,
             nullptr);
   EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","response_format":"json"})").param, "response_format");
   EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","response_format":{}})").param, "response_format.type");
@@ -369,7 +369,7 @@ TEST(ServerRequest, ResponseFormatAndGrammar) {
   EXPECT_EQ(bad.param, "grammar");
   EXPECT_NE(bad.message.find("undefined-rule"), std::string::npos) << bad.message;
   EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","grammar":5})").param, "grammar");
-  EXPECT_NE(parse_api_request(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"json_schema",
+  EXPECT_NE(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"json_schema",
       "json_schema":{"name":"p","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string"}},
       "required":["a"],"additionalProperties":false}}}})").grammar, nullptr);
   EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"json_schema"}})").param,
@@ -385,17 +385,17 @@ TEST(ServerRequest, ResponseFormatAndGrammar) {
 }
 
 TEST(ServerRequest, NChoicesAndBestOfEqualToN) {
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x"})").n, 1);
-  EXPECT_EQ(parse_api_request(Endpoint::Completions, R"({"prompt":"x","n":16,"best_of":16})").n, 16);
-  EXPECT_EQ(parse_api_request(Endpoint::ChatCompletions, R"({"messages":[{"role":"user","content":"x"}],"n":3})").n, 3);
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":"x"})").n, 1);
+  EXPECT_EQ(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","n":16,"best_of":16})").n, 16);
+  EXPECT_EQ(parse_openai_request(Endpoint::ChatCompletions, R"({"messages":[{"role":"user","content":"x"}],"n":3})").n, 3);
   const ApiError e = parse_error(Endpoint::Completions, R"({"prompt":"x","n":17})");
   EXPECT_EQ(e.param, "n");
   EXPECT_NE(std::string(e.what()).find("from 1 to 16"), std::string::npos) << e.what();
 }
 
 TEST(ServerRequest, EchoIsACompletionsFieldWithoutStream) {
-  EXPECT_TRUE(parse_api_request(Endpoint::Completions, R"({"prompt":"x","echo":true,"max_tokens":0})").echo);
-  EXPECT_FALSE(parse_api_request(Endpoint::Completions, R"({"prompt":"x","echo":false,"stream":true})").echo);
+  EXPECT_TRUE(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","echo":true,"max_tokens":0})").echo);
+  EXPECT_FALSE(parse_openai_request(Endpoint::Completions, R"({"prompt":"x","echo":false,"stream":true})").echo);
   EXPECT_EQ(parse_error(Endpoint::Completions, R"({"prompt":"x","echo":true,"stream":true})").param, "echo");
   EXPECT_EQ(parse_error(Endpoint::ChatCompletions, R"({"messages":[{"role":"user","content":"x"}],"echo":true})").param,
             "echo");

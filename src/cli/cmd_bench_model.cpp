@@ -38,13 +38,14 @@ struct BenchArgs {
 // as a usage error that names the option.
 void check_test_sizes(const BenchArgs& a, const GgufFile& gguf) {
   const int32_t ctx = LlamaConfig::from_gguf(gguf).n_ctx_train;
+  const std::string at = a.depth > 0 ? fmt::format(" at --depth {}", a.depth) : "";
   for (int32_t n : a.n_prompt)
     if (a.depth + n > ctx)
-      throw UsageError(fmt::format("--n-prompt: {} at depth {} exceeds the model's context of {} tokens", n, a.depth, ctx));
+      throw UsageError(fmt::format("--n-prompt: {}{} exceeds the model's context of {} tokens", n, at, ctx));
   for (int32_t n : a.n_gen)
     if (a.depth + n + 1 > ctx)
-      throw UsageError(fmt::format("--n-gen: {} at depth {} needs {} positions; the model's context is {} tokens",
-                                   n, a.depth, a.depth + n + 1, ctx));
+      throw UsageError(fmt::format("--n-gen: {}{} needs {} positions; the model's context is {} tokens", n, at,
+                                   a.depth + n + 1, ctx));
 }
 
 int run_bench(const BenchArgs& a) {

@@ -174,7 +174,7 @@ RouteResult ApiRouter::route(std::string_view method, std::string_view target, s
 
 RouteResult ApiRouter::completion(Endpoint endpoint, std::string_view body) const {
   return guarded(Protocol::OpenAI, [&]() -> RouteResult {
-    ApiRequest req = parse_api_request(endpoint, body, max_request_priority_);
+    ConversationRequest req = parse_openai_request(endpoint, body, max_request_priority_);
     PendingGeneration g;
     g.request = build_generation(req, backend_);
     ResponseMeta meta;
@@ -221,7 +221,7 @@ RouteResult ApiRouter::messages(std::string_view body) const {
     MessagesParseOptions o;
     o.max_priority = max_request_priority_;
     o.strict_tools = strict_tools_;
-    const ApiRequest req = parse_messages_request(body, o);
+    const ConversationRequest req = parse_messages_request(body, o);
     check_model(req.model);
     PendingGeneration g;
     g.request = build_generation(req, backend_);
@@ -239,7 +239,7 @@ RouteResult ApiRouter::count_tokens(std::string_view body) const {
     o.max_priority = max_request_priority_;
     o.strict_tools = strict_tools_;
     o.count_tokens = true;
-    const ApiRequest req = parse_messages_request(body, o);
+    const ConversationRequest req = parse_messages_request(body, o);
     check_model(req.model);
     return HttpReply{200, json{{"input_tokens", prompt_tokens(req, backend_).size()}}.dump(), {}};
   });

@@ -50,7 +50,7 @@ bool is_valid_utf8(std::string_view s) {
 
 namespace {
 
-void parse_prompt(const json& body, ApiRequest& r) {
+void parse_prompt(const json& body, ConversationRequest& r) {
   const json* p = field(body, "prompt");
   if (!p) throw bad_request("Missing required parameter: 'prompt'.", "prompt", "missing_required_parameter");
   if (p->is_string()) { r.prompt = p->get<std::string>(); return; }
@@ -142,7 +142,7 @@ void parse_message_extras(const json& m, const std::string& name, const std::str
   msg.tool_calls = nlohmann::ordered_json(*calls);  // (the body's nesting is bounded: util/json_depth.h)
 }
 
-void parse_messages(const json& body, ApiRequest& r) {
+void parse_messages(const json& body, ConversationRequest& r) {
   const json* ms = field(body, "messages");
   if (!ms) throw bad_request("Missing required parameter: 'messages'.", "messages", "missing_required_parameter");
   if (!ms->is_array()) throw type_error("messages", "an array", *ms);
@@ -173,7 +173,7 @@ void parse_messages(const json& body, ApiRequest& r) {
   }
 }
 
-void parse_stop(const json& body, ApiRequest& r) {
+void parse_stop(const json& body, ConversationRequest& r) {
   const json* s = field(body, "stop");
   if (!s) return;
   if (s->is_string()) {
@@ -192,7 +192,7 @@ void parse_stop(const json& body, ApiRequest& r) {
 // logprobs: chat takes `logprobs` (bool) + `top_logprobs` (0..20); legacy
 // completions take `logprobs` as the number of alternatives (0..5), as
 // OpenAI's references define them.
-void parse_logprobs(const json& body, ApiRequest& r) {
+void parse_logprobs(const json& body, ConversationRequest& r) {
   if (r.endpoint == Endpoint::ChatCompletions) {
     const bool on = get_bool(body, "logprobs").value_or(false);
     const auto top = get_integer(body, "top_logprobs");
@@ -238,7 +238,7 @@ std::shared_ptr<const grammar::Grammar> response_format_grammar(const json& rf, 
 // response_format {"type": "text" | "json_object" | "json_schema"} and
 // Nexus's `grammar` (GBNF text, llama.cpp's field): the grammar the output
 // must follow.
-void parse_grammar(const json& body, std::string_view raw, ApiRequest& r) {
+void parse_grammar(const json& body, std::string_view raw, ConversationRequest& r) {
   const json* rf = field(body, "response_format");
   const json* g = field(body, "grammar");
   std::string type = "text";
@@ -276,7 +276,7 @@ void parse_grammar(const json& body, std::string_view raw, ApiRequest& r) {
 
 // logit_bias: {"<token id>": bias in [-100, 100]}; the ids' range against
 // the vocabulary is checked in prompt_builder.
-void parse_logit_bias(const json& body, ApiRequest& r) {
+void parse_logit_bias(const json& body, ConversationRequest& r) {
   const json* b = field(body, "logit_bias");
   if (!b) return;
   if (!b->is_object()) throw type_error("logit_bias", "an object mapping token ids to numbers", *b);
@@ -326,7 +326,7 @@ void refuse_unsupported(const json& doc) {
 
 // n: 1..kMaxChoices (choices.h); best_of: absent or equal to n (Nexus
 // returns every sequence it generates, so it has none to choose among).
-void parse_choices(const json& doc, ApiRequest& r) {
+void parse_choices(const json& doc, ConversationRequest& r) {
   if (auto n = get_integer(doc, "n")) {
     if (*n < 1 || *n > kMaxChoices)
       throw bad_request(fmt::format("Invalid 'n': expected a value from 1 to {}, but got {}.", kMaxChoices, *n), "n",
@@ -344,7 +344,7 @@ void parse_choices(const json& doc, ApiRequest& r) {
 // logprobs its tokens' log-probabilities (engine.h prompt_logprobs); then
 // max_tokens may be 0 (scoring). Not with stream (the prompt's logprobs
 // would have no chunk of their own); chat has no echo.
-void parse_echo(const json& doc, ApiRequest& r) {
+void parse_echo(const json& doc, ConversationRequest& r) {
   const bool echo = get_bool(doc, "echo").value_or(false);
   if (!echo) return;
   if (r.endpoint == Endpoint::ChatCompletions)
@@ -356,7 +356,7 @@ void parse_echo(const json& doc, ApiRequest& r) {
 
 }  // namespace
 
-void parse_sampling(const json& body, ApiRequest& r) {
+void parse_sampling(const json& body, ConversationRequest& r) {
   r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   SamplingParams& s = r.sampling;
   if (auto v = get_number(body, "temperature", 0, 2)) s.temperature = static_cast<float>(*v);
@@ -433,11 +433,11 @@ json parse_json_body(std::string_view body) {
   return doc;
 }
 
-ApiRequest parse_api_request(Endpoint endpoint, std::string_view body, int32_t max_priority) {
+ConversationRequest parse_openai_request(Endpoint endpoint, std::string_view body, int32_t max_priority) {
   const json doc = parse_json_body(body);
   refuse_unsupported(doc);
 
-  ApiRequest r;
+  ConversationRequest r;
   r.endpoint = endpoint;
   if (const json* m = field(doc, "model")) {
     if (!m->is_string()) throw type_error("model", "a string", *m);

@@ -1,5 +1,6 @@
 // Parsing and validation of the request bodies of POST /v1/completions and
-// POST /v1/chat/completions, following OpenAI's API reference.
+// POST /v1/chat/completions, following OpenAI's API reference, into the
+// neutral ConversationRequest (server/core/conversation_request.h).
 //
 // This is the one place where request fields are checked: every problem
 // becomes an ApiError (HTTP 400, type "invalid_request_error", `param` naming
@@ -64,55 +65,16 @@
 #include <string_view>
 #include <vector>
 
-#include "grammar/grammar.h"
-#include "sampling/sampling_params.h"
-#include "server/chat_template.h"
-#include "server/openai_tools.h"
+#include "server/core/conversation_request.h"
 #include "server/request_priority.h"
 
 namespace nexus::server {
-
-// The protocol a request came by; every one but Completions is a
-// conversation (messages rendered with the chat template).
-enum class Endpoint { Completions, ChatCompletions, Responses, Messages };
-
-struct ApiRequest {
-  Endpoint endpoint = Endpoint::Completions;
-  std::string model;                   // "" when absent
-  // Completions: the prompt as text, or as token ids when prompt_is_tokens.
-  std::string prompt;
-  std::vector<int64_t> prompt_tokens;  // unchecked ids (range checked later)
-  bool prompt_is_tokens = false;
-  // Chat completions.
-  std::vector<ChatMessage> messages;
-  std::string messages_param = "messages";  // the field they came from, for errors ("input" in Responses)
-  // The rendered prompt opens the assistant's turn (chat_template.h); false
-  // for a prefill-only request (the Responses WebSocket mode's generate:
-  // false), whose prompt is then a prefix of the next turn's.
-  bool add_generation_prompt = true;
-  nlohmann::ordered_json tools;        // for the chat template; null: it gets none (no tools, or tool_choice none)
-  ToolRequest tool_use;                // tools, tool_choice, parallel_tool_calls (openai_tools.h)
-  std::optional<int64_t> max_tokens;   // as given; may be <= 0 or huge (checked later)
-  std::string max_tokens_param = "max_tokens";  // the field it came from, for errors
-  SamplingParams sampling;
-  std::vector<std::string> stop;
-  std::vector<std::pair<int64_t, float>> logit_bias;  // unchecked ids (range checked later)
-  std::shared_ptr<const grammar::Grammar> grammar;    // from response_format or grammar; null = none
-  std::string grammar_param = "grammar";              // the field it came from: "response_format" or "grammar"
-  bool ignore_eos = false;
-  int32_t priority = 0;                // kPriorityDefault
-  bool stream = false;
-  bool include_usage = false;          // stream_options.include_usage
-  std::optional<std::string> prediction;  // Predicted Outputs' text (server/openai_prediction.h)
-  int32_t n = 1;                       // choices (choices.h)
-  bool echo = false;                   // completions only
-};
 
 // Parses `body` (the raw HTTP body). Throws ApiError(400) on invalid UTF-8,
 // malformed JSON, a non-object body, a field of the wrong type or out of
 // range, a priority above `max_priority` (the server's cap,
 // --max-request-priority), or a missing/empty prompt or messages.
-ApiRequest parse_api_request(Endpoint endpoint, std::string_view body,
+ConversationRequest parse_openai_request(Endpoint endpoint, std::string_view body,
                              int32_t max_priority = kDefaultMaxRequestPriority);
 
 // Strict UTF-8 check (RFC 3629: no overlongs, no surrogates, <= U+10FFFF).
@@ -127,7 +89,7 @@ nlohmann::json parse_json_body(std::string_view body);
 // naming the field):
 // temperature [0,2], top_p [0,1], top_k, min_p, the penalties, seed,
 // ignore_eos (llama.cpp's extension; `nexus bench` sends it);
-void parse_sampling(const nlohmann::json& body, ApiRequest& r);
+void parse_sampling(const nlohmann::json& body, ConversationRequest& r);
 // `priority` (see above), at most `max_priority`;
 int32_t parse_priority(const nlohmann::json& body, int32_t max_priority);
 // a JSON schema compiled to the grammar its instances follow (grammar/json_schema.h),

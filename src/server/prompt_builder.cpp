@@ -27,7 +27,7 @@ void check_grammar(const std::shared_ptr<const grammar::Grammar>& g, const std::
 
 }  // namespace
 
-std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend) {
+std::vector<int32_t> prompt_tokens(const ConversationRequest& req, const Backend& backend) {
   if (req.endpoint != Endpoint::Completions) {
     const ChatTemplate& t = backend.chat_template();
     return tokenize_chat(backend, t.render(tool_calls::prompt_messages(req.messages, req.tool_use, t), req.tools,
@@ -47,7 +47,7 @@ std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend
   return ids;
 }
 
-std::string echo_text(const ApiRequest& req, const Backend& backend) {
+std::string echo_text(const ConversationRequest& req, const Backend& backend) {
   if (!req.echo) return {};
   if (!req.prompt_is_tokens) return req.prompt;
   std::vector<int32_t> ids(req.prompt_tokens.begin(), req.prompt_tokens.end());  // checked by build_generation
@@ -76,7 +76,7 @@ void check_max_tokens(std::optional<int64_t> max_tokens, int32_t n_ctx, const st
   }
 }
 
-GenerationRequest build_generation(const ApiRequest& req, const Backend& backend) {
+GenerationRequest build_generation(const ConversationRequest& req, const Backend& backend) {
   if (!req.model.empty() && req.model != backend.model_id()) {
     throw bad_request(fmt::format("The model '{}' does not exist; this server serves '{}'.", printable(req.model),
                                   backend.model_id()),

@@ -1,4 +1,4 @@
-// prompt_builder: a parsed ApiRequest + the model -> the GenerationRequest
+// prompt_builder: a parsed ConversationRequest + the model -> the GenerationRequest
 // the engine runs. Holds the checks that need the model:
 //   model          must equal Backend::model_id() when given    400 model_not_found
 //   prompt ids     each in [0, n_vocab)                          400 invalid_value
@@ -39,15 +39,15 @@ std::vector<int32_t> tokenize_chat(const Backend& backend, const std::string& te
 // The prompt's token ids alone (rendered and tokenized, or checked ids),
 // without build_generation's other checks: POST /v1/messages/count_tokens
 // counts prompts longer than the context too. Throws ApiError.
-std::vector<int32_t> prompt_tokens(const ApiRequest& req, const Backend& backend);
+std::vector<int32_t> prompt_tokens(const ConversationRequest& req, const Backend& backend);
 
 // Throws ApiError (400) as listed above. echo with logprobs sets
 // prompt_logprobs.
-GenerationRequest build_generation(const ApiRequest& req, const Backend& backend);
+GenerationRequest build_generation(const ConversationRequest& req, const Backend& backend);
 
 // echo: the text the completion follows -- the prompt string, or a token
 // prompt decoded (Backend::detokenize).
-std::string echo_text(const ApiRequest& req, const Backend& backend);
+std::string echo_text(const ConversationRequest& req, const Backend& backend);
 
 // The max_tokens check of build_generation, alone (absent is valid): throws
 // ApiError 400 invalid_value (param = `param`, the field the client sent)

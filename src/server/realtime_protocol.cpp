@@ -14,7 +14,7 @@ using nlohmann::json;
 
 namespace {
 
-// The <sampling> keys (checked by parse_api_request) and the protocol's own.
+// The <sampling> keys (checked by parse_openai_request) and the protocol's own.
 constexpr std::array<std::string_view, 13> kSamplingKeys{
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "repeat_penalty", "frequency_penalty",
     "presence_penalty", "seed", "stop", "ignore_eos", "priority"};
@@ -30,7 +30,7 @@ bool is_sampling_key(std::string_view k) {
 ResolvedParams resolve_params(const json& session, const json& overrides, const std::string& model_id,
                               int32_t n_ctx, int32_t max_priority) {
   ResolvedParams out;
-  // A completions body made of the sampling fields: parse_api_request is the
+  // A completions body made of the sampling fields: parse_openai_request is the
   // one place where they are checked. The prompt is a placeholder.
   json body = json::object();
   for (const json* layer : {&session, &overrides}) {
@@ -53,7 +53,7 @@ ResolvedParams resolve_params(const json& session, const json& overrides, const 
   }
   body["prompt"] = json::array({0});
   try {
-    out.request = parse_api_request(Endpoint::Completions, body.dump(), max_priority);
+    out.request = parse_openai_request(Endpoint::Completions, body.dump(), max_priority);
     check_max_tokens(out.request.max_tokens, n_ctx);
   } catch (const ApiError& e) {
     throw EventError(e.code.empty() ? "invalid_value" : e.code, e.message);

@@ -16,7 +16,7 @@
 // <sampling> = the request fields of POST /v1/completions that are not the
 // prompt (openai_request.h): max_tokens, temperature, top_p, top_k, min_p,
 // repeat_penalty, frequency_penalty, presence_penalty, seed, stop,
-// ignore_eos, priority (and model). They are checked by parse_api_request,
+// ignore_eos, priority (and model). They are checked by parse_openai_request,
 // so they mean and are limited exactly as over HTTP.
 #pragma once
 
@@ -40,7 +40,7 @@ namespace nexus::server::realtime {
 // Generation parameters: a session's defaults merged with a response's
 // overrides (JSON objects of <sampling> fields plus return_tokens/system).
 struct ResolvedParams {
-  ApiRequest request;          // endpoint Completions; prompt fields unset
+  ConversationRequest request;          // endpoint Completions; prompt fields unset
   bool return_tokens = false;
 };
 // Every field is checked as over HTTP, max_tokens against n_ctx too

@@ -123,7 +123,7 @@ bool server_tool(const std::string& type) {
   return type != "custom";  // web_search_*, bash_*, text_editor_*, code_execution_*, computer_*, ...
 }
 
-void parse_tools(const ojson& doc, ApiRequest& r, bool strict_tools) {
+void parse_tools(const ojson& doc, ConversationRequest& r, bool strict_tools) {
   ToolRequest& tr = r.tool_use;
   if (const ojson* tools = field(doc, "tools")) {
     if (!tools->is_array()) throw type_error("tools", "an array", *tools);
@@ -187,7 +187,7 @@ bool accepted_field(const std::string& k) {
 
 }  // namespace
 
-ApiRequest parse_messages_request(std::string_view body, const MessagesParseOptions& opts) {
+ConversationRequest parse_messages_request(std::string_view body, const MessagesParseOptions& opts) {
   const json doc = parse_json_body(body);
   const ojson odoc = parse_json_bounded<ojson>(body);  // parsed once already: cannot fail (keeps schema order)
   for (const auto& kv : doc.items())
@@ -198,7 +198,7 @@ ApiRequest parse_messages_request(std::string_view body, const MessagesParseOpti
     throw bad_request("Unsupported parameter: 'mcp_servers': this server connects to no MCP server.", "mcp_servers",
                       "unsupported_parameter");
 
-  ApiRequest r;
+  ConversationRequest r;
   r.endpoint = Endpoint::Messages;
   if (auto m = get_string(doc, "model")) r.model = *m;
   else throw missing("model");

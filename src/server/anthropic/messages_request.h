@@ -1,7 +1,7 @@
 // POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API
 // request (Anthropic's API reference, "Messages"; what Claude Code sends:
 // docs/notes/claude-code-messages.md) -> the neutral conversation
-// (ApiRequest with Endpoint::Messages).
+// (ConversationRequest with Endpoint::Messages).
 //
 //   model            string (required by Anthropic; checked against the served
 //                    model like every protocol: `claude --model ID`)
@@ -50,6 +50,6 @@ struct MessagesParseOptions {
 };
 
 // Throws ApiError 400 as listed above.
-ApiRequest parse_messages_request(std::string_view body, const MessagesParseOptions& opts);
+ConversationRequest parse_messages_request(std::string_view body, const MessagesParseOptions& opts);
 
 }  // namespace nexus::server

@@ -46,7 +46,7 @@ ResponsesFormatter::ResponsesFormatter(const ResponsesRequest& req, std::string 
       framing_(framing),
       input_items_(req.input_items),
       transcript_(req.transcript) {
-  const ApiRequest& c = req.conversation;
+  const ConversationRequest& c = req.conversation;
   json metadata = req.metadata;
   if (!req.dropped_tools.empty()) {
     std::string names;

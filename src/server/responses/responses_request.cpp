@@ -273,7 +273,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const ResponseSt
                         "unknown_parameter");
 
   ResponsesRequest r;
-  ApiRequest& c = r.conversation;
+  ConversationRequest& c = r.conversation;
   c.endpoint = Endpoint::Responses;
   c.messages_param = "input";
   c.max_tokens_param = "max_output_tokens";

@@ -1,7 +1,7 @@
 // POST /v1/responses: the request body (OpenAI's API reference, "Create a
 // model response"; the fields Codex CLI sends: docs/notes and
 // ../shared/notes/codex-cli-responses.md) -> the neutral conversation
-// (ApiRequest with Endpoint::Responses) and what the response echoes.
+// (ConversationRequest with Endpoint::Responses) and what the response echoes.
 //
 //   input            a string (one user message) or items:
 //                      {"type": "message", "role": system | developer | user
@@ -62,7 +62,7 @@ namespace nexus::server {
 class ResponseStore;
 
 struct ResponsesRequest {
-  ApiRequest conversation;                 // endpoint Responses
+  ConversationRequest conversation;                 // endpoint Responses
   std::string instructions;
   std::optional<std::string> previous_response_id;
   std::optional<int64_t> max_output_tokens;  // as given (echoed); conversation.max_tokens is the bound applied
