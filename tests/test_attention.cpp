@@ -148,6 +148,56 @@ TEST(Attention, PagedMatchesContiguousBitForBit) {
   }
 }
 
+// A paged cache for the tests below: n_keys positions of `stride` elements
+// (all KV heads) in shuffled blocks of [K rows][V rows], block_size x stride
+// each, with two spare blocks; the same random values as float32, fp16 and
+// Q8_0 (its own random int8 values, fp16 scales per 32 arena elements).
+// Unused float rows hold NaN, so a kernel that reads them is caught.
+struct PagedCaches {
+  int32_t stride = 0, block_size = 0;
+  int64_t block_stride = 0;
+  std::vector<int32_t> table;
+  std::vector<float> f32;
+  std::vector<uint16_t> f16, q8_scales;
+  std::vector<int8_t> q8;
+
+  PagedCaches(int32_t stride_, int32_t block_size_, int32_t n_keys, std::mt19937& rng)
+      : stride(stride_), block_size(block_size_), block_stride(2 * int64_t{block_size_} * stride_) {
+    std::normal_distribution<float> nd(0.0f, 3.0f);
+    const int32_t n_blocks = (n_keys + block_size - 1) / block_size + 2;
+    table.resize(static_cast<size_t>(n_blocks));
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    f32.assign(static_cast<size_t>(n_blocks * block_stride), std::nanf(""));
+    f16.assign(f32.size(), 0x7e00);
+    q8.assign(f32.size(), 0);
+    q8_scales.resize(f32.size() / 32 + 1);
+    for (uint16_t& d : q8_scales) d = fp32_to_fp16(std::uniform_real_distribution<float>(0.01f, 0.05f)(rng));
+    for (int32_t p = 0; p < n_keys; ++p)
+      for (int32_t i = 0; i < 2 * stride; ++i) {  // K row then V row
+        const int64_t at = table[p / block_size] * block_stride + (i / stride) * block_size * stride +
+                           (p % block_size) * stride + i % stride;
+        f32[at] = nd(rng);
+        f16[at] = fp32_to_fp16(f32[at]);
+        q8[at] = static_cast<int8_t>(std::uniform_int_distribution<int>(-127, 127)(rng));
+      }
+  }
+
+  // The KV head whose values start `off` elements into each row.
+  PagedKv kv(KvElem elem, int64_t off) const {
+    const void* base = elem == KvElem::F32 ? static_cast<const void*>(f32.data())
+                       : elem == KvElem::F16 ? static_cast<const void*>(f16.data())
+                                             : static_cast<const void*>(q8.data());
+    const size_t esize = elem == KvElem::F32 ? 4 : elem == KvElem::F16 ? 2 : 1;
+    const auto* b = static_cast<const uint8_t*>(base);
+    PagedKv kv{b + off * esize, b + (off + block_size * stride) * esize, table.data(), block_size, block_stride,
+               stride};
+    kv.scales = q8_scales.data();
+    kv.k_elem0 = off, kv.v_elem0 = off + int64_t{block_size} * stride;
+    return kv;
+  }
+};
+
 // One case of the tests below: the kHeads (8 or 16) query heads are heads
 // kHeads .. 2 kHeads - 1 of 2 kHeads, so kv points past KV head 0 and a wrong
 // offset reads another head's values.
@@ -155,28 +205,12 @@ template <int32_t kHeads>
 void check_heads_in_lanes(int32_t head_dim, int32_t group, int32_t block_size, int32_t n_keys, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 3.0f);
   const int32_t n_kv_heads = 2 * kHeads / group, stride = head_dim * n_kv_heads;
-  const int32_t n_blocks = (n_keys + block_size - 1) / block_size + 2;
-  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), rng);
-  const int64_t block_stride = 2 * static_cast<int64_t>(block_size) * stride;
-  std::vector<float> paged(static_cast<size_t>(n_blocks * block_stride), std::nanf(""));
-  std::vector<uint16_t> paged16(paged.size(), 0x7e00);
-  for (int32_t p = 0; p < n_keys; ++p)
-    for (int32_t i = 0; i < 2 * stride; ++i) {  // K row then V row
-      const int64_t at = table[p / block_size] * block_stride + (i / stride) * block_size * stride +
-                         (p % block_size) * stride + i % stride;
-      paged[at] = nd(rng);
-      paged16[at] = fp32_to_fp16(paged[at]);
-    }
+  const PagedCaches cache(stride, block_size, n_keys, rng);
   std::vector<float> q(static_cast<size_t>(kHeads * head_dim));
   for (float& x : q) x = nd(rng);
   const int32_t h0 = kHeads, off = h0 / group * head_dim;
   const float scale = 0.5f;
-  PagedKv kv{paged.data() + off, paged.data() + off + block_size * stride, table.data(), block_size, block_stride,
-             stride};
-  PagedKv kv16{paged16.data() + off, paged16.data() + off + block_size * stride, table.data(), block_size,
-               block_stride, stride};
+  const PagedKv kv = cache.kv(KvElem::F32, off), kv16 = cache.kv(KvElem::F16, off);
   std::vector<float> got(q.size()), got16(q.size());
   if constexpr (kHeads == 8) {
     attention_heads8_paged(q.data(), kv, n_keys, head_dim, group, scale, got.data());
@@ -187,9 +221,7 @@ void check_heads_in_lanes(int32_t head_dim, int32_t group, int32_t block_size, i
   }
   for (int32_t h = 0; h < kHeads; ++h) {
     const int64_t head_off = ((h0 + h) / group) * head_dim;
-    PagedKv one = kv, one16 = kv16;
-    one.k = paged.data() + head_off, one.v = paged.data() + head_off + block_size * stride;
-    one16.k = paged16.data() + head_off, one16.v = paged16.data() + head_off + block_size * stride;
+    const PagedKv one = cache.kv(KvElem::F32, head_off), one16 = cache.kv(KvElem::F16, head_off);
     std::vector<float> want(static_cast<size_t>(head_dim)), want16(want.size());
     attention_head_paged(&q[h * head_dim], one, n_keys, head_dim, scale, want.data());
     attention_head_paged_f16(&q[h * head_dim], one16, n_keys, head_dim, scale, want16.data());
@@ -241,33 +273,8 @@ TEST(Attention, RowsKernelMatchesPerHeadBitForBit) {
   for (int32_t head_dim : {4, 12, 64, 128})
     for (int32_t block_size : {16, 32}) {
       const int32_t n_kv_heads = 2, stride = head_dim * n_kv_heads, max_keys = 150;
-      const int32_t n_blocks = (max_keys + block_size - 1) / block_size + 2;
-      std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-      std::iota(table.begin(), table.end(), 0);
-      std::shuffle(table.begin(), table.end(), rng);
-      const int64_t block_stride = 2 * static_cast<int64_t>(block_size) * stride, n_elems = n_blocks * block_stride;
-      std::vector<float> f32(static_cast<size_t>(n_elems), std::nanf(""));
-      std::vector<uint16_t> f16(f32.size(), 0x7e00);
-      std::vector<int8_t> q8(f32.size(), 0);
-      std::vector<uint16_t> q8_scales(f32.size() / 32 + 1, 0x7e00);
-      for (uint16_t& d : q8_scales) d = fp32_to_fp16(std::uniform_real_distribution<float>(0.01f, 0.05f)(rng));
-      for (int32_t p = 0; p < max_keys; ++p)
-        for (int32_t i = 0; i < 2 * stride; ++i) {  // K row then V row
-          const int64_t at = table[p / block_size] * block_stride + (i / stride) * block_size * stride +
-                             (p % block_size) * stride + i % stride;
-          f32[at] = nd(rng);
-          f16[at] = fp32_to_fp16(f32[at]);
-          q8[at] = static_cast<int8_t>(std::uniform_int_distribution<int>(-127, 127)(rng));
-        }
+      const PagedCaches cache(stride, block_size, max_keys, rng);
       const int32_t off = head_dim;  // the second KV head
-      auto kv_of = [&](const void* base, size_t esize) {
-        const auto* b = static_cast<const uint8_t*>(base);
-        PagedKv kv{b + off * esize, b + (off + block_size * stride) * esize, table.data(), block_size, block_stride,
-                   stride};
-        kv.scales = q8_scales.data();
-        kv.k_elem0 = off, kv.v_elem0 = off + block_size * stride;
-        return kv;
-      };
       // 70 rows: four query heads of one KV head (group 4) for tokens whose
       // key counts cover 1, chunk edges and the whole cache.
       std::vector<int32_t> n_keys;
@@ -277,9 +284,7 @@ TEST(Attention, RowsKernelMatchesPerHeadBitForBit) {
       for (float& x : q) x = nd(rng);
       const float scale = 0.4f;
       for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::Q8_0}) {
-        const PagedKv kv = elem == KvElem::F32 ? kv_of(f32.data(), 4)
-                           : elem == KvElem::F16 ? kv_of(f16.data(), 2)
-                                                 : kv_of(q8.data(), 1);
+        const PagedKv kv = cache.kv(elem, off);
         std::vector<float> got(q.size(), std::nanf("")), want(q.size());
         std::vector<AttnRow> rows;
         for (size_t r = 0; r < n_keys.size(); ++r) rows.push_back({&q[r * head_dim], &got[r * head_dim], n_keys[r]});
