@@ -361,6 +361,9 @@ TEST(BatchForward, AttentionTilesMatchThePerHeadSplitBitForBit) {
     }
     return all;
   };
+  setenv("NEXUS_ATTENTION", "perhead", 1);  // a typo is refused, not read as the default
+  EXPECT_THROW(LlamaContext(m.model, 0, 2), Error);
+  unsetenv("NEXUS_ATTENTION");
   for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
     SCOPED_TRACE(kv_type_name(type));
     const std::vector<float> tiled = run(type, true), per_head = run(type, false);

@@ -256,6 +256,13 @@ TEST(Cli, SynthThenBenchModel) {
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["results"].size(), 1u);
   EXPECT_EQ(j["results"][0]["test"], "tg4");
+
+  // At a depth, with a KV type named in any case (as serve takes it).
+  r = run(bin + " bench-model -m " + model + " -p 4 -n 0 -d 8 --kv-type Q8_0 -t 1 -r 1 --bw-mib 0 -q --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto at_depth = nlohmann::json::parse(r.out);
+  EXPECT_EQ(at_depth["results"][0]["test"], "pp4 @ d8");
+  EXPECT_EQ(at_depth["kv_type"], "q8_0");
 }
 
 TEST(Cli, SynthRejectsBadArguments) {

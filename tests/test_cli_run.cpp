@@ -254,6 +254,8 @@ TEST(CliMain, UsageErrorsFoundAfterParsingExitTwo) {
                         Case{"bench-model " + m + " -q -p 0 -n 2048", "--n-gen: 2048 needs 2049 positions"},
                         Case{"bench-model " + m + " -q -p 100 -n 0 -d 2000",
                              "--n-prompt: 100 at --depth 2000 exceeds the model's context of 2048"},
+                        Case{"bench-model " + m + " -q -p 0 -n 0 -d 2048",
+                             "--depth: 2048 leaves no room for a test in the model's context of 2048"},
                         Case{"run " + m + " --device cuda --stop x -p hi", "--stop: not supported with --device cuda"},
                         Case{"bench-model " + m + " --device cuda --json", "--json: not supported with --device"}}) {
     const Result r = run_nexus(c.args);

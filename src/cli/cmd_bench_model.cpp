@@ -38,12 +38,14 @@ struct BenchArgs {
 // as a usage error that names the option.
 void check_test_sizes(const BenchArgs& a, const GgufFile& gguf) {
   const int32_t ctx = LlamaConfig::from_gguf(gguf).n_ctx_train;
+  if (a.depth > 0 && a.depth >= ctx)
+    throw UsageError(fmt::format("--depth: {} leaves no room for a test in the model's context of {} tokens", a.depth, ctx));
   const std::string at = a.depth > 0 ? fmt::format(" at --depth {}", a.depth) : "";
   for (int32_t n : a.n_prompt)
-    if (a.depth + n > ctx)
+    if (n > 0 && a.depth + n > ctx)
       throw UsageError(fmt::format("--n-prompt: {}{} exceeds the model's context of {} tokens", n, at, ctx));
   for (int32_t n : a.n_gen)
-    if (a.depth + n + 1 > ctx)
+    if (n > 0 && a.depth + n + 1 > ctx)
       throw UsageError(fmt::format("--n-gen: {}{} needs {} positions; the model's context is {} tokens", n, at,
                                    a.depth + n + 1, ctx));
 }
@@ -52,7 +54,7 @@ int run_bench(const BenchArgs& a) {
   if (a.device == "cuda") {
     if (a.json) throw UsageError("--json: not supported with --device cuda yet");
     if (a.depth > 0) throw UsageError("--depth: not supported with --device cuda yet");
-    if (a.kv_type != "f32") throw UsageError("--kv-type: not supported with --device cuda yet");
+    if (kv_type_from_name(a.kv_type) != KvType::F32) throw UsageError("--kv-type: not supported with --device cuda yet");
     require_cuda_device();
 #ifdef NEXUS_HAVE_CUDA
     const std::string path = model_file(a.model, "bench-model --device cuda");
@@ -101,9 +103,10 @@ std::function<int()> setup(CLI::App& sub) {
                  "positions already in the KV cache before each test (prefilled once, untimed), as llama-bench's -d")
       ->capture_default_str()
       ->check(range(0, 1 << 24));
-  sub.add_option("--kv-type", a->kv_type, "KV cache storage: f32, f16 (the server's default) or q8_0")
+  sub.add_option("--kv-type", a->kv_type,
+                 "KV cache storage: f32 (as the reference checks), f16 (the server's default) or q8_0; any case")
       ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+      ->check(kv_type_name());
   sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->capture_default_str()->check(range(0, 4096));
   sub.add_option("-r,--repetitions", a->reps, "timed repetitions of each test (a prefill test also runs once untimed first)")
       ->capture_default_str()

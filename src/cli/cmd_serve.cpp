@@ -328,11 +328,7 @@ std::function<int()> setup(CLI::App& sub) {
       ->check(range(1, kMaxJsonDepthLimit));
   sub.add_option("--kv-type", a->kv_type, "KV cache element type: f16, f32, q8_0 (any case)")
       ->capture_default_str()
-      ->check(CLI::Validator(
-          [](std::string& t) -> std::string {
-            return kv_type_from_name(t) ? "" : "'" + t + "' is not a KV type: use f16, f32 or q8_0";
-          },
-          ""));
+      ->check(kv_type_name());
   sub.add_option("--spec", a->spec,
                  "speculative decoding proposer: off, or ngram (prompt lookup); a request's \"prediction\" "
                  "is always used")

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/usage_error.h"
+#include "model/kv_cache.h"
 
 namespace nexus::cli {
 
@@ -113,6 +114,16 @@ inline CLI::Validator finite_number() {
         if (std::string why = parse_whole(text, v, out_of_range); !why.empty()) return why;
         if (out_of_range) return text + " is out of range";
         return {};
+      },
+      "");
+}
+
+// A KV cache type name in any case (model/kv_cache.h kv_type_from_name):
+// "'q4_0' is not a KV type: use f16, f32 or q8_0".
+inline CLI::Validator kv_type_name() {
+  return CLI::Validator(
+      [](std::string& t) -> std::string {
+        return kv_type_from_name(t) ? "" : "'" + t + "' is not a KV type: use f16, f32 or q8_0";
       },
       "");
 }

@@ -78,6 +78,8 @@ BatchForward::BatchForward(const LlamaModel& model, KvCache& cache, std::unique_
   // NEXUS_ATTENTION=per_head turns the tiles off: the same bits, for side-by-
   // side timings in one binary (docs/benchmarks.md, "Prefill at depth").
   const char* mode = std::getenv("NEXUS_ATTENTION");
+  if (mode && *mode && std::string_view(mode) != "tiled" && std::string_view(mode) != "per_head")
+    throw Error(std::string("NEXUS_ATTENTION: '") + mode + "' is not tiled or per_head");
   attention_tiles_ = !(mode && std::string_view(mode) == "per_head");
 }
 

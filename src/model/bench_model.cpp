@@ -110,12 +110,15 @@ BenchModelReport bench_model(const GgufFile& gguf, const std::string& id, const 
   r.depth = opt.depth;
   r.kv_type = kv_type_name(opt.kv_type);
   if (opt.depth < 0) throw Error("bench-model: the depth must not be negative");
+  if (opt.depth > 0 && opt.depth >= c.n_ctx_train)
+    throw Error(fmt::format("bench-model: a depth of {} leaves no room in the model's context of {}", opt.depth,
+                            c.n_ctx_train));
   for (int32_t n : opt.n_prompt)
-    if (opt.depth + n > c.n_ctx_train)
+    if (n > 0 && opt.depth + n > c.n_ctx_train)
       throw Error(fmt::format("bench-model: pp{} at depth {} exceeds the model's context of {}", n, opt.depth,
                               c.n_ctx_train));
   for (int32_t n : opt.n_gen)
-    if (opt.depth + n + 1 > c.n_ctx_train)
+    if (n > 0 && opt.depth + n + 1 > c.n_ctx_train)
       throw Error(fmt::format("bench-model: tg{} at depth {} needs {} positions; the model's context is {}", n,
                               opt.depth, opt.depth + n + 1, c.n_ctx_train));
 
