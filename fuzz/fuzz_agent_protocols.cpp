@@ -26,7 +26,7 @@
 namespace {
 
 using nexus::server::ApiError;
-using nexus::server::ApiRequest;
+using nexus::server::ConversationRequest;
 
 [[noreturn]] void finding(const char* what, const std::string& detail) {
   std::fprintf(stderr, "fuzz_agent_protocols: %s: %s\n", what, detail.c_str());
@@ -48,7 +48,7 @@ const nexus::server::ResponseStore& store() {
   return *s;
 }
 
-void check(const ApiRequest& r, const char* protocol) {
+void check(const ConversationRequest& r, const char* protocol) {
   if (r.messages.empty()) finding("an accepted request without messages", protocol);
   if (r.tool_use.forced() && r.tool_use.tools.empty()) finding("a forced tool choice without tools", protocol);
 }
