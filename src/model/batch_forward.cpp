@@ -194,9 +194,10 @@ bool BatchForward::splits_by_token(std::span<const SeqRun> runs) const {
 void BatchForward::run_layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool) {
   const LlamaConfig& c = model_.config();
   RopeTables cs{&rope_cs_[r.begin * c.n_rot], separate_swa_rope(c) ? &rope_cs_swa_[r.begin * c.n_rot] : nullptr};
+  const std::vector<AttnTile> tiles = attention_tiles(r);  // the same for every layer
   auto attend = [&](int32_t layer, const float* q, const float* k, const float* v, float* out, int64_t) {
     write_kv(layer, runs, r, k, v);  // every token's K/V before any attention reads them
-    attention(layer, runs, r, q, out, pool);
+    attention(layer, runs, r, tiles, q, out, pool);
   };
   auto ops = cpu_ops(c, pool, cs, attend);
   const LayerBuffers b = act_->rows_from(c, r.begin);
@@ -229,15 +230,15 @@ void BatchForward::write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRa
 // token and heads_per_task_ query heads (1, 8 or 16, attention_heads_per_task).
 // Each task writes only its own output, so the thread split does not change
 // any result.
-void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* q_rows,
-                             float* out_rows, ThreadPool& pool) {
+void BatchForward::attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r,
+                             std::span<const AttnTile> tiles, const float* q_rows, float* out_rows, ThreadPool& pool) {
   const LlamaConfig& c = model_.config();
   const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv, Q = c.n_embd_q();
   const float scale = c.attn_scale, cap = c.attn_softcap;
   const int32_t window = c.is_swa(layer) ? c.n_swa : 0;
   const KvType type = cache_.type();
   const bool tiled_kernel = attention_tiles_ && heads_per_task_ == 1 && window == 0 && cap <= 0;
-  if (tiled_kernel && attention_by_tile(layer, runs, r, q_rows, out_rows, pool)) return;
+  if (tiled_kernel && attention_by_tile(layer, runs, r, tiles, q_rows, out_rows, pool)) return;
   const int32_t heads_per_task = heads_per_task_;
   const int32_t tasks_per_token = c.n_head / heads_per_task;
   const int64_t n_tasks = r.size() * tasks_per_token;
@@ -308,24 +309,24 @@ PagedKv BatchForward::paged_kv(int32_t layer, const SeqRun& run, int32_t kv_head
   return kv;
 }
 
-bool BatchForward::attention_by_tile(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* q_rows,
-                                     float* out_rows, ThreadPool& pool) {
-  // 64 rows per task: 64 reads of each K/V chunk from L1 instead of 64 from
-  // memory, and states that stay in L2 (attention_rows_paged).
-  constexpr int32_t kTileRows = 64;
+std::vector<BatchForward::AttnTile> BatchForward::attention_tiles(TokenRange r) const {
   const LlamaConfig& c = model_.config();
-  const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv, Q = c.n_embd_q();
-  const int32_t tile_tokens = std::max(1, kTileRows / group);
-  struct Tile {
-    int64_t begin, end;  // batch tokens of one run
-  };
-  std::vector<Tile> tiles;
+  const int32_t tile_tokens = std::max(1, kTileRows / (c.n_head / c.n_head_kv));
+  std::vector<AttnTile> tiles;
   for (int64_t t = r.begin; t < r.end;) {
     int64_t e = t + 1;
     while (e < r.end && e - t < tile_tokens && run_of_[static_cast<size_t>(e)] == run_of_[static_cast<size_t>(t)]) ++e;
     tiles.push_back({t, e});
     t = e;
   }
+  return tiles;
+}
+
+bool BatchForward::attention_by_tile(int32_t layer, std::span<const SeqRun> runs, TokenRange r,
+                                     std::span<const AttnTile> tiles, const float* q_rows, float* out_rows,
+                                     ThreadPool& pool) {
+  const LlamaConfig& c = model_.config();
+  const int32_t hd = c.head_dim, group = c.n_head / c.n_head_kv, Q = c.n_embd_q();
   const auto n_tiles = static_cast<int64_t>(tiles.size()), n_tasks = n_tiles * c.n_head_kv;
   // Too few tasks to keep every thread busy to the end (one decoding
   // sequence): the per-token split has n_head tasks per token.
@@ -338,7 +339,7 @@ bool BatchForward::attention_by_tile(int32_t layer, std::span<const SeqRun> runs
       // Tiles taken in the order 0, n-1, 1, n-2, ...: a causal tile's cost
       // grows with its positions, so contiguous task ranges hold equal work.
       const int64_t j = task / c.n_head_kv;
-      const Tile& tile = tiles[static_cast<size_t>(j % 2 == 0 ? j / 2 : n_tiles - 1 - j / 2)];
+      const AttnTile& tile = tiles[static_cast<size_t>(j % 2 == 0 ? j / 2 : n_tiles - 1 - j / 2)];
       const auto kv_head = static_cast<int32_t>(task % c.n_head_kv);
       size_t n = 0;
       for (int64_t t = tile.begin; t < tile.end; ++t)

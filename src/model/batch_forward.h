@@ -115,12 +115,21 @@ class BatchForward {
   // the windowed layers of a split cache.
   std::span<const int32_t> table(const SeqRun& run, int32_t layer) const;
   void write_kv(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* k, const float* v);
-  void attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* q, float* out,
-                 ThreadPool& pool);
-  // attention() by tiles of a run's tokens times a KV head's query heads;
-  // false (nothing done) when that gives too few tasks for the pool.
-  bool attention_by_tile(int32_t layer, std::span<const SeqRun> runs, TokenRange r, const float* q, float* out,
-                         ThreadPool& pool);
+  // Rows per prefill attention task (attention_by_tile): 64 reads of each
+  // K/V chunk from L1 instead of 64 from memory, states that stay in L2.
+  static constexpr int32_t kTileRows = 64;
+  // Up to kTileRows / group consecutive batch tokens of one run.
+  struct AttnTile {
+    int64_t begin, end;
+  };
+  // Tokens r cut into tiles (the same for every layer of a batch).
+  std::vector<AttnTile> attention_tiles(TokenRange r) const;
+  void attention(int32_t layer, std::span<const SeqRun> runs, TokenRange r, std::span<const AttnTile> tiles,
+                 const float* q, float* out, ThreadPool& pool);
+  // attention() by `tiles` times the query heads of each KV head; false
+  // (nothing done) when that gives too few tasks for the pool.
+  bool attention_by_tile(int32_t layer, std::span<const SeqRun> runs, TokenRange r, std::span<const AttnTile> tiles,
+                         const float* q, float* out, ThreadPool& pool);
   // Where `layer`'s K/V of KV head kv_head sit for `run`'s sequence.
   PagedKv paged_kv(int32_t layer, const SeqRun& run, int32_t kv_head) const;
   // fn(begin, end) over n_tasks attention tasks of tokens r: on the pool,
