@@ -91,7 +91,17 @@ TEST(ResponsesTranscript, TheDeathOfARunningResponseFailsItAndUnansweredRequests
   t.on_server_event(created("r1"));
   t.on_server_event(completed("r1", json::array({output_message("")})));  // no text: no assistant turn kept
   t.on_client_event(create("b", "r1"));
-  t.on_server_event(created("r2"));
+  t.on_server_event(json{{"type", "response.created"},
+                          {"sequence_number", 0},
+                          {"response",
+                           {{"id", "r2"},
+                            {"object", "response"},
+                            {"created_at", 1765000000},
+                            {"model", "m"},
+                            {"status", "in_progress"},
+                            {"output", json::array()},
+                            {"usage", nullptr}}}}
+                        .dump());
   t.on_server_event(json{{"type", "response.output_text.delta"}, {"sequence_number", 7}}.dump());
   t.on_client_event(create("c", "r1"));  // sent as the replica died: no answer yet
   const auto notice = t.death_notice(true, "read: end of stream");
@@ -102,6 +112,10 @@ TEST(ResponsesTranscript, TheDeathOfARunningResponseFailsItAndUnansweredRequests
   EXPECT_EQ(failed["response"]["id"], "r2");
   EXPECT_EQ(failed["response"]["status"], "failed");
   EXPECT_EQ(failed["response"]["error"]["code"], "replica_failed");
+  // The object response.created announced, failed: its model and created_at stay.
+  EXPECT_EQ(failed["response"]["model"], "m");
+  EXPECT_EQ(failed["response"]["created_at"], 1765000000);
+  EXPECT_EQ(failed["response"]["output"], json::array());
   const auto replay = t.replay();
   ASSERT_EQ(replay.size(), 1u);
   const json j = json::parse(replay[0]);

@@ -103,6 +103,7 @@ std::string ResponsesTranscript::on_server_event(std::string_view text) {
     running_ = std::move(pending_.front());
     pending_.pop_front();
     running_id_ = id;
+    running_response_ = response != ev.end() && response->is_object() ? *response : ojson::object();
   } else if (type == "response.completed" || type == "response.incomplete") {
     // The server keeps it as the connection's last response.
     Known kept{id, std::nullopt};
@@ -134,19 +135,18 @@ std::string ResponsesTranscript::on_server_event(std::string_view text) {
 std::vector<std::string> ResponsesTranscript::death_notice(bool, const std::string& detail) {
   std::vector<std::string> out;
   if (!running_) return out;
-  const ojson failed = {
-      {"type", "response.failed"},
-      {"sequence_number", sequence_ + 1},
-      {"response",
-       {{"id", running_id_},
-        {"object", "response"},
-        {"status", "failed"},
-        {"error",
-         {{"code", "replica_failed"},
-          {"message", "The replica serving this connection failed (" + detail +
-                          "); the connection goes on on another replica. Send the request again."}}},
-        {"output", ojson::array()},
-        {"usage", nullptr}}}};
+  // The response object response.created announced (its model, created_at
+  // and echoed request fields), failed: as the server's own response.failed.
+  ojson response = running_response_.is_object() ? running_response_ : ojson::object();
+  response["id"] = running_id_;
+  response["object"] = "response";
+  response["status"] = "failed";
+  response["error"] = {{"code", "replica_failed"},
+                       {"message", "The replica serving this connection failed (" + detail +
+                                       "); the connection goes on on another replica. Send the request again."}};
+  response["output"] = ojson::array();
+  response["usage"] = nullptr;
+  const ojson failed = {{"type", "response.failed"}, {"sequence_number", sequence_ + 1}, {"response", response}};
   out.push_back(dump(failed));
   return out;
 }

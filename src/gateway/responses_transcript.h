@@ -102,6 +102,9 @@ class ResponsesTranscript final : public WsTranscript {
   std::deque<Request> pending_;     // sent, not answered yet
   std::optional<Request> running_;  // between response.created and its end
   std::string running_id_;
+  // The running response as response.created gave it (model, created_at,
+  // the request's echoed fields): a death notice fails that object.
+  nlohmann::ordered_json running_response_;
   Known last_;   // the replica's last response (kept: completed or incomplete)
   Known moved_;  // the last response of the replica that died: continued by rewriting
   int64_t sequence_ = -1;  // the last sequence_number the replica sent
