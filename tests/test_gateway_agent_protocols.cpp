@@ -10,7 +10,9 @@
 
 #include <signal.h>
 
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -161,6 +163,35 @@ TEST(GatewayAgentProtocols, AResponsesWebSocketWhoseReplicaIsKilledGoesOnWithIts
   EXPECT_EQ(metric_or(m, "nexus_gateway_responses_ws_failovers_total", {{"result", "resumed"}}), 1);
   EXPECT_EQ(metric_or(m, "nexus_gateway_responses_ws_sessions", {}, -1), 1);
   c.close();
+}
+
+// After a move the gateway rewrites the client's messages, so it must read
+// each whole: one over its body limit (1 MiB) cannot be passed on, and the
+// session ends in the client's fault, not the replicas': an error event with
+// status 400 and code message_too_large, then close 1009 (RFC 6455 7.4.1).
+TEST(GatewayAgentProtocols, AnOversizedMessageAfterAMoveEndsTheSessionAs400And1009) {
+  NEXUS_REQUIRE_SHARED(model, "stories260K.gguf");
+  ReplicaSet rs(model, 2);
+  ASSERT_TRUE(rs.all_started());
+  GatewayProcess gw(rs.ports);
+  ASSERT_GT(gw.port, 0);
+  WsClient c("127.0.0.1", gw.port, "/v1/responses");
+  const json first = create(c, {{"input", "Once upon a time"}, {"max_output_tokens", 4}, {"store", false}});
+  ASSERT_TRUE(first["type"] == "response.completed" || first["type"] == "response.incomplete") << first.dump();
+  const size_t dead = ws_replica(rs, gw.port);
+  ASSERT_EQ(rs.servers[dead]->proc.stop(SIGKILL), 128 + SIGKILL);
+  // The connection moves when the gateway reads the replica's end (nothing was running).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (metric_or(scrape_metrics(gw.port), "nexus_gateway_responses_ws_failovers_total", {{"result", "resumed"}}) < 1) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "the connection did not move";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  c.send_json({{"type", "response.create"}, {"input", std::string((1 << 20) + 1000, 'a')}, {"store", false}});
+  const json ev = c.recv_json();
+  EXPECT_EQ(ev["type"], "error") << ev.dump();
+  EXPECT_EQ(ev["status"], 400) << ev.dump();
+  EXPECT_EQ(ev["error"]["code"], "message_too_large") << ev.dump();
+  EXPECT_EQ(c.wait_closed(), 1009);
 }
 
 // Per tenant, streamed Responses and Messages answers count their tokens as
