@@ -45,6 +45,11 @@ json create(WsClient& ws, json body, std::vector<json>* events = nullptr) {
   }
 }
 
+// A create's last event is an answer: completed, or cut by max_output_tokens.
+bool answered(const json& final_event) {
+  return final_event["type"] == "response.completed" || final_event["type"] == "response.incomplete";
+}
+
 std::string output_text(const json& final_event) {
   std::string text;
   for (const auto& item : final_event["response"]["output"])
@@ -128,7 +133,7 @@ TEST(GatewayAgentProtocols, AResponsesWebSocketWhoseReplicaIsKilledGoesOnWithIts
   const json warm = create(c, with({{"input", {preamble}}, {"generate", false}}));
   ASSERT_EQ(warm["type"], "response.completed") << warm.dump();
   const json first = create(c, with({{"input", {first_input}}, {"previous_response_id", warm["response"]["id"]}}));
-  ASSERT_TRUE(first["type"] == "response.completed" || first["type"] == "response.incomplete") << first.dump();
+  ASSERT_TRUE(answered(first)) << first.dump();
   EXPECT_GT(first["response"]["usage"]["input_tokens_details"]["cached_tokens"].get<int>(), 0);
   ASSERT_FALSE(output_text(first).empty());
 
@@ -137,7 +142,7 @@ TEST(GatewayAgentProtocols, AResponsesWebSocketWhoseReplicaIsKilledGoesOnWithIts
   // The client knows nothing of it: its next request continues the first turn.
   std::vector<json> events;
   const json second = create(c, with({{"input", {second_input}}, {"previous_response_id", first["response"]["id"]}}), &events);
-  ASSERT_TRUE(second["type"] == "response.completed" || second["type"] == "response.incomplete") << second.dump();
+  ASSERT_TRUE(answered(second)) << second.dump();
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events[0]["type"], "response.created");  // nothing of the move reached the client
 
@@ -156,7 +161,7 @@ TEST(GatewayAgentProtocols, AResponsesWebSocketWhoseReplicaIsKilledGoesOnWithIts
 
   // And on: the next turn continues the new replica's response, by id.
   const json third = create(c, with({{"input", {message("user", "The end.")}}, {"previous_response_id", second["response"]["id"]}}));
-  ASSERT_TRUE(third["type"] == "response.completed" || third["type"] == "response.incomplete") << third.dump();
+  ASSERT_TRUE(answered(third)) << third.dump();
   EXPECT_GT(third["response"]["usage"]["input_tokens_details"]["cached_tokens"].get<int>(),
             second["response"]["usage"]["input_tokens"].get<int>() / 2);
   const auto m = scrape_metrics(gw.port);
@@ -177,7 +182,7 @@ TEST(GatewayAgentProtocols, AnOversizedMessageAfterAMoveEndsTheSessionAs400And10
   ASSERT_GT(gw.port, 0);
   WsClient c("127.0.0.1", gw.port, "/v1/responses");
   const json first = create(c, {{"input", "Once upon a time"}, {"max_output_tokens", 4}, {"store", false}});
-  ASSERT_TRUE(first["type"] == "response.completed" || first["type"] == "response.incomplete") << first.dump();
+  ASSERT_TRUE(answered(first)) << first.dump();
   const size_t dead = ws_replica(rs, gw.port);
   ASSERT_EQ(rs.servers[dead]->proc.stop(SIGKILL), 128 + SIGKILL);
   // The connection moves when the gateway reads the replica's end (nothing was running).
@@ -268,7 +273,7 @@ TEST(GatewayAgentProtocols, AResponsesWebSocketOnAFrozenReplicaMovesWhenItsBreak
   json first_req = settings;
   first_req["input"] = json::array({message("user", "Once upon a time")});
   const json first = create(c, first_req);
-  ASSERT_TRUE(first["type"] == "response.completed" || first["type"] == "response.incomplete") << first.dump();
+  ASSERT_TRUE(answered(first)) << first.dump();
   const size_t frozen = ws_replica(rs, gw.port);
   ASSERT_EQ(kill(rs.servers[frozen]->proc.pid(), SIGSTOP), 0);
   const auto t0 = std::chrono::steady_clock::now();
@@ -279,7 +284,7 @@ TEST(GatewayAgentProtocols, AResponsesWebSocketOnAFrozenReplicaMovesWhenItsBreak
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(kill(rs.servers[frozen]->proc.pid(), SIGCONT), 0);
   std::printf("[frozen] the request on the frozen replica's connection answered in %.2f s\n", s);
-  ASSERT_TRUE(next["type"] == "response.completed" || next["type"] == "response.incomplete") << next.dump();
+  ASSERT_TRUE(answered(next)) << next.dump();
   EXPECT_LT(s, 15.0);
   const auto m = scrape_metrics(gw.port);
   EXPECT_EQ(metric_or(m, "nexus_gateway_responses_ws_failovers_total", {{"result", "resumed"}}), 1);

@@ -194,7 +194,9 @@ bool BatchForward::splits_by_token(std::span<const SeqRun> runs) const {
 void BatchForward::run_layers(TokenRange r, std::span<const SeqRun> runs, ThreadPool& pool) {
   const LlamaConfig& c = model_.config();
   RopeTables cs{&rope_cs_[r.begin * c.n_rot], separate_swa_rope(c) ? &rope_cs_swa_[r.begin * c.n_rot] : nullptr};
-  const std::vector<AttnTile> tiles = attention_tiles(r);  // the same for every layer
+  // The same for every layer; none where no layer can take them (the
+  // heads-in-lanes kernels, NEXUS_ATTENTION=per_head): no allocation then.
+  const std::vector<AttnTile> tiles = attention_tiles_ && heads_per_task_ == 1 ? attention_tiles(r) : std::vector<AttnTile>{};
   auto attend = [&](int32_t layer, const float* q, const float* k, const float* v, float* out, int64_t) {
     write_kv(layer, runs, r, k, v);  // every token's K/V before any attention reads them
     attention(layer, runs, r, tiles, q, out, pool);
